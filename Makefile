@@ -1,0 +1,41 @@
+# coordinatord build entry points. `make run` and `make test` are the two commands a fresh
+# machine needs (README.md).
+GO        ?= go
+BIN       := bin/coordinatord
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+FUZZTIME  ?= 10s
+# Fuzz targets: package:Target, each run for FUZZTIME by `make fuzz` (and so by `make test`).
+FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest
+
+.PHONY: build run test unit fuzz bench lint clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
+
+run: build
+	./$(BIN) serve --config configs/coordinatord.properties --log-format console
+
+test: lint unit fuzz
+
+unit:
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -count=1 ./test/layers
+
+clean:
+	rm -rf bin

@@ -1,0 +1,94 @@
+// Command coordinatord serves Kafka group coordination over the Kafka wire protocol.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitCode distinguishes a bad configuration (2, as the operator must fix something) from a
+// runtime failure (1).
+type exitCode int
+
+type exitError struct {
+	code exitCode
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func configError(err error) error { return &exitError{code: 2, err: err} }
+
+func main() {
+	root := newRootCommand()
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinatord:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(int(ee.code))
+		}
+		var ke *config.KeyError
+		if errors.As(err, &ke) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "coordinatord",
+		Short:         "Kafka group coordinator: classic, consumer and Streams groups over the Kafka protocol",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// Flag errors (unknown flag, missing value) are configuration errors too.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return configError(err) })
+	root.AddCommand(newServeCommand(), newConfigCommand(), newVersionCommand())
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "coordinatord", version)
+		},
+	}
+}
+
+func newConfigCommand() *cobra.Command {
+	cfgCmd := &cobra.Command{Use: "config", Short: "Inspect configuration"}
+	var path string
+	var sets []string
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Validate a config file and print every effective key with its source",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path, sets)
+			if err != nil {
+				return configError(err)
+			}
+			w := cmd.OutOrStdout()
+			for _, e := range cfg.Entries() {
+				fmt.Fprintf(w, "%s=%s\t# %s\n", e.Key, e.Value, e.Source)
+			}
+			return nil
+		},
+	}
+	check.Flags().StringVar(&path, "config", "", "Java-properties config file")
+	check.Flags().StringArrayVar(&sets, "set", nil, "override a key: --set key=value (repeatable)")
+	cfgCmd.AddCommand(check)
+	return cfgCmd
+}

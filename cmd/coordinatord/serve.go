@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/handlers"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func newServeCommand() *cobra.Command {
+	var path, logFormat string
+	var sets []string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the coordinator",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path, sets)
+			if err != nil {
+				return configError(err)
+			}
+			if logFormat != "json" && logFormat != "console" {
+				return configError(fmt.Errorf("--log-format %q: must be json or console", logFormat))
+			}
+			log, err := newLogger(cfg.LogLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			if err := serve(ctx, cfg, log); err != nil {
+				log.Error("coordinatord stopped with an error", zap.Error(err))
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "", "Java-properties config file")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a key: --set key=value (repeatable)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "json", "log encoding: json or console")
+	return cmd
+}
+
+func newLogger(level, format string) (*zap.Logger, error) {
+	zc := zap.NewProductionConfig()
+	if format == "console" {
+		zc.Encoding = "console"
+		zc.EncoderConfig = zap.NewDevelopmentEncoderConfig()
+	}
+	zc.EncoderConfig.TimeKey = "ts"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	zc.Sampling = nil
+	zc.OutputPaths = []string{"stdout"}
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	return zc.Build()
+}
+
+// serve runs the daemon until ctx is cancelled (a signal), then shuts down gracefully.
+func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
+	if err := os.MkdirAll(cfg.LogDirs, 0o755); err != nil {
+		return fmt.Errorf("create log.dirs %s: %w", cfg.LogDirs, err)
+	}
+	clusterID, err := loadClusterID(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.LogFlushInterval > 0 {
+		log.Warn("UNSAFE: log.flush.interval.ms > 0 acknowledges writes before they are fsynced; a power failure can lose them",
+			zap.Duration("log.flush.interval.ms", cfg.LogFlushInterval))
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := wire.NewMetrics(reg)
+
+	// Bind every listener first so that a port given as 0 is advertised as the port we got.
+	lns := make([]net.Listener, 0, len(cfg.Listeners))
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	bound := map[string]int{}
+	for _, l := range cfg.Listeners {
+		ln, err := net.Listen("tcp", l.Addr())
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", l, err)
+		}
+		lns = append(lns, ln)
+		bound[l.Name] = ln.Addr().(*net.TCPAddr).Port
+	}
+	node := handlers.Node{ID: cfg.NodeID, ClusterID: clusterID}
+	for _, a := range cfg.AdvertisedListeners {
+		port := a.Port
+		if port == 0 {
+			port = bound[a.Name]
+		}
+		node.Endpoints = append(node.Endpoints, handlers.Endpoint{Listener: a.Name, Host: a.Host, Port: int32(port)})
+	}
+	table := handlers.New(handlers.Deps{Node: node, Logger: log})
+
+	adminLn, err := net.Listen("tcp", cfg.AdminListener)
+	if err != nil {
+		return fmt.Errorf("listen admin.listener %s: %w", cfg.AdminListener, err)
+	}
+	admin := &http.Server{Handler: adminMux(reg), ReadHeaderTimeout: 10 * time.Second}
+	go admin.Serve(adminLn)
+
+	servers := make([]*wire.Server, len(lns))
+	errc := make(chan error, len(lns))
+	for i, ln := range lns {
+		srv := wire.NewServer(wire.Options{
+			ListenerName:    cfg.Listeners[i].Name,
+			MaxRequestBytes: cfg.MaxRequestBytes,
+			IdleTimeout:     cfg.ConnectionsMaxIdle,
+			MaxConnections:  cfg.MaxConnections,
+			Logger:          log.With(zap.String("listener", cfg.Listeners[i].Name)),
+			Metrics:         metrics,
+		}, table)
+		servers[i] = srv
+		go func(ln net.Listener) { errc <- srv.Serve(ln) }(ln)
+	}
+	addrs := make([]string, len(lns))
+	for i, ln := range lns {
+		addrs[i] = cfg.Listeners[i].Name + "://" + ln.Addr().String()
+	}
+	log.Info("coordinatord started",
+		zap.String("version", version), zap.Strings("listeners", addrs), zap.String("admin", adminLn.Addr().String()),
+		zap.Int32("node_id", cfg.NodeID), zap.String("cluster_id", clusterID), zap.Int32("shards", cfg.ShardCount),
+		zap.String("log_dirs", cfg.LogDirs))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: draining in-flight requests", zap.Duration("shutdown.timeout.ms", cfg.ShutdownTimeout))
+	case serveErr = <-errc:
+		log.Error("listener failed; shutting down", zap.Error(serveErr))
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Add(1)
+		go func(srv *wire.Server) {
+			defer wg.Done()
+			if err := srv.Shutdown(shutdownCtx); err != nil {
+				log.Warn("shutdown timed out; closed connections with requests still in flight", zap.Error(err))
+			}
+		}(srv)
+	}
+	wg.Wait()
+	admin.Shutdown(shutdownCtx)
+	log.Info("coordinatord stopped")
+	return serveErr
+}
+
+func adminMux(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	// Ready once every shard is loaded; there is nothing to load yet.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}
+
+// loadClusterID returns the configured cluster id, or the one generated on first start and
+// kept beside the data so that it is stable across restarts.
+func loadClusterID(cfg *config.Config) (string, error) {
+	if cfg.ClusterID != "" {
+		return cfg.ClusterID, nil
+	}
+	path := filepath.Join(cfg.LogDirs, "cluster.id")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if id == "" {
+			return "", fmt.Errorf("%s is empty; delete it or set cluster.id", path)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := base64.RawURLEncoding.EncodeToString(raw[:])
+	tmp := path + ".tmp"
+	if err := writeFileSync(tmp, []byte(id+"\n")); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("persist cluster id: %w", err)
+	}
+	return id, nil
+}
+
+func writeFileSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.properties")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaultsWithoutFile(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ShardCount != 50 || c.MaxRequestBytes != 104857600 || c.AdminListener != "127.0.0.1:9644" {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+	if len(c.AdvertisedListeners) != 1 || c.AdvertisedListeners[0].Addr() != "127.0.0.1:9092" {
+		t.Fatalf("advertised listeners should default to listeners, got %v", c.AdvertisedListeners)
+	}
+	for _, e := range c.Entries() {
+		if e.Source != SourceDefault {
+			t.Fatalf("%s: source %s without file or flags", e.Key, e.Source)
+		}
+	}
+}
+
+func TestFileAndFlagPrecedence(t *testing.T) {
+	p := writeFile(t, "# comment\nnode.id = 7\noffsets.topic.num.partitions: 3\nlog.dirs /tmp/x\n")
+	c, err := Load(p, []string{"node.id=9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeID != 9 || c.ShardCount != 3 || c.LogDirs != "/tmp/x" {
+		t.Fatalf("got node %d shards %d dirs %q", c.NodeID, c.ShardCount, c.LogDirs)
+	}
+	src := map[string]Source{}
+	for _, e := range c.Entries() {
+		src[e.Key] = e.Source
+	}
+	if src["node.id"] != SourceFlag || src["offsets.topic.num.partitions"] != SourceFile || src["listeners"] != SourceDefault {
+		t.Fatalf("wrong sources: %v", src)
+	}
+}
+
+func TestErrorsNameTheKey(t *testing.T) {
+	cases := []struct {
+		name, file string
+		set        []string
+		wantKey    string
+		wantIn     string
+	}{
+		{"unknown key in file", "no.such.key=1\n", nil, "no.such.key", ":1"},
+		{"unknown key in flag", "", []string{"bogus=1"}, "bogus", "--set"},
+		{"bad int", "node.id=abc\n", nil, "node.id", "between"},
+		{"out of range", "offsets.topic.num.partitions=0\n", nil, "offsets.topic.num.partitions", "between"},
+		{"bad listener", "listeners=127.0.0.1:9092\n", nil, "listeners", "NAME://host:port"},
+		{"unspecified host needs advertised", "listeners=PLAINTEXT://0.0.0.0:9092\n", nil, "advertised.listeners", "must be set"},
+		{"flag without equals", "", []string{"node.id"}, "node.id", "key=value"},
+		{"bad level", "", []string{"log.level=loud"}, "log.level", "one of"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = writeFile(t, tc.file)
+			}
+			_, err := Load(path, tc.set)
+			var ke *KeyError
+			if !errors.As(err, &ke) {
+				t.Fatalf("want *KeyError, got %v", err)
+			}
+			if ke.Key != tc.wantKey || !strings.Contains(err.Error(), tc.wantIn) {
+				t.Fatalf("error %q: want key %s and %q", err, tc.wantKey, tc.wantIn)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error must be one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestUnreadableFile(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing"), nil); err == nil {
+		t.Fatal("missing file must fail")
+	}
+}
+
+func TestPropertiesSyntax(t *testing.T) {
+	in := "a=1\n  ! bang comment\nb : two words \\\n   continued\nc\\=d=e\nf=\\u0041\\\\\ng\n"
+	props, err := ParseProperties(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range props {
+		got[p.Key] = p.Value
+	}
+	want := map[string]string{"a": "1", "b": "two words continued", "c=d": "e", "f": `A\`, "g": ""}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%q: got %q want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v", got)
+	}
+}
+
+func TestMalformedUnicodeEscape(t *testing.T) {
+	if _, err := ParseProperties(strings.NewReader("a=\\u12")); err == nil {
+		t.Fatal("short \\u escape must fail")
+	}
+}
+
+func TestDurations(t *testing.T) {
+	c, err := Load("", []string{"connections.max.idle.ms=1500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ConnectionsMaxIdle != 1500*time.Millisecond {
+		t.Fatal(c.ConnectionsMaxIdle)
+	}
+}

@@ -1,0 +1,63 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	coordinatorGroup       = 0
+	coordinatorTransaction = 1
+	coordinatorShare       = 2
+)
+
+type coordinatorAnswer struct {
+	node    int32
+	host    string
+	port    int32
+	code    int16
+	message *string
+}
+
+// findCoordinator answers every GROUP and TRANSACTION key with this node: a single node owns
+// every shard. Share groups are not served.
+func (t *Table) findCoordinator(_ context.Context, r *wire.Request) kmsg.Response {
+	req := r.Body.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	ep := t.deps.Node.endpointFor(r.Conn.Listener)
+
+	answer := func(key string, keyType int8) coordinatorAnswer {
+		fail := func(code int16, format string, args ...any) coordinatorAnswer {
+			msg := fmt.Sprintf(format, args...)
+			return coordinatorAnswer{node: -1, host: "", port: -1, code: code, message: &msg}
+		}
+		switch keyType {
+		case coordinatorGroup, coordinatorTransaction:
+		case coordinatorShare:
+			if r.Version < 6 {
+				return fail(kerr.InvalidRequest.Code, "key type SHARE needs FindCoordinator v6 or later")
+			}
+			return fail(kerr.InvalidRequest.Code, "share groups are not served by this coordinator")
+		default:
+			return fail(kerr.InvalidRequest.Code, "unknown key type %d", keyType)
+		}
+		return coordinatorAnswer{node: t.deps.Node.ID, host: ep.Host, port: ep.Port}
+	}
+
+	if r.Version < 4 {
+		a := answer(req.CoordinatorKey, req.CoordinatorType)
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = a.node, a.host, a.port, a.code, a.message
+		return resp
+	}
+	for _, key := range req.CoordinatorKeys {
+		a := answer(key, req.CoordinatorType)
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = key, a.node, a.host, a.port, a.code, a.message
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	return resp
+}

@@ -1,0 +1,117 @@
+// Package handlers is coordinatord's API table: for every Kafka API key it serves, the version
+// range and the function that answers it. The table is the single source of ApiVersions, so
+// nothing can be advertised that is not implemented. Handlers validate requests, route them and
+// map outcomes to the error code each request version understands. One file per API, named by
+// its zero-padded key.
+package handlers
+
+import (
+	"context"
+	"sort"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Endpoint is an advertised listener: where clients reach this node.
+type Endpoint struct {
+	Listener string
+	Host     string
+	Port     int32
+}
+
+// Node is what this process says about itself in Metadata and FindCoordinator.
+type Node struct {
+	ID        int32
+	ClusterID string
+	// Endpoints by listener name; a request is answered with the endpoint of the listener it
+	// arrived on, as Kafka does, so clients stay on the network they came from.
+	Endpoints []Endpoint
+}
+
+// endpointFor picks the advertised endpoint for the listener a request arrived on.
+func (n *Node) endpointFor(listener string) Endpoint {
+	for _, e := range n.Endpoints {
+		if e.Listener == listener {
+			return e
+		}
+	}
+	return n.Endpoints[0]
+}
+
+// Deps are what the handlers need from the rest of the process.
+type Deps struct {
+	Node   Node
+	Logger *zap.Logger
+}
+
+type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response
+
+type api struct {
+	key      int16
+	min, max int16
+	handle   handlerFunc
+}
+
+// Table serves the Kafka protocol through wire.Handler.
+type Table struct {
+	deps Deps
+	log  *zap.Logger
+	apis map[int16]api
+}
+
+// New builds the table of every implemented API.
+func New(deps Deps) *Table {
+	if deps.Logger == nil {
+		deps.Logger = zap.NewNop()
+	}
+	t := &Table{deps: deps, log: deps.Logger, apis: map[int16]api{}}
+	t.add(18, 0, 4, t.apiVersions)
+	t.add(3, 0, 13, t.metadata)
+	t.add(10, 0, 6, t.findCoordinator)
+	return t
+}
+
+func (t *Table) add(key, min, max int16, h handlerFunc) {
+	if req := kmsg.RequestForKey(key); req == nil || req.MaxVersion() < max {
+		panic("handlers: kmsg cannot decode " + kmsg.NameForKey(key) + " up to the advertised version")
+	}
+	t.apis[key] = api{key: key, min: min, max: max, handle: h}
+}
+
+// Versions lists the advertised (key, min, max) sorted by key: ApiVersions' answer.
+func (t *Table) Versions() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(t.apis))
+	for _, a := range t.apis {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })
+	return out
+}
+
+// NewRequest implements wire.Handler. Every ApiVersions version is accepted so that a client
+// newer than us gets the v0 fallback answer instead of a closed connection (KIP-511); its body
+// is only parsed when we know the version's format.
+func (t *Table) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
+	a, ok := t.apis[key]
+	if !ok {
+		return nil, false, false
+	}
+	inRange := version >= a.min && version <= a.max
+	if key == 18 {
+		return kmsg.RequestForKey(key), inRange, true
+	}
+	if !inRange {
+		return nil, false, false
+	}
+	return kmsg.RequestForKey(key), true, true
+}
+
+// Handle implements wire.Handler.
+func (t *Table) Handle(ctx context.Context, r *wire.Request) kmsg.Response {
+	a := t.apis[r.Key]
+	return a.handle(ctx, r)
+}

@@ -1,0 +1,112 @@
+// Package wire serves the Kafka protocol's transport: listeners, size-prefixed frames, request
+// headers, one loop per connection that answers requests strictly in arrival order, and the
+// limits that keep a hostile or broken peer from hurting anyone but itself.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// FrameError is a framing or header problem; the connection it happened on is closed and
+// nothing is answered, as Kafka does.
+type FrameError struct {
+	Reason string
+}
+
+func (e *FrameError) Error() string { return e.Reason }
+
+// initialFrameChunk bounds what is allocated before the bytes of a frame have actually arrived:
+// a peer that claims a 100 MB frame and sends nothing costs us this much, not 100 MB.
+const initialFrameChunk = 64 << 10
+
+// ReadFrame reads one size-prefixed frame. A negative size or one above max is rejected before
+// any allocation of that size; the buffer then grows only as bytes arrive. A frame cut short by
+// EOF returns io.ErrUnexpectedEOF; a clean EOF before the size prefix returns io.EOF.
+func ReadFrame(r io.Reader, max int32) ([]byte, error) {
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 0 {
+		return nil, &FrameError{Reason: fmt.Sprintf("negative frame size %d", size)}
+	}
+	if size > max {
+		return nil, &FrameError{Reason: fmt.Sprintf("frame size %d exceeds socket.request.max.bytes %d", size, max)}
+	}
+	buf := make([]byte, 0, min(int(size), initialFrameChunk))
+	for len(buf) < int(size) {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*cap(buf), int(size)))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(buf) < int(size) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			if len(buf) < int(size) {
+				return nil, err
+			}
+		}
+	}
+	return buf, nil
+}
+
+// Header is a parsed request header (v1, or v2 for flexible versions).
+type Header struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	ClientID      string // a null client id is "", as Kafka's RequestHeader.parse treats it
+}
+
+// ParseHeader reads the fixed part of a request header. The caller decides from the key and
+// version whether a tagged-field section follows (SkipHeaderTags); body is what comes after.
+func ParseHeader(frame []byte) (h Header, rest []byte, err error) {
+	r := kbin.Reader{Src: frame}
+	h.Key = r.Int16()
+	h.Version = r.Int16()
+	h.CorrelationID = r.Int32()
+	if cid := r.NullableString(); cid != nil {
+		h.ClientID = *cid
+	}
+	if err := r.Complete(); err != nil {
+		return Header{}, nil, &FrameError{Reason: "truncated request header"}
+	}
+	return h, r.Src, nil
+}
+
+// SkipHeaderTags skips the request header's tagged fields (header v2). Unknown tags are
+// ignored, as the protocol requires.
+func SkipHeaderTags(rest []byte) ([]byte, error) {
+	r := kbin.Reader{Src: rest}
+	kmsg.SkipTags(&r)
+	if err := r.Complete(); err != nil {
+		return nil, &FrameError{Reason: "truncated header tagged fields"}
+	}
+	return r.Src, nil
+}
+
+// AppendResponse appends a complete response frame: size, correlation id, the tag byte of a
+// flexible (v1) response header — never for ApiVersions, whose header is always v0 so a client
+// can read it before it knows what is flexible — and the body.
+func AppendResponse(dst []byte, correlationID int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = kbin.AppendInt32(dst, correlationID)
+	if resp.IsFlexible() && resp.Key() != 18 {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}

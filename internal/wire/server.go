@@ -1,0 +1,336 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Conn describes the connection a request arrived on.
+type Conn struct {
+	ID       uint64
+	Remote   net.Addr
+	Listener string
+}
+
+// Request is one decoded request handed to the Handler.
+type Request struct {
+	Header
+	// Body is the decoded request, its version set. When the handler asked for the body not to
+	// be decoded (ApiVersions above its maximum) it is an empty request of that key.
+	Body kmsg.Request
+	Conn *Conn
+}
+
+// Handler is what the wire layer serves. It is called from one goroutine per connection.
+type Handler interface {
+	// NewRequest returns an empty request to decode a body of key at version into. ok=false
+	// means the key or version is not served: the connection is closed, as Kafka does.
+	// decode=false means the body must not be parsed (its format is unknown), but the handler
+	// still answers.
+	NewRequest(key, version int16) (req kmsg.Request, decode, ok bool)
+	// Handle answers one request. A nil response closes the connection without an answer. ctx
+	// is cancelled when the connection closes or a shutdown runs out of time.
+	Handle(ctx context.Context, r *Request) kmsg.Response
+}
+
+// Options are the transport limits, validated by the caller's config.
+type Options struct {
+	ListenerName    string
+	MaxRequestBytes int32
+	IdleTimeout     time.Duration
+	MaxConnections  int
+	Logger          *zap.Logger
+	Metrics         *Metrics
+}
+
+// Server accepts connections on one listener and runs a loop per connection.
+type Server struct {
+	opts    Options
+	handler Handler
+	log     *zap.Logger
+	metrics *Metrics
+
+	nextID   atomic.Uint64
+	draining atomic.Bool
+
+	// baseCtx is the parent of every request context; cancelled when a shutdown gives up waiting.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[*serverConn]struct{}
+	wg    sync.WaitGroup
+}
+
+// NewServer returns a server that serves handler with the given limits.
+func NewServer(opts Options, handler Handler) *Server {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = int(^uint(0) >> 1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		opts:       opts,
+		handler:    handler,
+		log:        opts.Logger,
+		metrics:    opts.Metrics,
+		baseCtx:    ctx,
+		cancelBase: cancel,
+		conns:      map[*serverConn]struct{}{},
+	}
+}
+
+// Serve accepts connections until Shutdown. It returns nil after a shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.draining.Load() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) || isTemporaryAccept(err) {
+				// Out of file descriptors and similar: wait rather than spin, keep serving.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func isTemporaryAccept(err error) bool {
+	var se interface{ Temporary() bool }
+	return errors.As(err, &se) && se.Temporary()
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if len(s.conns) >= s.opts.MaxConnections {
+		s.mu.Unlock()
+		s.metrics.connectionsRejected.Inc()
+		s.log.Warn("closing connection: max.connections reached", zap.Stringer("peer", nc.RemoteAddr()), zap.Int("max_connections", s.opts.MaxConnections))
+		nc.Close()
+		return
+	}
+	ctx, cancel := context.WithCancel(s.baseCtx)
+	c := &serverConn{
+		srv:    s,
+		nc:     nc,
+		info:   &Conn{ID: s.nextID.Add(1), Remote: nc.RemoteAddr(), Listener: s.opts.ListenerName},
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.metrics.connectionsOpen.Inc()
+	go c.run()
+}
+
+// Shutdown stops accepting, lets requests in flight finish and answers them, closes idle
+// connections at once, and after ctx expires cancels and closes whatever is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining.Store(true)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		// Unblock connections waiting for their next request; one in the middle of a request
+		// finishes it and then sees draining.
+		c.nc.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.cancelBase()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	<-done
+	return ctx.Err()
+}
+
+// Addr is the listener's address once Serve runs.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+type serverConn struct {
+	srv    *Server
+	nc     net.Conn
+	info   *Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (c *serverConn) run() {
+	s := c.srv
+	reason := "peer closed"
+	defer func() {
+		c.cancel()
+		c.nc.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.metrics.connectionsOpen.Dec()
+		s.metrics.connectionsClosed.WithLabelValues(reason).Inc()
+		s.wg.Done()
+	}()
+	br := bufio.NewReaderSize(&countingReader{r: c.nc, n: s.metrics.bytesIn}, 16<<10)
+	var out []byte
+	for !s.draining.Load() {
+		if s.opts.IdleTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		}
+		frame, err := ReadFrame(br, s.opts.MaxRequestBytes)
+		if err != nil {
+			reason = c.readFailure(err)
+			return
+		}
+		resp, hdr, why := c.serve(frame)
+		if resp == nil {
+			reason = "bad request"
+			c.warn("closing connection", why)
+			return
+		}
+		out = AppendResponse(out[:0], hdr.CorrelationID, resp)
+		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		n, err := c.nc.Write(out)
+		s.metrics.bytesOut.Add(float64(n))
+		if err != nil {
+			reason = "write failed"
+			c.warn("closing connection", "writing response: "+err.Error())
+			return
+		}
+		if cap(out) > initialFrameChunk {
+			out = nil // do not pin one huge response's buffer for the connection's lifetime
+		}
+	}
+	reason = "shutdown"
+}
+
+// readFailure classifies why reading the next frame stopped and logs what an operator needs.
+func (c *serverConn) readFailure(err error) string {
+	var fe *FrameError
+	switch {
+	case errors.As(err, &fe):
+		c.warn("closing connection", fe.Reason)
+		return "bad frame"
+	case errors.Is(err, io.EOF):
+		return "peer closed"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		c.warn("closing connection", "frame cut short by end of stream")
+		return "truncated frame"
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if c.srv.draining.Load() {
+			return "shutdown"
+		}
+		c.srv.log.Debug("closing idle connection", zap.Stringer("peer", c.info.Remote), zap.Duration("idle", c.srv.opts.IdleTimeout))
+		return "idle"
+	default:
+		return "read error"
+	}
+}
+
+func (c *serverConn) warn(msg, reason string) {
+	c.srv.log.Warn(msg, zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.String("reason", reason))
+}
+
+// serve decodes one frame and runs the handler. A nil response means close, with why.
+func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, why string) {
+	s := c.srv
+	hdr, rest, err := ParseHeader(frame)
+	if err != nil {
+		return nil, hdr, err.Error()
+	}
+	req, decode, ok := s.handler.NewRequest(hdr.Key, hdr.Version)
+	if !ok {
+		return nil, hdr, fmt.Sprintf("api key %d version %d is not served", hdr.Key, hdr.Version)
+	}
+	req.SetVersion(hdr.Version)
+	if decode {
+		if req.IsFlexible() {
+			if rest, err = SkipHeaderTags(rest); err != nil {
+				return nil, hdr, err.Error()
+			}
+		}
+		if err := req.ReadFrom(rest); err != nil {
+			return nil, hdr, fmt.Sprintf("undecodable %s v%d body: %v", kmsg.NameForKey(hdr.Key), hdr.Version, err)
+		}
+	}
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("handler panic; closing connection", zap.Any("panic", p), zap.String("api", kmsg.NameForKey(hdr.Key)), zap.Int16("version", hdr.Version), zap.ByteString("stack", debug.Stack()))
+			resp, why = nil, "handler panic"
+		}
+	}()
+	resp = s.handler.Handle(c.ctx, &Request{Header: hdr, Body: req, Conn: c.info})
+	s.metrics.observe(hdr.Key, resp, time.Since(start))
+	if resp == nil {
+		return nil, hdr, "handler gave no response"
+	}
+	return resp, hdr, ""
+}
+
+type countingReader struct {
+	r io.Reader
+	n interface{ Add(float64) }
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(float64(n))
+	return n, err
+}

@@ -1,0 +1,186 @@
+// Package integration drives the real coordinatord binary over loopback with real Kafka clients.
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var binaryPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "coordinatord-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binaryPath = filepath.Join(dir, "coordinatord")
+	build := exec.Command("go", "build", "-race", "-o", binaryPath, "../../cmd/coordinatord")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building coordinatord:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is one running coordinatord process.
+type daemon struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	DataDir string
+	Addr    string // Kafka listener host:port
+	Admin   string // admin HTTP host:port
+	exited  chan struct{}
+
+	mu   sync.Mutex
+	logs []map[string]any
+}
+
+// startDaemon runs the binary on free loopback ports with a fresh data directory (unless one is
+// given in sets as log.dirs) and waits for its "started" line.
+func startDaemon(t testing.TB, sets ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, DataDir: t.TempDir(), exited: make(chan struct{})}
+	return d.start(sets...)
+}
+
+func (d *daemon) start(sets ...string) *daemon {
+	t := d.t
+	t.Helper()
+	args := []string{"serve",
+		"--set", "listeners=PLAINTEXT://127.0.0.1:0",
+		"--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs=" + d.DataDir,
+		"--set", "shutdown.timeout.ms=5000",
+	}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	d.cmd = exec.Command(binaryPath, args...)
+	d.cmd.Stderr = os.Stderr
+	out, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.exited = make(chan struct{})
+	started := make(chan map[string]any, 1)
+	go d.readLogs(out, started)
+	go func() { d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() { d.kill() })
+	select {
+	case line := <-started:
+		d.Addr = strings.TrimPrefix(line["listeners"].([]any)[0].(string), "PLAINTEXT://")
+		d.Admin = line["admin"].(string)
+	case <-d.exited:
+		t.Fatalf("coordinatord exited before starting: %v", d.cmd.ProcessState)
+	case <-time.After(30 * time.Second):
+		t.Fatal("coordinatord did not start within 30s")
+	}
+	return d
+}
+
+func (d *daemon) readLogs(r io.Reader, started chan<- map[string]any) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			continue
+		}
+		d.mu.Lock()
+		d.logs = append(d.logs, line)
+		d.mu.Unlock()
+		if line["msg"] == "coordinatord started" {
+			started <- line
+		}
+	}
+}
+
+// logged returns the log lines whose message is msg.
+func (d *daemon) logged(msg string) []map[string]any {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []map[string]any
+	for _, l := range d.logs {
+		if l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// waitLogged polls until a line with msg satisfying match appears.
+func (d *daemon) waitLogged(msg string, match func(map[string]any) bool) map[string]any {
+	d.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, l := range d.logged(msg) {
+			if match == nil || match(l) {
+				return l
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.t.Fatalf("no log line %q within 10s", msg)
+	return nil
+}
+
+func (d *daemon) kill() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-d.exited:
+	default:
+		d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.exited
+	}
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (d *daemon) stop() int {
+	d.t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		d.t.Fatal("coordinatord did not exit within 30s of SIGTERM")
+	}
+	return d.cmd.ProcessState.ExitCode()
+}
+
+// client returns a franz-go client seeded with the daemon.
+func (d *daemon) client(opts ...kgo.Opt) *kgo.Client {
+	d.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.Addr)}, opts...)...)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(cl.Close)
+	return cl
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAdminEndpointsAndMetrics(t *testing.T) {
+	d := startDaemon(t)
+	if code, _ := httpGet(t, "http://"+d.Admin+"/healthz"); code != 200 {
+		t.Fatalf("healthz %d", code)
+	}
+	if code, _ := httpGet(t, "http://"+d.Admin+"/readyz"); code != 200 {
+		t.Fatalf("readyz %d", code)
+	}
+	c := dialRaw(t, d.Addr)
+	c.write(frame(kmsg.NewPtrMetadataRequest(), 12, 1, strp("c"), nil))
+	c.read(kmsg.NewPtrMetadataResponse(), 12, 1)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType = 7
+	fc.CoordinatorKeys = []string{"g"}
+	c.write(frame(fc, 4, 2, strp("c"), nil))
+	c.read(kmsg.NewPtrFindCoordinatorResponse(), 4, 2)
+
+	_, body := httpGet(t, "http://"+d.Admin+"/metrics")
+	for _, want := range []string{
+		`coordinatord_requests_total{api="Metadata"} 1`,
+		`coordinatord_requests_total{api="FindCoordinator"} 1`,
+		`coordinatord_request_errors_total{api="FindCoordinator",error="INVALID_REQUEST"} 1`,
+		`coordinatord_request_duration_seconds_count{api="Metadata"} 1`,
+		`coordinatord_connections_open 1`,
+		`coordinatord_bytes_received_total`,
+		`coordinatord_bytes_sent_total`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestGracefulShutdownAnswersThenExitsZero(t *testing.T) {
+	d := startDaemon(t)
+	c := dialRaw(t, d.Addr)
+	c.write(frame(kmsg.NewPtrApiVersionsRequest(), 0, 1, strp("c"), nil))
+	c.read(kmsg.NewPtrApiVersionsResponse(), 0, 1)
+	if code := d.stop(); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	if len(d.logged("coordinatord stopped")) != 1 {
+		t.Fatal("no 'coordinatord stopped' log line")
+	}
+	c.expectClosed()
+}
+
+func TestClusterIDIsStableAcrossRestarts(t *testing.T) {
+	d := startDaemon(t)
+	first := d.logged("coordinatord started")[0]["cluster_id"]
+	if d.stop() != 0 {
+		t.Fatal("stop")
+	}
+	d.logs = nil
+	d.start()
+	second := d.logged("coordinatord started")[0]["cluster_id"]
+	if first == "" || first != second {
+		t.Fatalf("cluster id changed across restart: %v -> %v", first, second)
+	}
+}
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binaryPath, args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("CLI did not finish")
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	good := write("good.properties", "node.id=4\nlog.dirs=/var/lib/x\n")
+	code, out, _ := runCLI(t, "config", "check", "--config", good, "--set", "offsets.topic.num.partitions=8")
+	if code != 0 {
+		t.Fatalf("good config: exit %d", code)
+	}
+	for _, want := range []string{"node.id=4\t# file", "offsets.topic.num.partitions=8\t# flag", "socket.request.max.bytes=104857600\t# default"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	bad := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown key", []string{"--config", write("u.properties", "no.such=1\n")}, "no.such"},
+		{"bad value", []string{"--config", write("b.properties", "offsets.topic.num.partitions=-1\n")}, "offsets.topic.num.partitions"},
+		{"unreadable file", []string{"--config", filepath.Join(dir, "absent.properties")}, "absent.properties"},
+		{"bad flag override", []string{"--set", "socket.request.max.bytes=lots"}, "socket.request.max.bytes"},
+		{"unknown flag", []string{"--bogus"}, "bogus"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, append([]string{"config", "check"}, tc.args...)...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (stderr %q)", code, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if len(lines) != 1 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "goroutine") {
+				t.Fatalf("want one line naming %q, got %q", tc.want, stderr)
+			}
+		})
+	}
+	// serve refuses a bad config the same way, before binding anything.
+	code, _, stderr := runCLI(t, "serve", "--set", "node.id=-3")
+	if code != 2 || !strings.Contains(stderr, "node.id") {
+		t.Fatalf("serve with bad config: exit %d, %q", code, stderr)
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "coordinatord ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}

@@ -1,0 +1,100 @@
+// Package layers enforces the import rules of ARCHITECTURE.md §2: imports point down the
+// package table, and nothing imports cmd/ or internal/handlers. `make lint` runs it.
+package layers
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/coordinatord/coordinatord/"
+
+// allowed lists, per package prefix, the project packages it may import. A package matches
+// the longest prefix listed; test/ and cmd/ may import anything.
+var allowed = map[string][]string{
+	"internal/config":             {},
+	"internal/wire":               {},
+	"pkg/topologyplugin":          {},
+	"pkg/kerrclass":               {},
+	"internal/acl":                {},
+	"internal/plugin":             {"pkg/topologyplugin"},
+	"internal/state/records":      {},
+	"internal/state/log":          {"internal/state/records"},
+	"internal/state/log/segment":  {"internal/state/log", "internal/state/records"},
+	"internal/state/log/kafkalog": {"internal/state/log", "internal/state/records"},
+	"internal/state/runtime":      {"internal/state/log", "internal/state/records"},
+	"internal/state/meta":         {"internal/state/records", "internal/state/runtime", "internal/acl"},
+	"internal/offsets":            {"internal/state/records", "internal/state/runtime"},
+	"internal/state/classic":      {"internal/state/records", "internal/state/runtime", "internal/state/meta", "internal/offsets"},
+	"internal/state/streams":      {"internal/state/records", "internal/state/runtime", "internal/state/meta", "internal/offsets"},
+	"internal/state/shard":        {"internal/state", "internal/offsets"},
+	"internal/handlers":           {"internal/wire", "internal/acl", "internal/plugin", "internal/state", "internal/offsets", "pkg/kerrclass", "pkg/topologyplugin"},
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+func TestImportsPointDown(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		self := strings.TrimPrefix(p.ImportPath, module)
+		if strings.HasPrefix(self, "cmd/") || strings.HasPrefix(self, "test/") {
+			continue
+		}
+		rule, ok := ruleFor(self)
+		if !ok {
+			t.Errorf("%s is not in the package table of ARCHITECTURE.md; add it to the table and to this test", self)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module)
+			if strings.HasPrefix(dep, self+"/") || dep == self {
+				continue // a package's own subpackages
+			}
+			if !permitted(dep, rule) {
+				t.Errorf("%s imports %s, which ARCHITECTURE.md §2 does not allow", self, dep)
+			}
+		}
+	}
+}
+
+func ruleFor(self string) ([]string, bool) {
+	best := ""
+	for prefix := range allowed {
+		if (self == prefix || strings.HasPrefix(self, prefix+"/")) && len(prefix) > len(best) {
+			best = prefix
+		}
+	}
+	r, ok := allowed[best]
+	return r, ok && best != ""
+}
+
+func permitted(dep string, rule []string) bool {
+	if strings.HasPrefix(dep, "cmd/") || strings.HasPrefix(dep, "internal/handlers") {
+		return false
+	}
+	for _, a := range rule {
+		if dep == a || strings.HasPrefix(dep, a+"/") {
+			return true
+		}
+	}
+	return false
+}
