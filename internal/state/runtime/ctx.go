@@ -1,0 +1,120 @@
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// Ctx is what an operation may do besides reading state: learn the time, arrange timers, start
+// work off the shard, park a response, and act once its records are durable. It is valid only
+// during the operation, on the shard goroutine.
+type Ctx[M Machine] struct {
+	s            *Shard[M]
+	now          time.Time
+	afterDurable []func()
+}
+
+// Now is the time the operation started; use it instead of time.Now so that one operation sees
+// one instant.
+func (c *Ctx[M]) Now() time.Time { return c.now }
+
+// ShardID is the shard the operation runs on.
+func (c *Ctx[M]) ShardID() int32 { return c.s.opts.Shard }
+
+// AfterDurable runs fn on the shard goroutine once this operation's records — or, if it has
+// none, everything appended before it — are durable, just before its response is released. It
+// never runs if they are not made durable.
+func (c *Ctx[M]) AfterDurable(fn func()) { c.afterDurable = append(c.afterDurable, fn) }
+
+type timer[M Machine] struct {
+	t   *time.Timer
+	seq uint64
+	op  WriteOp[M]
+}
+
+// Schedule arranges for op to run as a write operation after d, replacing any timer with the
+// same key. Timers are not persisted: OnLoaded re-arms them after a load, and a reload drops
+// them.
+func (c *Ctx[M]) Schedule(key string, d time.Duration, op WriteOp[M]) {
+	s := c.s
+	if old := s.timers[key]; old != nil {
+		old.t.Stop()
+	}
+	s.timerSeq++
+	seq, gen := s.timerSeq, s.gen
+	t := &timer[M]{seq: seq, op: op}
+	t.t = time.AfterFunc(d, func() {
+		s.post(s.normal, event[M]{kind: evTimer, gen: gen, key: key, seq: seq})
+	})
+	s.timers[key] = t
+}
+
+// Cancel removes a timer. A fire already on its way is ignored because its sequence no longer
+// matches.
+func (c *Ctx[M]) Cancel(key string) {
+	if t := c.s.timers[key]; t != nil {
+		t.t.Stop()
+		delete(c.s.timers, key)
+	}
+}
+
+// Scheduled reports whether a timer with this key is armed.
+func (c *Ctx[M]) Scheduled(key string) bool { _, ok := c.s.timers[key]; return ok }
+
+// Go runs work off the shard goroutine (a plugin call, say) and feeds the operation it returns,
+// if any, back into the shard as an ordinary write. The work's context is cancelled when the
+// shard reloads or closes, and a result arriving after a reload is dropped: the operation
+// must re-validate state anyway.
+func (c *Ctx[M]) Go(work func(ctx context.Context) WriteOp[M]) {
+	s := c.s
+	gen, ctx := s.gen, s.asyncCtx
+	go func() {
+		op := work(ctx)
+		if op == nil {
+			return
+		}
+		s.post(s.normal, event[M]{kind: evWrite, gen: gen, write: op})
+	}()
+}
+
+// NewPromise returns a response that is completed later, by another operation (a JoinGroup
+// parked until the rebalance completes). The caller of Write waits for it after the creating
+// operation's records are durable. If the shard reloads or closes first, the promise fails
+// with ErrNotAvailable.
+func (c *Ctx[M]) NewPromise() *Promise {
+	p := &Promise{ch: make(chan outcome, 1)}
+	c.s.promises[p] = struct{}{}
+	return p
+}
+
+// Resolve completes a promise created on this shard. Call it from an operation, normally inside
+// AfterDurable so that the response reflects durable state. Resolving twice is a no-op.
+func (c *Ctx[M]) Resolve(p *Promise, resp any, err error) {
+	if _, ok := c.s.promises[p]; !ok {
+		return
+	}
+	delete(c.s.promises, p)
+	p.resolve(outcome{resp: resp, err: err})
+}
+
+// Promise is a response completed later.
+type Promise struct {
+	ch chan outcome
+}
+
+func (p *Promise) resolve(o outcome) {
+	select {
+	case p.ch <- o:
+	default:
+	}
+}
+
+// Wait blocks until the promise is resolved or ctx ends.
+func (p *Promise) Wait(ctx context.Context) (any, error) {
+	select {
+	case o := <-p.ch:
+		return o.resp, o.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

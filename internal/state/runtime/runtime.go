@@ -1,0 +1,543 @@
+// Package runtime runs one shard: a single goroutine owns its state machine, turns operations
+// into records, hands them to the shard's log and releases each response only after the records
+// it depends on are durable.
+//
+// The shard keeps two instances of its machine. The speculative one has every record replayed
+// as soon as an operation produces it, so that the next write sees the latest state; the durable
+// one has only records the log reported durable, and reads see that one, so nothing a client
+// reads can be lost in a crash. Dropping speculative state is rebuilding the speculative
+// instance from the log, which happens only after a storage failure.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"go.uber.org/zap"
+)
+
+// Machine is a shard's state machine. State changes only through Replay, which the write path
+// (speculatively) and the load path share.
+type Machine interface {
+	Replay(offset int64, rec log.Record) error
+}
+
+// State is a shard's lifecycle state.
+type State int32
+
+const (
+	StateInitial State = iota
+	StateLoading
+	StateActive
+	StateFailed
+	StateClosed
+)
+
+func (s State) String() string {
+	return [...]string{"initial", "loading", "active", "failed", "closed"}[s]
+}
+
+// Errors a caller maps to Kafka codes. Each is retriable for the client.
+var (
+	// ErrLoading: the shard is loading its log (COORDINATOR_LOAD_IN_PROGRESS).
+	ErrLoading = errors.New("shard is loading")
+	// ErrNotAvailable: the shard failed or is closed (COORDINATOR_NOT_AVAILABLE).
+	ErrNotAvailable = errors.New("shard is not available")
+	// ErrOverloaded: the shard's inbox is full; fail fast instead of queueing without limit.
+	ErrOverloaded = errors.New("shard is overloaded")
+	// ErrNotDurable: the operation's records could not be made durable; nothing of it stays.
+	ErrNotDurable = errors.New("write was not made durable")
+)
+
+// Result is what a write operation returns. Records are appended as one atomic batch; Response
+// and Err are delivered to the caller once the records (or, when there are none, everything the
+// operation may have read) are durable. A *Promise response makes the caller wait for it too.
+type Result struct {
+	Records  []log.Record
+	Response any
+	Err      error
+}
+
+// WriteOp computes records and a response from the latest (speculative) state. It must not
+// modify m: only records change state.
+type WriteOp[M Machine] func(c *Ctx[M], m M) Result
+
+// ReadOp answers from durable state at once. It must not modify m.
+type ReadOp[M Machine] func(m M) (any, error)
+
+// Options configure a shard.
+type Options[M Machine] struct {
+	Shard   int32
+	New     func() M // a fresh, empty machine
+	Backend log.Backend
+	Logger  *zap.Logger
+	Metrics *Metrics
+	// InboxSize bounds queued operations; beyond it callers get ErrOverloaded.
+	InboxSize int
+	// OnLoaded runs on the shard goroutine after each load, to re-arm timers (never persisted)
+	// from the loaded state.
+	OnLoaded func(c *Ctx[M], m M)
+}
+
+// Shard is one running shard.
+type Shard[M Machine] struct {
+	opts Options[M]
+	lg   *zap.Logger
+	m    *Metrics
+
+	state atomic.Int32
+
+	prio   chan event[M] // storage reports, close
+	normal chan event[M] // operations, timer fires, async results
+	// closing is closed when Close starts; posts from storage and timer goroutines give up then
+	// instead of blocking on an inbox nobody will drain.
+	closing     chan struct{}
+	closeOnce   sync.Once
+	closingOnce sync.Once
+	done        chan struct{}
+
+	// Owned by the shard goroutine.
+	gen      uint64
+	log      log.Log
+	spec     M
+	durable  M
+	next     int64 // offset of the next record appended
+	appended int64 // last offset appended (-1: none this generation)
+	durableO int64 // last offset reported durable
+	pending  []pendingRecord
+	waiters  []waiter
+	timers   map[string]*timer[M]
+	timerSeq uint64
+	promises map[*Promise]struct{}
+	asyncCtx context.Context
+	asyncEnd context.CancelFunc
+}
+
+type pendingRecord struct {
+	offset int64
+	rec    log.Record
+}
+
+type outcome struct {
+	resp any
+	err  error
+}
+
+type waiter struct {
+	offset       int64
+	done         chan outcome // nil for operations nobody waits on (timers, async results)
+	out          outcome
+	afterDurable []func()
+	appendedAt   time.Time
+}
+
+type eventKind uint8
+
+const (
+	evWrite eventKind = iota
+	evRead
+	evTimer
+	evDurable
+	evFailed
+	evLost
+	evClose
+)
+
+type event[M Machine] struct {
+	kind   eventKind
+	gen    uint64 // for events bound to a generation (timers, async results, storage reports); 0 = any
+	write  WriteOp[M]
+	read   ReadOp[M]
+	done   chan outcome
+	offset int64
+	err    error
+	key    string
+	seq    uint64
+}
+
+// New creates a shard; Start loads it.
+func New[M Machine](opts Options[M]) *Shard[M] {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.InboxSize <= 0 {
+		opts.InboxSize = 4096
+	}
+	s := &Shard[M]{
+		opts:    opts,
+		lg:      opts.Logger.With(zap.Int32("shard", opts.Shard)),
+		m:       opts.Metrics,
+		prio:    make(chan event[M], 64),
+		normal:  make(chan event[M], opts.InboxSize),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	s.setState(StateInitial)
+	return s
+}
+
+// State returns the shard's lifecycle state.
+func (s *Shard[M]) State() State { return State(s.state.Load()) }
+
+func (s *Shard[M]) setState(st State) {
+	s.state.Store(int32(st))
+	s.m.state.WithLabelValues(fmt.Sprint(s.opts.Shard)).Set(float64(st))
+}
+
+// Start loads the shard in its own goroutine and then serves it.
+func (s *Shard[M]) Start() {
+	s.setState(StateLoading)
+	go s.run()
+}
+
+// Done is closed when the shard goroutine has exited.
+func (s *Shard[M]) Done() <-chan struct{} { return s.done }
+
+// Write runs op against the latest state and returns its response once durable.
+func (s *Shard[M]) Write(ctx context.Context, op WriteOp[M]) (any, error) {
+	return s.submit(ctx, event[M]{kind: evWrite, write: op})
+}
+
+// Read runs op against durable state.
+func (s *Shard[M]) Read(ctx context.Context, op ReadOp[M]) (any, error) {
+	return s.submit(ctx, event[M]{kind: evRead, read: op})
+}
+
+func (s *Shard[M]) submit(ctx context.Context, e event[M]) (any, error) {
+	if err := s.admit(); err != nil {
+		return nil, err
+	}
+	e.done = make(chan outcome, 1)
+	select {
+	case s.normal <- e:
+	default:
+		s.m.rejected.Inc()
+		return nil, fmt.Errorf("shard %d: %w", s.opts.Shard, ErrOverloaded)
+	}
+	var out outcome
+	select {
+	case out = <-e.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if p, ok := out.resp.(*Promise); ok && out.err == nil {
+		return p.Wait(ctx)
+	}
+	return out.resp, out.err
+}
+
+func (s *Shard[M]) admit() error {
+	switch s.State() {
+	case StateActive:
+		return nil
+	case StateLoading, StateInitial:
+		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrLoading)
+	default:
+		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)
+	}
+}
+
+// post delivers an event from a goroutine other than the shard's (storage, timers, async
+// work); it waits for room but gives up once the shard is closing.
+func (s *Shard[M]) post(ch chan event[M], e event[M]) {
+	select {
+	case ch <- e:
+	case <-s.closing:
+	}
+}
+
+// Close stops the shard: new operations are refused, operations waiting for durability get it
+// or ErrNotAvailable when ctx ends first, and the log is closed.
+func (s *Shard[M]) Close(ctx context.Context) {
+	s.closeOnce.Do(func() {
+		select {
+		case s.prio <- event[M]{kind: evClose}:
+		case <-s.done:
+		}
+	})
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.closeOnceClosing()
+		<-s.done
+	}
+}
+
+func (s *Shard[M]) run() {
+	defer close(s.done)
+	s.load()
+	for {
+		var e event[M]
+		select {
+		case e = <-s.prio:
+		default:
+			select {
+			case e = <-s.prio:
+			case e = <-s.normal:
+			}
+		}
+		if e.kind == evClose {
+			s.shutdown()
+			return
+		}
+		s.handle(e)
+	}
+}
+
+func (s *Shard[M]) handle(e event[M]) {
+	switch e.kind {
+	case evWrite:
+		if e.gen != 0 && e.gen != s.gen {
+			return // async result from before a reload
+		}
+		if err := s.admit(); err != nil {
+			reply(e.done, outcome{err: err})
+			return
+		}
+		s.runWrite(e.write, e.done)
+	case evRead:
+		if err := s.admit(); err != nil {
+			reply(e.done, outcome{err: err})
+			return
+		}
+		resp, err := e.read(s.durable)
+		reply(e.done, outcome{resp: resp, err: err})
+	case evTimer:
+		t := s.timers[e.key]
+		if e.gen != s.gen || t == nil || t.seq != e.seq || s.State() != StateActive {
+			return // cancelled, replaced or from before a reload
+		}
+		delete(s.timers, e.key)
+		s.runWrite(t.op, nil)
+	case evDurable:
+		if e.gen == s.gen {
+			s.markDurable(e.offset)
+		}
+	case evLost, evFailed:
+		if e.gen == s.gen {
+			s.storageFailed(e.kind == evLost, e.err)
+		}
+	}
+}
+
+func reply(ch chan outcome, out outcome) {
+	if ch != nil {
+		ch <- out
+	}
+}
+
+// runWrite runs a write op, replays and appends its records, and parks or answers the caller.
+func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
+	c := &Ctx[M]{s: s, now: time.Now()}
+	res := op(c, s.spec)
+	w := waiter{done: done, out: outcome{resp: res.Response, err: res.Err}, afterDurable: c.afterDurable}
+	if len(res.Records) > 0 {
+		first := s.next
+		for i, rec := range res.Records {
+			if err := s.spec.Replay(first+int64(i), rec); err != nil {
+				// An operation produced a record its own machine cannot apply: a bug. The
+				// speculative state may be half-changed; stop rather than guess.
+				s.lg.Error("replay of a freshly produced record failed; shard stops", zap.Int64("offset", first+int64(i)), zap.Error(err))
+				reply(done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)})
+				s.fail(err)
+				return
+			}
+		}
+		last, err := s.log.Append(res.Records)
+		if err != nil || last != first+int64(len(res.Records))-1 {
+			if err == nil {
+				err = fmt.Errorf("log assigned offset %d, expected %d", last, first+int64(len(res.Records))-1)
+			}
+			// The speculative state is now ahead of the log: rebuild it.
+			reply(done, outcome{err: fmt.Errorf("shard %d: %w: %v", s.opts.Shard, ErrNotDurable, err)})
+			s.storageFailed(!errors.Is(err, log.ErrFailed), err)
+			return
+		}
+		s.next = last + 1
+		s.appended = last
+		for i, rec := range res.Records {
+			s.pending = append(s.pending, pendingRecord{offset: first + int64(i), rec: rec})
+		}
+		s.m.appendedRecords.Add(float64(len(res.Records)))
+	}
+	if s.appended > s.durableO {
+		// Wait for this op's records, or for whatever it may have read that is not durable yet.
+		w.offset = s.appended
+		w.appendedAt = c.now
+		s.waiters = append(s.waiters, w)
+		return
+	}
+	for _, fn := range w.afterDurable {
+		fn()
+	}
+	reply(done, w.out)
+}
+
+// markDurable moves records up to offset into the durable machine and answers the operations
+// that were waiting for them, in offset order.
+func (s *Shard[M]) markDurable(offset int64) {
+	if offset <= s.durableO {
+		return
+	}
+	i := 0
+	for ; i < len(s.pending) && s.pending[i].offset <= offset; i++ {
+		p := s.pending[i]
+		if err := s.durable.Replay(p.offset, p.rec); err != nil {
+			s.lg.Error("replay into durable state failed; shard stops", zap.Int64("offset", p.offset), zap.Error(err))
+			s.fail(err)
+			return
+		}
+	}
+	clear(s.pending[:i])
+	s.pending = s.pending[i:]
+	s.durableO = offset
+	now := time.Now()
+	j := 0
+	for ; j < len(s.waiters) && s.waiters[j].offset <= offset; j++ {
+		w := s.waiters[j]
+		for _, fn := range w.afterDurable {
+			fn()
+		}
+		s.m.durableWait.Observe(now.Sub(w.appendedAt).Seconds())
+		reply(w.done, w.out)
+	}
+	clear(s.waiters[:j])
+	s.waiters = s.waiters[j:]
+}
+
+// storageFailed answers every waiting operation with a retriable error and drops speculative
+// state. A recoverable loss reloads the shard from its log; anything else leaves it FAILED.
+func (s *Shard[M]) storageFailed(recoverable bool, err error) {
+	s.abandon(fmt.Errorf("shard %d: %w: %v", s.opts.Shard, ErrNotDurable, err))
+	if !recoverable {
+		s.fail(err)
+		return
+	}
+	s.lg.Warn("storage write failed; reloading the shard from its log", zap.Error(err))
+	s.closeLog()
+	s.load()
+}
+
+// abandon fails everything that waits on this generation's speculative state.
+func (s *Shard[M]) abandon(err error) {
+	for _, w := range s.waiters {
+		reply(w.done, outcome{err: err})
+	}
+	s.waiters = nil
+	s.pending = nil
+	for p := range s.promises {
+		p.resolve(outcome{err: err})
+	}
+	s.promises = nil
+	for _, t := range s.timers {
+		t.t.Stop()
+	}
+	s.timers = nil
+	if s.asyncEnd != nil {
+		s.asyncEnd()
+	}
+}
+
+func (s *Shard[M]) fail(err error) {
+	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
+	s.setState(StateFailed)
+	s.m.failures.Inc()
+	s.lg.Error("shard FAILED: requests get COORDINATOR_NOT_AVAILABLE until the process is restarted", zap.Error(err))
+	s.closeLog()
+}
+
+func (s *Shard[M]) closeLog() {
+	if s.log != nil {
+		if err := s.log.Close(); err != nil {
+			s.lg.Warn("closing shard log", zap.Error(err))
+		}
+		s.log = nil
+	}
+}
+
+// load opens the log and replays it into fresh machines, as a new generation.
+func (s *Shard[M]) load() {
+	s.setState(StateLoading)
+	s.gen++
+	gen := s.gen
+	start := time.Now()
+	s.spec, s.durable = s.opts.New(), s.opts.New()
+	s.pending, s.waiters = nil, nil
+	s.timers = map[string]*timer[M]{}
+	s.promises = map[*Promise]struct{}{}
+	s.asyncCtx, s.asyncEnd = context.WithCancel(context.Background())
+	l, err := s.opts.Backend.Open(s.opts.Shard, log.Callbacks{
+		Durable: func(offset int64) { s.post(s.prio, event[M]{kind: evDurable, gen: gen, offset: offset}) },
+		Failed:  func(err error) { s.post(s.prio, event[M]{kind: evFailed, gen: gen, err: err}) },
+		Lost: func(err *log.WriteError, _ func()) {
+			// The shard reloads instead of resuming: reopening rebuilds the speculative state.
+			s.post(s.prio, event[M]{kind: evLost, gen: gen, err: err})
+		},
+	})
+	if err != nil {
+		s.m.loads.WithLabelValues("failed").Inc()
+		s.fail(fmt.Errorf("open log: %w", err))
+		return
+	}
+	s.log = l
+	records := 0
+	next, err := l.Load(func(offset int64, rec log.Record) error {
+		records++
+		if err := s.durable.Replay(offset, rec); err != nil {
+			return fmt.Errorf("replay offset %d: %w", offset, err)
+		}
+		return s.spec.Replay(offset, rec)
+	})
+	if err != nil {
+		s.m.loads.WithLabelValues("failed").Inc()
+		s.fail(fmt.Errorf("load: %w", err))
+		return
+	}
+	s.next, s.appended, s.durableO = next, next-1, next-1
+	s.setState(StateActive)
+	took := time.Since(start)
+	s.m.loads.WithLabelValues("ok").Inc()
+	s.m.loadSeconds.Observe(took.Seconds())
+	s.lg.Info("shard loaded", zap.Int("records", records), zap.Int64("next_offset", next), zap.Duration("took", took))
+	if s.opts.OnLoaded != nil {
+		s.opts.OnLoaded(&Ctx[M]{s: s, now: time.Now()}, s.spec)
+	}
+}
+
+// shutdown answers what is still waiting: operations become durable while the log closes
+// (Close flushes) unless the shard is told to stop waiting.
+func (s *Shard[M]) shutdown() {
+	s.setState(StateClosed)
+	for len(s.waiters) > 0 && s.log != nil {
+		select {
+		case e := <-s.prio:
+			if e.kind == evDurable || e.kind == evFailed || e.kind == evLost {
+				s.handle(e)
+			}
+		case <-s.closing:
+			s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
+		}
+	}
+	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
+	s.closeOnceClosing()
+	s.closeLog()
+	// Fail whatever was queued behind the close.
+	for {
+		select {
+		case e := <-s.normal:
+			reply(e.done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)})
+		default:
+			return
+		}
+	}
+}
+
+func (s *Shard[M]) closeOnceClosing() { s.closingOnce.Do(func() { close(s.closing) }) }

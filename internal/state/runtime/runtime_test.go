@@ -1,0 +1,439 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"maps"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
+	"github.com/coordinatord/coordinatord/internal/state/records"
+)
+
+// counters is a test machine: named int64 values set by KindTest records.
+type counters struct {
+	vals    map[string]int64
+	offsets []int64
+}
+
+func newCounters() *counters { return &counters{vals: map[string]int64{}} }
+
+func setRecord(name string, v int64) log.Record {
+	return log.Record{Key: records.NewKey(records.KindTest).String(name).Build(), Value: records.NewValue(0).Int64(v).Build()}
+}
+
+func delRecord(name string) log.Record {
+	return log.Record{Key: records.NewKey(records.KindTest).String(name).Build()}
+}
+
+func (c *counters) Replay(offset int64, rec log.Record) error {
+	r, err := records.ReadKey(rec.Key, records.KindTest)
+	if err != nil {
+		return err
+	}
+	name := r.String()
+	if err := r.Err(); err != nil {
+		return err
+	}
+	c.offsets = append(c.offsets, offset)
+	if rec.Tombstone() {
+		delete(c.vals, name)
+		return nil
+	}
+	_, vr, err := records.ReadValue(rec.Value)
+	if err != nil {
+		return err
+	}
+	v := vr.Int64()
+	if err := vr.Err(); err != nil {
+		return err
+	}
+	c.vals[name] = v
+	return nil
+}
+
+func set(name string, v int64) WriteOp[*counters] {
+	return func(_ *Ctx[*counters], m *counters) Result {
+		return Result{Records: []log.Record{setRecord(name, v)}, Response: m.vals[name]}
+	}
+}
+
+func incr(name string) WriteOp[*counters] {
+	return func(_ *Ctx[*counters], m *counters) Result {
+		return Result{Records: []log.Record{setRecord(name, m.vals[name]+1)}, Response: m.vals[name] + 1}
+	}
+}
+
+func get(name string) ReadOp[*counters] {
+	return func(m *counters) (any, error) { return m.vals[name], nil }
+}
+
+func startShard(t *testing.T, b *memlog.Backend, onLoaded func(*Ctx[*counters], *counters)) *Shard[*counters] {
+	t.Helper()
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b, OnLoaded: onLoaded})
+	s.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
+	waitState(t, s, StateActive)
+	return s
+}
+
+func waitState(t *testing.T, s *Shard[*counters], want State) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.State() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("shard state %s, want %s", s.State(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestWriteAnsweredOnlyAfterDurable(t *testing.T) {
+	b := memlog.New()
+	s := startShard(t, b, nil)
+	b.Hold(true)
+	ctx := context.Background()
+
+	answered := make(chan error, 1)
+	go func() { _, err := s.Write(ctx, set("a", 5)); answered <- err }()
+	for b.Pending(3) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-answered:
+		t.Fatal("write answered before its record was durable")
+	case <-time.After(50 * time.Millisecond):
+	}
+	// Reads never see speculative state.
+	if v, _ := s.Read(ctx, get("a")); v != int64(0) {
+		t.Fatalf("read saw a non-durable value %v", v)
+	}
+	// A write without records that read speculative state also waits.
+	noRecords := make(chan any, 1)
+	go func() {
+		v, _ := s.Write(ctx, func(_ *Ctx[*counters], m *counters) Result { return Result{Response: m.vals["a"]} })
+		noRecords <- v
+	}()
+	select {
+	case <-noRecords:
+		t.Fatal("record-less write answered while what it read was not durable")
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.Release(3)
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	if v := <-noRecords; v != int64(5) {
+		t.Fatalf("record-less write saw %v", v)
+	}
+	if v, _ := s.Read(ctx, get("a")); v != int64(5) {
+		t.Fatalf("read-your-writes: got %v", v)
+	}
+}
+
+func TestWritesSeeEachOtherBeforeDurability(t *testing.T) {
+	b := memlog.New()
+	s := startShard(t, b, nil)
+	b.Hold(true)
+	ctx := context.Background()
+	results := make(chan any, 10)
+	for i := 0; i < 10; i++ {
+		go func() { v, _ := s.Write(ctx, incr("n")); results <- v }()
+	}
+	for b.Pending(3) < 10 {
+		time.Sleep(time.Millisecond)
+	}
+	b.Release(3)
+	seen := map[any]bool{}
+	for i := 0; i < 10; i++ {
+		seen[<-results] = true
+	}
+	if len(seen) != 10 {
+		t.Fatalf("increments must chain on speculative state, got %v", seen)
+	}
+}
+
+func TestReplayEquivalenceAfterRestart(t *testing.T) {
+	b := memlog.New()
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b})
+	s.Start()
+	waitState(t, s, StateActive)
+	rng := rand.New(rand.NewSource(1))
+	ctx := context.Background()
+	for i := 0; i < 500; i++ {
+		name := fmt.Sprint("k", rng.Intn(20))
+		var op WriteOp[*counters]
+		switch rng.Intn(3) {
+		case 0:
+			op = set(name, rng.Int63n(1000))
+		case 1:
+			op = incr(name)
+		default:
+			op = func(_ *Ctx[*counters], _ *counters) Result { return Result{Records: []log.Record{delRecord(name)}} }
+		}
+		if _, err := s.Write(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := s.Read(ctx, func(m *counters) (any, error) { return maps.Clone(m.vals), nil })
+	s.Close(ctx)
+
+	again := startShard(t, b, nil)
+	after, _ := again.Read(ctx, func(m *counters) (any, error) { return maps.Clone(m.vals), nil })
+	if !maps.Equal(before.(map[string]int64), after.(map[string]int64)) {
+		t.Fatalf("replayed state differs:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+func TestLostWriteIsNeverAcknowledgedAndStateRollsBack(t *testing.T) {
+	b := memlog.New()
+	s := startShard(t, b, nil)
+	ctx := context.Background()
+	if _, err := s.Write(ctx, set("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	b.Hold(true)
+	answered := make(chan error, 1)
+	go func() { _, err := s.Write(ctx, set("a", 2)); answered <- err }()
+	for b.Pending(3) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	b.Lose(3, errors.New("no space left on device"))
+	if err := <-answered; !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("lost write answered %v, want ErrNotDurable", err)
+	}
+	b.Hold(false)
+	waitState(t, s, StateActive)
+	// The speculative 2 is gone: the next increment builds on the durable 1.
+	v, err := s.Write(ctx, incr("a"))
+	if err != nil || v != int64(2) {
+		t.Fatalf("after rollback incr gave %v %v, want 2", v, err)
+	}
+}
+
+func TestFatalStorageErrorFailsShard(t *testing.T) {
+	b := memlog.New()
+	s := startShard(t, b, nil)
+	ctx := context.Background()
+	b.Hold(true)
+	answered := make(chan error, 1)
+	go func() { _, err := s.Write(ctx, set("a", 2)); answered <- err }()
+	for b.Pending(3) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	b.Fail(3, errors.New("fsync: input/output error"))
+	if err := <-answered; err == nil {
+		t.Fatal("write acknowledged although its fsync failed")
+	}
+	waitState(t, s, StateFailed)
+	if _, err := s.Read(ctx, get("a")); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("read on failed shard: %v", err)
+	}
+	if _, err := s.Write(ctx, set("b", 1)); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("write on failed shard: %v", err)
+	}
+}
+
+func TestLoadingShardRefusesWithLoadInProgress(t *testing.T) {
+	b := memlog.New()
+	b.LoadGate = make(chan struct{})
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b})
+	s.Start()
+	t.Cleanup(func() { s.Close(context.Background()) })
+	if _, err := s.Write(context.Background(), set("a", 1)); !errors.Is(err, ErrLoading) {
+		t.Fatalf("write while loading: %v", err)
+	}
+	close(b.LoadGate)
+	waitState(t, s, StateActive)
+	if _, err := s.Write(context.Background(), set("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFullInboxFailsFast(t *testing.T) {
+	b := memlog.New()
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b, InboxSize: 2})
+	s.Start()
+	waitState(t, s, StateActive)
+	t.Cleanup(func() { s.Close(context.Background()) })
+	stall := make(chan struct{})
+	go s.Read(context.Background(), func(*counters) (any, error) { <-stall; return nil, nil })
+	time.Sleep(20 * time.Millisecond)
+	var overloaded bool
+	for i := 0; i < 10 && !overloaded; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		_, err := s.Read(ctx, get("a"))
+		cancel()
+		overloaded = errors.Is(err, ErrOverloaded)
+	}
+	close(stall)
+	if !overloaded {
+		t.Fatal("a full inbox never refused an operation")
+	}
+}
+
+func TestTimers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memlog.New()
+		s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b})
+		s.Start()
+		synctest.Wait()
+		ctx := context.Background()
+		schedule := func(key string, d time.Duration, op WriteOp[*counters]) {
+			s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { c.Schedule(key, d, op); return Result{} })
+		}
+		schedule("fire", time.Second, set("fired", 1))
+		schedule("cancelled", time.Second, set("cancelled", 1))
+		schedule("replaced", time.Second, set("replaced", 1))
+		schedule("replaced", 3*time.Second, set("replaced", 2))
+		s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { c.Cancel("cancelled"); return Result{} })
+
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		vals, _ := s.Read(ctx, func(m *counters) (any, error) { return maps.Clone(m.vals), nil })
+		if got := vals.(map[string]int64); got["fired"] != 1 || got["cancelled"] != 0 || got["replaced"] != 0 {
+			t.Fatalf("after 2s: %v", got)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if v, _ := s.Read(ctx, get("replaced")); v != int64(2) {
+			t.Fatalf("replaced timer ran %v, want only the replacement (2)", v)
+		}
+		s.Close(ctx)
+	})
+}
+
+func TestTimersDroppedOnReloadAndRearmedByOnLoaded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memlog.New()
+		onLoaded := func(c *Ctx[*counters], m *counters) {
+			if m.vals["armed"] == 1 {
+				c.Schedule("rearmed", time.Second, set("rearmed", 1))
+			}
+		}
+		s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b, OnLoaded: onLoaded})
+		s.Start()
+		synctest.Wait()
+		ctx := context.Background()
+		s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
+			c.Schedule("stale", time.Second, set("stale", 1))
+			return Result{Records: []log.Record{setRecord("armed", 1)}}
+		})
+		synctest.Wait()
+		// A recoverable storage error reloads the shard: the old timer must not act.
+		b.Hold(true)
+		go s.Write(ctx, set("x", 1))
+		synctest.Wait()
+		b.Lose(3, errors.New("disk full"))
+		b.Hold(false)
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		vals, _ := s.Read(ctx, func(m *counters) (any, error) { return maps.Clone(m.vals), nil })
+		if got := vals.(map[string]int64); got["stale"] != 0 || got["rearmed"] != 1 {
+			t.Fatalf("after reload: %v (stale timer must not run, OnLoaded's must)", got)
+		}
+		s.Close(ctx)
+	})
+}
+
+func TestAsyncWorkReentersAsWrite(t *testing.T) {
+	b := memlog.New()
+	s := startShard(t, b, nil)
+	ctx := context.Background()
+	release := make(chan struct{})
+	s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
+		c.Go(func(context.Context) WriteOp[*counters] { <-release; return set("async", 7) })
+		return Result{}
+	})
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if v, _ := s.Read(ctx, get("async")); v == int64(7) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("async result never applied")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestPromiseResolvedByLaterOperation(t *testing.T) {
+	b := memlog.New()
+	s := startShard(t, b, nil)
+	ctx := context.Background()
+	var p *Promise
+	got := make(chan any, 1)
+	created := make(chan struct{})
+	go func() {
+		v, _ := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
+			p = c.NewPromise()
+			close(created)
+			return Result{Response: p}
+		})
+		got <- v
+	}()
+	<-created
+	s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
+		c.AfterDurable(func() { c.Resolve(p, "joined", nil) })
+		return Result{Records: []log.Record{setRecord("gen", 1)}}
+	})
+	if v := <-got; v != "joined" {
+		t.Fatalf("promise gave %v", v)
+	}
+}
+
+func TestPromiseFailsWhenShardReloads(t *testing.T) {
+	b := memlog.New()
+	s := startShard(t, b, nil)
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { return Result{Response: c.NewPromise()} })
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	b.Hold(true)
+	go s.Write(ctx, set("x", 1))
+	for b.Pending(3) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	b.Lose(3, errors.New("disk full"))
+	if err := <-errc; !errors.Is(err, ErrNotDurable) && !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("parked request after reload: %v", err)
+	}
+}
+
+func TestCloseWaitsForDurability(t *testing.T) {
+	b := memlog.New()
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b})
+	s.Start()
+	waitState(t, s, StateActive)
+	b.Hold(true)
+	answered := make(chan error, 1)
+	go func() { _, err := s.Write(context.Background(), set("a", 1)); answered <- err }()
+	for b.Pending(3) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(context.Background()); close(closed) }()
+	time.Sleep(20 * time.Millisecond)
+	b.Release(3)
+	<-closed
+	if err := <-answered; err != nil {
+		t.Fatalf("write durable before close completed: %v", err)
+	}
+	if _, err := s.Write(context.Background(), set("b", 1)); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("write after close: %v", err)
+	}
+}
