@@ -21,7 +21,6 @@ type Metrics struct {
 	connectionsRejected prometheus.Counter
 	bytesIn             prometheus.Counter
 	bytesOut            prometheus.Counter
-
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not registered).
