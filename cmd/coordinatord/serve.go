@@ -122,13 +122,25 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 		node.Endpoints = append(node.Endpoints, handlers.Endpoint{Listener: a.Name, Host: a.Host, Port: int32(port)})
 	}
-	table := handlers.New(handlers.Deps{Node: node, Logger: log})
+	st, err := openState(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer st.close(log)
+	table := handlers.New(handlers.Deps{
+		Node: node, Logger: log, Meta: st.meta, Groups: st.groups,
+		Limits: handlers.Limits{
+			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,
+			DefaultPartitions:        cfg.DefaultPartitions,
+			DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		},
+	})
 
 	adminLn, err := net.Listen("tcp", cfg.AdminListener)
 	if err != nil {
 		return fmt.Errorf("listen admin.listener %s: %w", cfg.AdminListener, err)
 	}
-	admin := &http.Server{Handler: adminMux(reg), ReadHeaderTimeout: 10 * time.Second}
+	admin := &http.Server{Handler: adminMux(reg, st.ready), ReadHeaderTimeout: 10 * time.Second}
 	go admin.Serve(adminLn)
 
 	servers := make([]*wire.Server, len(lns))
@@ -174,19 +186,27 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}(srv)
 	}
 	wg.Wait()
+	// Connections are closed: nothing new reaches the shards. Let what they appended become
+	// durable before the logs close.
+	st.shutdown(shutdownCtx)
 	admin.Shutdown(shutdownCtx)
 	log.Info("coordinatord stopped")
 	return serveErr
 }
 
-func adminMux(reg *prometheus.Registry) *http.ServeMux {
+func adminMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	// Ready once every shard is loaded; there is nothing to load yet.
+	// Ready once every shard is loaded and serving.
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "loading (or a shard FAILED: see the log)")
+			return
+		}
 		fmt.Fprintln(w, "ready")
 	})
 	return mux

@@ -51,6 +51,10 @@ type Config struct {
 	LogLevel            string
 	ShutdownTimeout     time.Duration
 
+	OffsetMetadataMaxBytes   int
+	DefaultPartitions        int32
+	DefaultReplicationFactor int16
+
 	LogFlushInterval          time.Duration // 0: fsync every batch
 	LogSegmentBytes           int64
 	LogCleanerDeleteRetention time.Duration
@@ -173,6 +177,20 @@ var keys = []key{
 		}},
 	{"shutdown.timeout.ms", "10000", "On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.",
 		func(c *Config, v string) (err error) { c.ShutdownTimeout, err = parseMillis(v, 0); return }},
+	{"offset.metadata.max.bytes", "4096", "Longest metadata string an offset commit may carry (in UTF-16 units, as Kafka counts); longer gets OFFSET_METADATA_TOO_LARGE for that partition.",
+		func(c *Config, v string) (err error) {
+			n, err := parseInt32(v, 0, 1<<31-1)
+			c.OffsetMetadataMaxBytes = int(n)
+			return err
+		}},
+	{"num.partitions", "1", "Partitions of a topic created without a partition count.",
+		func(c *Config, v string) (err error) { c.DefaultPartitions, err = parseInt32(v, 1, 1<<31-1); return }},
+	{"default.replication.factor", "1", "Replication factor recorded for a topic created without one (metadata only: coordinatord stores no data).",
+		func(c *Config, v string) error {
+			n, err := parseInt32(v, 1, 32767)
+			c.DefaultReplicationFactor = int16(n)
+			return err
+		}},
 	{"log.flush.interval.ms", "0", "0 fsyncs every batch before any client is answered (durable). A positive value fsyncs on a timer instead: UNSAFE, acknowledged writes can be lost in a power failure.",
 		func(c *Config, v string) (err error) { c.LogFlushInterval, err = parseMillis(v, 0); return }},
 	{"log.segment.bytes", "134217728", "Size at which a shard log rolls to a new segment.",

@@ -9,6 +9,9 @@ import (
 	"context"
 	"sort"
 
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -40,10 +43,22 @@ func (n *Node) endpointFor(listener string) Endpoint {
 	return n.Endpoints[0]
 }
 
+// Limits are request limits taken from the configuration.
+type Limits struct {
+	OffsetMetadataMaxBytes   int
+	DefaultPartitions        int32
+	DefaultReplicationFactor int16
+}
+
 // Deps are what the handlers need from the rest of the process.
 type Deps struct {
 	Node   Node
 	Logger *zap.Logger
+	Limits Limits
+	// Meta is the metadata shard (topic catalog).
+	Meta *runtime.Shard[*meta.Catalog]
+	// Groups are the group shards.
+	Groups *shard.Set
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response
@@ -70,6 +85,11 @@ func New(deps Deps) *Table {
 	t.add(18, 0, 4, t.apiVersions)
 	t.add(3, 0, 13, t.metadata)
 	t.add(10, 0, 6, t.findCoordinator)
+	t.add(19, 2, 7, t.createTopics)
+	t.add(20, 1, 6, t.deleteTopics)
+	t.add(37, 0, 3, t.createPartitions)
+	t.add(8, 2, 10, t.offsetCommit)
+	t.add(9, 1, 10, t.offsetFetch)
 	return t
 }
 

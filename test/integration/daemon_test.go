@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,8 @@ type daemon struct {
 	Addr    string // Kafka listener host:port
 	Admin   string // admin HTTP host:port
 	exited  chan struct{}
+	// noWaitReady makes start return as soon as the listeners are up, before shards load.
+	noWaitReady bool
 
 	mu   sync.Mutex
 	logs []map[string]any
@@ -95,7 +98,27 @@ func (d *daemon) start(sets ...string) *daemon {
 	case <-time.After(30 * time.Second):
 		t.Fatal("coordinatord did not start within 30s")
 	}
+	if !d.noWaitReady {
+		d.waitReady()
+	}
 	return d
+}
+
+// waitReady polls /readyz until every shard is loaded.
+func (d *daemon) waitReady() {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + d.Admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.t.Fatal("coordinatord not ready within 30s")
 }
 
 func (d *daemon) readLogs(r io.Reader, started chan<- map[string]any) {

@@ -32,7 +32,7 @@ func TestApiVersionsAdvertisesOnlyWhatIsServed(t *testing.T) {
 		}
 		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
-	want := map[int16][2]int16{18: {0, 4}, 3: {0, 13}, 10: {0, 6}}
+	want := map[int16][2]int16{18: {0, 4}, 3: {0, 13}, 10: {0, 6}, 19: {2, 7}, 20: {1, 6}, 37: {0, 3}, 8: {2, 10}, 9: {1, 10}}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s: advertised %v, want %v", kmsg.NameForKey(k), got[k], v)

@@ -19,12 +19,16 @@ type Kind uint16
 const (
 	// KindOffsetCommit: key (group, topic, partition), value the committed offset.
 	KindOffsetCommit Kind = 1
+	// KindTopic: key (topic name), value the topic's id, partition count, replication factor and
+	// configs. Lives in the metadata shard.
+	KindTopic Kind = 40
 	// KindTest is for engine tests that need a record before any group type exists.
 	KindTest Kind = 0xFFFF
 )
 
 var kindNames = map[Kind]string{
 	KindOffsetCommit: "offset_commit",
+	KindTopic:        "topic",
 	KindTest:         "test",
 }
 

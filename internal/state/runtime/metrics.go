@@ -11,6 +11,7 @@ type Metrics struct {
 	failures        prometheus.Counter
 	loads           *prometheus.CounterVec
 	loadSeconds     prometheus.Histogram
+	compactSeconds  prometheus.Histogram
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not registered).
@@ -40,9 +41,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "coordinatord_shard_load_seconds", Help: "Time to load a shard from its log.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
+		compactSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "coordinatord_shard_compaction_seconds", Help: "Time a shard log compaction took (the shard serves nothing meanwhile).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.state, m.appendedRecords, m.durableWait, m.rejected, m.failures, m.loads, m.loadSeconds)
+		reg.MustRegister(m.state, m.appendedRecords, m.durableWait, m.rejected, m.failures, m.loads, m.loadSeconds, m.compactSeconds)
 	}
 	return m
 }

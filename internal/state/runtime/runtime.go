@@ -82,6 +82,12 @@ type Options[M Machine] struct {
 	// OnLoaded runs on the shard goroutine after each load, to re-arm timers (never persisted)
 	// from the loaded state.
 	OnLoaded func(c *Ctx[M], m M)
+	// LoadSlots, when set, is a semaphore shared by shards so that only so many replay their
+	// logs at once (loading is CPU-bound; more than the core count only adds contention).
+	LoadSlots chan struct{}
+	// CompactEvery is the pause between compactions of the shard's log (log.cleaner.backoff.ms);
+	// 0 disables them.
+	CompactEvery time.Duration
 }
 
 // Shard is one running shard.
@@ -274,6 +280,12 @@ func (s *Shard[M]) Close(ctx context.Context) {
 func (s *Shard[M]) run() {
 	defer close(s.done)
 	s.load()
+	var compact <-chan time.Time
+	if s.opts.CompactEvery > 0 {
+		t := time.NewTicker(s.opts.CompactEvery)
+		defer t.Stop()
+		compact = t.C
+	}
 	for {
 		var e event[M]
 		select {
@@ -282,6 +294,9 @@ func (s *Shard[M]) run() {
 			select {
 			case e = <-s.prio:
 			case e = <-s.normal:
+			case <-compact:
+				s.compact()
+				continue
 			}
 		}
 		if e.kind == evClose {
@@ -379,6 +394,20 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		fn()
 	}
 	reply(done, w.out)
+}
+
+// compact rewrites the log's sealed history; it runs on the shard goroutine because the log's
+// methods are single-caller.
+func (s *Shard[M]) compact() {
+	if s.State() != StateActive || s.log == nil {
+		return
+	}
+	start := time.Now()
+	if err := s.log.Compact(); err != nil {
+		s.lg.Warn("log compaction failed; will retry after log.cleaner.backoff.ms", zap.Error(err))
+		return
+	}
+	s.m.compactSeconds.Observe(time.Since(start).Seconds())
 }
 
 // markDurable moves records up to offset into the durable machine and answers the operations
@@ -488,6 +517,10 @@ func (s *Shard[M]) load() {
 		return
 	}
 	s.log = l
+	if slots := s.opts.LoadSlots; slots != nil {
+		slots <- struct{}{}
+		defer func() { <-slots }()
+	}
 	records := 0
 	next, err := l.Load(func(offset int64, rec log.Record) error {
 		records++

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/state/log/segment"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	rt "github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// state is every shard of the process with the logs under them.
+type state struct {
+	groupStore *segment.Store
+	metaStore  *segment.Store
+	groups     *shard.Set
+	meta       *rt.Shard[*meta.Catalog]
+}
+
+// openState opens the logs and starts loading every shard; requests for a shard that is still
+// loading get COORDINATOR_LOAD_IN_PROGRESS.
+func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*state, error) {
+	storeOpts := func(dir string, shards int32) segment.Options {
+		return segment.Options{
+			Dir: dir, Shards: shards, SegmentBytes: cfg.LogSegmentBytes, FlushInterval: cfg.LogFlushInterval,
+			DeleteRetention: cfg.LogCleanerDeleteRetention, Logger: log.With(zap.String("log", filepath.Base(dir))),
+		}
+	}
+	groupStore, err := segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "groups"), cfg.ShardCount))
+	if err != nil {
+		return nil, fmt.Errorf("open group log in %s: %w", cfg.LogDirs, err)
+	}
+	// The metadata shard has a log of its own so that the group shard count never has to
+	// account for it.
+	metaStore, err := segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "meta"), 1))
+	if err != nil {
+		groupStore.Close()
+		return nil, fmt.Errorf("open metadata log in %s: %w", cfg.LogDirs, err)
+	}
+	metrics := rt.NewMetrics(reg)
+	slots := make(chan struct{}, runtime.NumCPU())
+	s := &state{groupStore: groupStore, metaStore: metaStore}
+	s.meta = rt.New(rt.Options[*meta.Catalog]{
+		Shard: 0, New: meta.NewCatalog, Backend: metaStore, Logger: log.With(zap.String("shard_kind", "meta")),
+		Metrics: metrics, LoadSlots: slots, CompactEvery: cfg.LogCleanerBackoff,
+	})
+	s.groups = shard.NewSet(shard.SetOptions{
+		Count: cfg.ShardCount, Backend: groupStore, Logger: log, Metrics: metrics, LoadSlots: slots,
+		CompactEvery: cfg.LogCleanerBackoff,
+	})
+	// The catalog loads first: group requests validate topics against it.
+	s.meta.Start()
+	s.groups.Start()
+	go func() {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		s.groups.WaitReady(ctx)
+		if s.ready() {
+			log.Info("all shards loaded", zap.Int32("shards", cfg.ShardCount), zap.Duration("took", time.Since(start)))
+		}
+	}()
+	return s, nil
+}
+
+func (s *state) ready() bool {
+	return s.meta.State() == rt.StateActive && s.groups.Ready()
+}
+
+// shutdown closes the shards, letting appended records become durable until ctx ends.
+func (s *state) shutdown(ctx context.Context) {
+	s.groups.Close(ctx)
+	s.meta.Close(ctx)
+}
+
+func (s *state) close(log *zap.Logger) {
+	s.shutdown(context.Background())
+	if err := s.groupStore.Close(); err != nil {
+		log.Warn("closing group log", zap.Error(err))
+	}
+	if err := s.metaStore.Close(); err != nil {
+		log.Warn("closing metadata log", zap.Error(err))
+	}
+}

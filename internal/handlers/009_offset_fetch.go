@@ -1,0 +1,185 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/coordinatord/coordinatord/internal/offsets"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fetchTopic is one requested topic of one group, normalized across versions.
+type fetchTopic struct {
+	name       string
+	id         [16]byte
+	partitions []int32
+	code       int16 // a topic-level problem copied to every partition (unknown topic id)
+}
+
+// fetchAnswer is one group's answer.
+type fetchAnswer struct {
+	code   int16
+	topics []fetchTopic
+	parts  [][]shard.FetchPartition
+}
+
+// offsetFetch reads committed offsets (spec coordinator-apis §3.3). An unknown group is not an
+// error; availability problems are NOT_COORDINATOR, which consumers before Kafka 3.9 retry where
+// they would give up on the other coordinator codes.
+func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response {
+	req := r.Body.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	snap, catErr := t.catalog(ctx)
+
+	if r.Version < 8 {
+		var topics []fetchTopic
+		if req.Topics != nil || r.Version < 2 {
+			for _, rt := range req.Topics {
+				topics = append(topics, fetchTopic{name: rt.Topic, partitions: rt.Partitions})
+			}
+		} else {
+			topics = nil // all
+		}
+		a := t.fetchGroup(ctx, req.Group, topics, req.Topics == nil && r.Version >= 2, snap, catErr)
+		if a.code != 0 {
+			if r.Version >= 2 {
+				resp.ErrorCode = a.code
+				return resp
+			}
+			// v0-v1 have no group-level error: it goes into every requested partition.
+			for _, ft := range topics {
+				st := kmsg.NewOffsetFetchResponseTopic()
+				st.Topic = ft.name
+				for _, p := range ft.partitions {
+					sp := kmsg.NewOffsetFetchResponseTopicPartition()
+					sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata, sp.ErrorCode = p, -1, -1, strPtr(""), a.code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp
+		}
+		for i, ft := range a.topics {
+			st := kmsg.NewOffsetFetchResponseTopic()
+			st.Topic = ft.name
+			for _, fp := range a.parts[i] {
+				sp := kmsg.NewOffsetFetchResponseTopicPartition()
+				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata, sp.ErrorCode = fetchedValues(fp, ft.code)
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}
+
+	for _, rg := range req.Groups {
+		var topics []fetchTopic
+		for _, rt := range rg.Topics {
+			ft := fetchTopic{name: rt.Topic, id: rt.TopicID, partitions: rt.Partitions}
+			if r.Version >= 10 {
+				ft.name = ""
+				if snap == nil {
+					ft.code = kerr.NotCoordinator.Code
+				} else if topic, ok := snap.TopicByID(rt.TopicID); ok {
+					ft.name = topic.Name
+				} else {
+					ft.code = kerr.UnknownTopicID.Code
+				}
+			}
+			topics = append(topics, ft)
+		}
+		a := t.fetchGroup(ctx, rg.Group, topics, rg.Topics == nil, snap, catErr)
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group, g.ErrorCode = rg.Group, a.code
+		for i, ft := range a.topics {
+			st := kmsg.NewOffsetFetchResponseGroupTopic()
+			st.Topic, st.TopicID = ft.name, ft.id
+			if r.Version >= 10 {
+				st.Topic = ""
+			}
+			for _, fp := range a.parts[i] {
+				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata, sp.ErrorCode = fetchedValues(fp, ft.code)
+				st.Partitions = append(st.Partitions, sp)
+			}
+			g.Topics = append(g.Topics, st)
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+func fetchedValues(fp shard.FetchPartition, code int16) (int32, int64, int32, *string, int16) {
+	if code != 0 || !fp.Found {
+		return fp.Partition, -1, -1, strPtr(""), code
+	}
+	c := fp.Committed
+	return fp.Partition, c.Offset, c.LeaderEpoch, strPtr(c.Metadata), 0
+}
+
+// fetchGroup answers one group: the named topics (in request order) or, with all, every
+// committed topic still in the catalog.
+func (t *Table) fetchGroup(ctx context.Context, group string, topics []fetchTopic, all bool, snap *meta.Snapshot, catErr error) fetchAnswer {
+	if catErr != nil && all {
+		return fetchAnswer{code: fetchAvailabilityCode(catErr)}
+	}
+	var parts []offsets.TopicPartition
+	if !all {
+		parts = []offsets.TopicPartition{}
+		for _, ft := range topics {
+			if ft.code != 0 {
+				continue
+			}
+			for _, p := range ft.partitions {
+				parts = append(parts, offsets.TopicPartition{Topic: ft.name, Partition: p})
+			}
+		}
+	}
+	v, err := t.deps.Groups.For(group).Read(ctx, shard.FetchOffsets(group, parts))
+	if err != nil {
+		return fetchAnswer{code: fetchAvailabilityCode(err)}
+	}
+	got := v.([]shard.FetchPartition)
+	if all {
+		// Group the flat, sorted list by topic; topics gone from the catalog are left out (v10
+		// could not name them anyway).
+		var a fetchAnswer
+		for _, fp := range got {
+			topic, ok := snap.Topic(fp.Topic)
+			if !ok {
+				continue
+			}
+			if n := len(a.topics); n == 0 || a.topics[n-1].name != fp.Topic {
+				a.topics = append(a.topics, fetchTopic{name: fp.Topic, id: topic.ID})
+				a.parts = append(a.parts, nil)
+			}
+			a.parts[len(a.parts)-1] = append(a.parts[len(a.parts)-1], fp)
+		}
+		return a
+	}
+	a := fetchAnswer{topics: topics, parts: make([][]shard.FetchPartition, len(topics))}
+	k := 0
+	for i, ft := range topics {
+		for _, p := range ft.partitions {
+			if ft.code != 0 {
+				a.parts[i] = append(a.parts[i], shard.FetchPartition{TopicPartition: offsets.TopicPartition{Topic: ft.name, Partition: p}})
+				continue
+			}
+			a.parts[i] = append(a.parts[i], got[k])
+			k++
+		}
+	}
+	return a
+}
+
+func fetchAvailabilityCode(err error) int16 {
+	if errors.Is(err, runtime.ErrLoading) {
+		return kerr.CoordinatorLoadInProgress.Code
+	}
+	return kerr.NotCoordinator.Code
+}

@@ -1,0 +1,61 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// createTopics adds topics to the catalog. coordinatord stores no data, so a topic is its
+// metadata: name, id, partition count, replication factor (recorded, not enforced) and configs.
+func (t *Table) createTopics(ctx context.Context, r *wire.Request) kmsg.Response {
+	req := r.Body.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	topics := make([]meta.NewTopic, len(req.Topics))
+	for i, rt := range req.Topics {
+		nt := meta.NewTopic{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor, Configs: map[string]*string{}}
+		if len(rt.ReplicaAssignment) > 0 {
+			nt.Assignment = map[int32][]int32{}
+			for _, a := range rt.ReplicaAssignment {
+				nt.Assignment[a.Partition] = a.Replicas
+			}
+		}
+		for _, c := range rt.Configs {
+			nt.Configs[c.Name] = c.Value
+		}
+		topics[i] = nt
+	}
+	v, err := t.deps.Meta.Write(ctx, meta.CreateTopics(topics, req.ValidateOnly, t.metaDefaults()))
+	if err != nil {
+		code := availabilityCode(err)
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, code, strPtr(err.Error())
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}
+	for _, res := range v.([]meta.TopicResult) {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic, st.ErrorCode = res.Name, res.Code
+		if res.Code != 0 {
+			st.ErrorMessage = strPtr(res.Message)
+		} else {
+			st.TopicID = res.Topic.ID
+			st.NumPartitions, st.ReplicationFactor = res.Topic.Partitions, res.Topic.ReplicationFactor
+			for name, value := range res.Topic.Configs {
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name, c.Value, c.Source = name, strPtr(value), 1 // DYNAMIC_TOPIC_CONFIG
+				st.Configs = append(st.Configs, c)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (t *Table) metaDefaults() meta.Defaults {
+	return meta.Defaults{Partitions: t.deps.Limits.DefaultPartitions, ReplicationFactor: t.deps.Limits.DefaultReplicationFactor, NodeID: t.deps.Node.ID}
+}

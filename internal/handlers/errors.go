@@ -1,0 +1,38 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// availabilityCode maps a shard runtime error to the coordinator code Kafka uses for it
+// (spec coordinator-apis §5.4): loading is COORDINATOR_LOAD_IN_PROGRESS; a failed, closed,
+// overloaded shard or a write that was not made durable is COORDINATOR_NOT_AVAILABLE, which
+// every client retries after finding the coordinator again.
+func availabilityCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, runtime.ErrLoading):
+		return kerr.CoordinatorLoadInProgress.Code
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	default:
+		return kerr.CoordinatorNotAvailable.Code
+	}
+}
+
+// catalog returns the durable topic catalog.
+func (t *Table) catalog(ctx context.Context) (*meta.Snapshot, error) {
+	v, err := t.deps.Meta.Read(ctx, meta.Read)
+	if err != nil {
+		return nil, err
+	}
+	return v.(*meta.Snapshot), nil
+}
+
+func strPtr(s string) *string { return &s }

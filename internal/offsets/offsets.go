@@ -1,0 +1,185 @@
+// Package offsets is the committed-offset state of a shard: what every group has committed for
+// each partition, how commits are validated and encoded as records, and how they are read back.
+// Group membership rules (generations, member epochs) belong to the group types, which decide
+// before calling in here whether a commit is allowed at all.
+package offsets
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/records"
+)
+
+// Committed is one partition's committed offset.
+type Committed struct {
+	Offset          int64
+	LeaderEpoch     int32 // -1: unknown
+	Metadata        string
+	CommitTimestamp int64 // ms
+	ExpireTimestamp int64 // ms; -1: none (only v1-v4 commits set one)
+	// LogOffset is the record's position in the shard log; it orders regular against
+	// transactional commits.
+	LogOffset int64
+}
+
+// TopicPartition identifies a partition by topic name.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// group holds one group's committed offsets.
+type group struct {
+	topics map[string]map[int32]Committed
+}
+
+// State is the offsets of every group on a shard.
+type State struct {
+	groups map[string]*group
+}
+
+// New returns empty offset state.
+func New() *State { return &State{groups: map[string]*group{}} }
+
+// HasGroup reports whether any offset is committed for the group.
+func (s *State) HasGroup(groupID string) bool { _, ok := s.groups[groupID]; return ok }
+
+// Groups lists the groups with committed offsets.
+func (s *State) Groups() []string {
+	out := make([]string, 0, len(s.groups))
+	for g := range s.groups {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Get returns one partition's committed offset.
+func (s *State) Get(groupID, topic string, partition int32) (Committed, bool) {
+	g := s.groups[groupID]
+	if g == nil {
+		return Committed{}, false
+	}
+	c, ok := g.topics[topic][partition]
+	return c, ok
+}
+
+// All returns every committed offset of a group, topics sorted, partitions sorted.
+func (s *State) All(groupID string) []struct {
+	TopicPartition
+	Committed
+} {
+	g := s.groups[groupID]
+	if g == nil {
+		return nil
+	}
+	var out []struct {
+		TopicPartition
+		Committed
+	}
+	topics := make([]string, 0, len(g.topics))
+	for t := range g.topics {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	for _, t := range topics {
+		parts := make([]int32, 0, len(g.topics[t]))
+		for p := range g.topics[t] {
+			parts = append(parts, p)
+		}
+		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+		for _, p := range parts {
+			out = append(out, struct {
+				TopicPartition
+				Committed
+			}{TopicPartition{t, p}, g.topics[t][p]})
+		}
+	}
+	return out
+}
+
+// CommitRecord encodes a commit.
+func CommitRecord(groupID string, tp TopicPartition, c Committed) log.Record {
+	return log.Record{
+		Key: commitKey(groupID, tp),
+		Value: records.NewValue(0).Int64(c.Offset).Int32(c.LeaderEpoch).String(c.Metadata).
+			Int64(c.CommitTimestamp).Int64(c.ExpireTimestamp).Build(),
+	}
+}
+
+// DeleteRecord is the tombstone of one partition's commit.
+func DeleteRecord(groupID string, tp TopicPartition) log.Record {
+	return log.Record{Key: commitKey(groupID, tp)}
+}
+
+func commitKey(groupID string, tp TopicPartition) []byte {
+	return records.NewKey(records.KindOffsetCommit).String(groupID).String(tp.Topic).Int32(tp.Partition).Build()
+}
+
+// Replay applies an offset-commit record.
+func (s *State) Replay(offset int64, rec log.Record) error {
+	r, err := records.ReadKey(rec.Key, records.KindOffsetCommit)
+	if err != nil {
+		return err
+	}
+	groupID, topic, partition := r.String(), r.String(), r.Int32()
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("offset commit key: %w", err)
+	}
+	if rec.Tombstone() {
+		s.remove(groupID, topic, partition)
+		return nil
+	}
+	version, v, err := records.ReadValue(rec.Value)
+	if err != nil {
+		return err
+	}
+	if version != 0 {
+		return fmt.Errorf("offset commit value version %d is newer than this build understands", version)
+	}
+	c := Committed{Offset: v.Int64(), LeaderEpoch: v.Int32(), Metadata: v.String(), CommitTimestamp: v.Int64(), ExpireTimestamp: v.Int64(), LogOffset: offset}
+	if err := v.Err(); err != nil {
+		return fmt.Errorf("offset commit value: %w", err)
+	}
+	g := s.groups[groupID]
+	if g == nil {
+		g = &group{topics: map[string]map[int32]Committed{}}
+		s.groups[groupID] = g
+	}
+	parts := g.topics[topic]
+	if parts == nil {
+		parts = map[int32]Committed{}
+		g.topics[topic] = parts
+	}
+	parts[partition] = c
+	return nil
+}
+
+func (s *State) remove(groupID, topic string, partition int32) {
+	g := s.groups[groupID]
+	if g == nil {
+		return
+	}
+	delete(g.topics[topic], partition)
+	if len(g.topics[topic]) == 0 {
+		delete(g.topics, topic)
+	}
+	if len(g.topics) == 0 {
+		delete(s.groups, groupID)
+	}
+}
+
+// MetadataLength is the length Kafka compares with offset.metadata.max.bytes: Java's
+// String.length(), in UTF-16 code units.
+func MetadataLength(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r >= 0x10000 {
+			n++
+		}
+	}
+	return n
+}

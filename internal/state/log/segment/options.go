@@ -1,0 +1,90 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults, named after the config keys they stand for.
+const (
+	// DefaultSegmentBytes is log.segment.bytes' default (internal/config's).
+	DefaultSegmentBytes = 128 << 20
+	// DefaultDeleteRetention is log.cleaner.delete.retention.ms' default (Kafka's, one day).
+	DefaultDeleteRetention = 24 * time.Hour
+	// DefaultMaxBatchBytes is message.max.bytes' default (Kafka's).
+	DefaultMaxBatchBytes = 1048588
+
+	minSegmentBytes = 4096
+)
+
+// Options configure a Store. A zero field means its default where zero is not a valid setting
+// (SegmentBytes, MaxBatchBytes, Now, Logger, FS); FlushInterval and DeleteRetention take zero
+// literally, as their config keys do.
+type Options struct {
+	// Dir is the root directory of the log (log.dirs; one directory).
+	Dir string
+	// Shards is the number of shards (offsets.topic.num.partitions). It is written to
+	// meta.properties on first open; opening the directory with another count is refused.
+	Shards int32
+	// SegmentBytes is the size at which the active segment rolls (log.segment.bytes).
+	SegmentBytes int64
+	// FlushInterval is log.flush.interval.ms. Zero, the default, fsyncs every write before
+	// reporting it durable. Any positive value is UNSAFE: appends are reported durable once
+	// written to the OS, and fsynced only every FlushInterval, so a power failure or kernel crash
+	// can lose acknowledged records. It is logged as unsafe when the Store opens.
+	FlushInterval time.Duration
+	// DeleteRetention is how long compaction keeps a tombstone after the batch holding it was
+	// appended (log.cleaner.delete.retention.ms, default DefaultDeleteRetention). Zero drops a
+	// tombstone at the first compaction that sees it sealed.
+	DeleteRetention time.Duration
+	// MaxBatchBytes caps the encoded size of one appended batch (message.max.bytes); larger
+	// appends fail with log.ErrBatchTooLarge. At most MaxFrameBytes.
+	MaxBatchBytes int
+	// Now is the clock for batch append times and tombstone retention (default time.Now).
+	Now func() time.Time
+	// Logger receives recovery warnings and failures (default zap.NewNop()).
+	Logger *zap.Logger
+	// FS is the file system (default OSFS{}); tests pass a *MemFS.
+	FS FS
+}
+
+// withDefaults validates o and fills in defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		return o, errors.New("segment log: log.dirs is empty")
+	}
+	if o.Shards <= 0 {
+		return o, fmt.Errorf("segment log: shard count %d must be positive", o.Shards)
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SegmentBytes < minSegmentBytes {
+		return o, fmt.Errorf("segment log: log.segment.bytes %d below minimum %d", o.SegmentBytes, minSegmentBytes)
+	}
+	if o.FlushInterval < 0 {
+		return o, fmt.Errorf("segment log: log.flush.interval.ms %v is negative", o.FlushInterval)
+	}
+	if o.DeleteRetention < 0 {
+		return o, fmt.Errorf("segment log: log.cleaner.delete.retention.ms %v is negative", o.DeleteRetention)
+	}
+	if o.MaxBatchBytes == 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.MaxBatchBytes < minFrameLen+4 || o.MaxBatchBytes > MaxFrameBytes {
+		return o, fmt.Errorf("segment log: message.max.bytes %d outside [%d, %d]", o.MaxBatchBytes, minFrameLen+4, MaxFrameBytes)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.FS == nil {
+		o.FS = OSFS{}
+	}
+	return o, nil
+}

@@ -1,0 +1,512 @@
+package segment
+
+// One shard's log: Load (recovery), Append (hand-off to the syncer), the syncer goroutine
+// (group commit), failure handling and Close.
+//
+// Concurrency. The shard goroutine calls Load, Append, Compact and Close; the syncer goroutine
+// (started by Load) owns the active segment file and everything about its tail (size, durable
+// size, rolls). They share only what mu guards: the pending buffer, the offset counter, the
+// state, and the segment list (the syncer appends to it when it rolls; Compact replaces its
+// sealed prefix, which the syncer never touches). Sealed segments are immutable, so Compact
+// reads and replaces them without stopping the syncer.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+)
+
+type logState int
+
+const (
+	stateOpen   logState = iota
+	stateLost            // a write error lost pending appends; Append fails until resume
+	stateFailed          // fsync (or recovery from a write error) failed; for good
+)
+
+// maxSpareBuffer bounds the write buffer the syncer keeps between rounds.
+const maxSpareBuffer = 4 << 20
+
+type shardLog struct {
+	store *Store
+	shard int32
+	dir   string
+	opts  Options
+	fs    FS
+	lg    *zap.Logger
+	cb    log.Callbacks
+
+	loaded bool // shard goroutine only
+
+	mu       sync.Mutex
+	state    logState
+	lostErr  *log.WriteError
+	failErr  error
+	closed   bool
+	next     int64       // offset of the next appended record
+	pend     batchWriter // encoded batches handed to the syncer, not yet taken
+	pendFrom int64       // first offset in pend
+	pendTo   int64       // last offset in pend
+	pendEnd  int         // position of the last frame in pend.buf
+	segs     []int64     // base offsets, ascending; the last is the active segment
+	swap     *swapAction // a compaction swap committed but not completed (retried by Compact)
+
+	kick chan struct{}
+	done chan struct{}
+
+	// Syncer goroutine only (set up by Load before it starts).
+	active      File
+	activeBase  int64
+	size        int64 // bytes in the active segment
+	durableSize int64 // bytes of the active segment up to the last batch reported durable
+	unsynced    bool  // written but not fsynced (relaxed flush mode)
+	spare       []byte
+	closeErr    error
+}
+
+func openShard(s *Store, shard int32, cb log.Callbacks) (*shardLog, error) {
+	l := &shardLog{
+		store: s,
+		shard: shard,
+		dir:   s.shardDir(shard),
+		opts:  s.opts,
+		fs:    s.fs,
+		lg:    s.logger(shard),
+		cb:    cb,
+		kick:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open shard %d: create %s: %w", shard, l.dir, err)
+	}
+	if err := l.fs.SyncDir(s.opts.Dir); err != nil {
+		return nil, fmt.Errorf("open shard %d: sync %s: %w", shard, s.opts.Dir, err)
+	}
+	p, err := makePlan(l.fs, l.dir, shard)
+	if err != nil {
+		return nil, fmt.Errorf("open shard %d: %w", shard, err)
+	}
+	if p.changes() {
+		l.lg.Warn("completing interrupted compaction",
+			zap.Strings("deleted_unfinished", p.cleaned), zap.Strings("deleted_replaced", p.orphans), zap.Int("swaps", len(p.swaps)))
+		if err := p.apply(l.fs, l.dir); err != nil {
+			return nil, fmt.Errorf("open shard %d: %w", shard, err)
+		}
+	}
+	l.segs = p.segs
+	return l, nil
+}
+
+func (l *shardLog) segPath(base int64) string {
+	return filepath.Join(l.dir, segmentName(base, logExt))
+}
+
+// Load replays every record, truncating a torn tail of the newest segment, then opens the
+// newest segment for appending and starts the syncer.
+func (l *shardLog) Load(fn func(offset int64, rec log.Record) error) (int64, error) {
+	if l.loaded {
+		return 0, fmt.Errorf("shard %d: log already loaded", l.shard)
+	}
+	l.mu.Lock()
+	closed := l.closed
+	segs := append([]int64(nil), l.segs...)
+	l.mu.Unlock()
+	if closed {
+		return 0, log.ErrClosed
+	}
+
+	segs, err := l.dropTornRoll(segs)
+	if err != nil {
+		return 0, l.logCorrupt(err)
+	}
+
+	last := int64(-1)
+	var active File
+	var res scanResult
+	for i, base := range segs {
+		isLast := i == len(segs)-1
+		path := l.segPath(base)
+		flag := os.O_RDONLY
+		if isLast {
+			flag = os.O_RDWR
+		}
+		f, err := l.fs.OpenFile(path, flag, 0)
+		if err != nil {
+			return 0, fmt.Errorf("load shard %d: open %s: %w", l.shard, path, err)
+		}
+		below := int64(-1)
+		if !isLast {
+			below = segs[i+1]
+		}
+		res, err = scanSegment(f, scanOpts{
+			shard: l.shard, path: path, base: base, last: isLast, after: last, below: below,
+			fresh: true, maxFrame: MaxFrameBytes,
+			onBatch: func(_ int64, b *Batch) error {
+				for j, rec := range b.Records {
+					if err := fn(b.Offsets[j], rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			f.Close()
+			return 0, l.logCorrupt(err) // corruption, fn's error, or an I/O error naming the file
+		}
+		if res.lastOff >= 0 {
+			last = res.lastOff
+		}
+		if !isLast {
+			f.Close()
+			continue
+		}
+		if t := res.torn; t != nil {
+			l.lg.Warn("truncating torn tail of newest segment",
+				zap.String("file", t.File), zap.Int64("byte_offset", t.Offset), zap.Int64("dropped_bytes", t.Bytes), zap.String("reason", t.Reason))
+			err := f.Truncate(t.Offset)
+			if err == nil {
+				err = f.Sync()
+			}
+			if err != nil {
+				f.Close()
+				return 0, fmt.Errorf("load shard %d: truncate torn tail of %s: %w", l.shard, path, err)
+			}
+			res.size = t.Offset
+		}
+		active = f
+	}
+
+	activeBase := int64(0)
+	if active == nil {
+		// An empty shard: its first segment starts at offset 0.
+		f, err := l.createSegment(0)
+		if err != nil {
+			return 0, fmt.Errorf("load shard %d: %w", l.shard, err)
+		}
+		active, res.size = f, headerLen
+		segs = []int64{0}
+	} else {
+		activeBase = segs[len(segs)-1]
+	}
+	next := max(last+1, activeBase)
+
+	l.active, l.activeBase = active, activeBase
+	l.size, l.durableSize = res.size, res.size
+	l.mu.Lock()
+	l.segs = segs
+	l.next = next
+	l.mu.Unlock()
+	l.loaded = true
+	go l.run()
+	return next, nil
+}
+
+// logCorrupt logs err at ERROR if it is corruption (the shard will go FAILED) and returns it.
+func (l *shardLog) logCorrupt(err error) error {
+	var ce *log.CorruptError
+	if errors.As(err, &ce) {
+		l.lg.Error("log corrupt: shard cannot load",
+			zap.String("file", ce.File), zap.Int64("byte_offset", ce.Offset), zap.String("reason", ce.Reason))
+	}
+	return err
+}
+
+// dropTornRoll removes the newest segment if it has no complete header: a crash during a roll
+// left it, and it never held a batch (the header is fsynced before any batch is written). A
+// damaged header on a segment holding more than a header is corruption.
+func (l *shardLog) dropTornRoll(segs []int64) ([]int64, error) {
+	n := len(segs)
+	if n == 0 {
+		return segs, nil
+	}
+	path := l.segPath(segs[n-1])
+	torn, size, err := isTornRoll(l.fs, l.shard, path)
+	if err != nil {
+		return nil, fmt.Errorf("load shard %d: %w", l.shard, err)
+	}
+	if !torn {
+		return segs, nil
+	}
+	l.lg.Warn("removing segment left incomplete by a crash during roll", zap.String("file", path), zap.Int64("bytes", size))
+	if err := l.fs.Remove(path); err != nil {
+		return nil, fmt.Errorf("load shard %d: remove torn segment: %w", l.shard, err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return nil, fmt.Errorf("load shard %d: sync %s: %w", l.shard, l.dir, err)
+	}
+	return segs[:n-1], nil
+}
+
+// createSegment creates the segment with base offset base, writes and fsyncs its header and
+// fsyncs the directory, so that it exists before anything is written into it.
+func (l *shardLog) createSegment(base int64) (File, error) {
+	path := l.segPath(base)
+	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", path, err)
+	}
+	_, err = f.WriteAt(header{shard: l.shard, base: base, replacedFrom: -1, replacedTo: -1}.encode(), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = l.fs.SyncDir(l.dir)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("create segment %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Append encodes recs as one batch into the pending buffer and wakes the syncer.
+func (l *shardLog) Append(recs []log.Record) (int64, error) {
+	if len(recs) == 0 {
+		return 0, fmt.Errorf("shard %d: append of an empty batch", l.shard)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.appendErrLocked(); err != nil {
+		return 0, err
+	}
+	base := l.next
+	pos := len(l.pend.buf)
+	l.pend.begin(base, l.opts.Now().UnixMilli(), 0)
+	for i, r := range recs {
+		l.pend.add(base+int64(i), r)
+	}
+	if size := l.pend.size(); size > l.opts.MaxBatchBytes {
+		l.pend.abort()
+		return 0, fmt.Errorf("shard %d: batch of %d records is %d bytes, message.max.bytes is %d: %w",
+			l.shard, len(recs), size, l.opts.MaxBatchBytes, log.ErrBatchTooLarge)
+	}
+	l.pend.end()
+	if pos == 0 {
+		l.pendFrom = base
+	}
+	l.pendTo = base + int64(len(recs)) - 1
+	l.pendEnd = pos
+	l.next = l.pendTo + 1
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return l.pendTo, nil
+}
+
+func (l *shardLog) appendErrLocked() error {
+	switch {
+	case l.closed:
+		return log.ErrClosed
+	case !l.loaded:
+		return fmt.Errorf("shard %d: append before load", l.shard)
+	case l.state == stateFailed:
+		return fmt.Errorf("shard %d: %w: %w", l.shard, log.ErrFailed, l.failErr)
+	case l.state == stateLost:
+		return l.lostErr
+	}
+	return nil
+}
+
+// run is the syncer: it takes everything pending, writes it with one call, fsyncs once, and
+// reports the highest offset durable; appends arriving meanwhile share the next round.
+func (l *shardLog) run() {
+	defer close(l.done)
+	var tick <-chan time.Time
+	if l.opts.FlushInterval > 0 {
+		t := time.NewTicker(l.opts.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-l.kick:
+		case <-tick:
+			if !l.syncUnsynced() {
+				return
+			}
+			continue
+		}
+		// Double buffering: appends fill one buffer while the syncer writes the other.
+		l.mu.Lock()
+		buf, from, to, end := l.pend.buf, l.pendFrom, l.pendTo, l.pendEnd
+		l.pend.buf, l.spare = l.spare[:0], nil
+		closing := l.closed
+		l.mu.Unlock()
+		if len(buf) > 0 && !l.writeGroup(buf, from, to, end) {
+			return
+		}
+		if cap(buf) <= maxSpareBuffer {
+			l.spare = buf[:0]
+		}
+		if closing {
+			if !l.syncUnsynced() {
+				l.closeErr = l.failErrValue()
+			}
+			return
+		}
+	}
+}
+
+func (l *shardLog) failErrValue() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failErr
+}
+
+// writeGroup writes one group of batches and makes it durable. It returns false once the log
+// has failed for good.
+func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
+	setFlags(buf, end, flagGroupEnd)
+	if l.size > headerLen && l.size+int64(len(buf)) > l.opts.SegmentBytes {
+		if err, fatal := l.roll(from); err != nil {
+			if fatal {
+				l.fail(err)
+				return false
+			}
+			return l.writeFailed(err, from, to)
+		}
+	}
+	if _, err := l.active.WriteAt(buf, l.size); err != nil {
+		return l.writeFailed(fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.size, err), from, to)
+	}
+	l.size += int64(len(buf))
+	if l.opts.FlushInterval == 0 {
+		if err := l.active.Sync(); err != nil {
+			l.fail(fmt.Errorf("fsync %s: %w", l.segPath(l.activeBase), err))
+			return false
+		}
+	} else {
+		l.unsynced = true // UNSAFE mode: reported durable before the fsync
+	}
+	l.durableSize = l.size
+	l.cb.Durable(to)
+	return true
+}
+
+// syncUnsynced fsyncs what the relaxed flush mode has written; false once the log has failed.
+func (l *shardLog) syncUnsynced() bool {
+	if !l.unsynced {
+		return true
+	}
+	if err := l.active.Sync(); err != nil {
+		l.fail(fmt.Errorf("fsync %s: %w", l.segPath(l.activeBase), err))
+		return false
+	}
+	l.unsynced = false
+	return true
+}
+
+// roll seals the active segment and starts a new one at base. An error is fatal when the
+// directory may be left in a state recovery would misread.
+func (l *shardLog) roll(base int64) (err error, fatal bool) {
+	if l.unsynced {
+		if err := l.active.Sync(); err != nil {
+			return fmt.Errorf("fsync %s before roll: %w", l.segPath(l.activeBase), err), true
+		}
+		l.unsynced = false
+	}
+	path := l.segPath(base)
+	f, err := l.createSegment(base)
+	if err != nil {
+		// Whatever was created must go: a stray newer segment would hide the active one's tail.
+		if rerr := removeIfExists(l.fs, path); rerr != nil {
+			return fmt.Errorf("%w; removing it failed: %v", err, rerr), true
+		}
+		if serr := l.fs.SyncDir(l.dir); serr != nil {
+			return fmt.Errorf("%w; syncing %s failed: %v", err, l.dir, serr), true
+		}
+		return err, false
+	}
+	if cerr := l.active.Close(); cerr != nil {
+		l.lg.Warn("closing sealed segment", zap.String("file", l.segPath(l.activeBase)), zap.Error(cerr))
+	}
+	l.active, l.activeBase = f, base
+	l.size, l.durableSize = headerLen, headerLen
+	l.mu.Lock()
+	l.segs = append(l.segs, base)
+	l.mu.Unlock()
+	return nil, false
+}
+
+// writeFailed handles a failed write: everything pending is lost, the segment is cut back to
+// its last durable byte, and the shard is told through Lost (or Failed when that is not
+// possible). It returns false once the log has failed for good.
+func (l *shardLog) writeFailed(cause error, from, to int64) bool {
+	l.mu.Lock()
+	if l.pend.buf != nil && len(l.pend.buf) > 0 {
+		to = l.pendTo
+		l.pend.buf = l.pend.buf[:0]
+	}
+	werr := &log.WriteError{Shard: l.shard, First: from, Last: to, Err: cause}
+	l.state, l.lostErr = stateLost, werr
+	l.mu.Unlock()
+
+	err := l.active.Truncate(l.durableSize)
+	if err == nil {
+		err = l.active.Sync()
+	}
+	if err != nil {
+		l.fail(fmt.Errorf("%w; cutting %s back to byte %d failed: %v", werr, l.segPath(l.activeBase), l.durableSize, err))
+		return false
+	}
+	l.size = l.durableSize
+	l.unsynced = false
+	if l.cb.Lost == nil {
+		l.fail(werr)
+		return false
+	}
+	l.lg.Error("write failed: pending appends lost, log cut back to last durable batch",
+		zap.Int64("first_lost", from), zap.Int64("last_lost", to), zap.Error(cause))
+	l.cb.Lost(werr, func() {
+		l.mu.Lock()
+		if l.state == stateLost && l.lostErr == werr {
+			l.state, l.lostErr = stateOpen, nil
+		}
+		l.mu.Unlock()
+	})
+	return true
+}
+
+// fail makes the log failed for good and reports it; the syncer stops after this.
+func (l *shardLog) fail(err error) {
+	l.mu.Lock()
+	l.state, l.failErr, l.lostErr = stateFailed, err, nil
+	l.pend.buf = l.pend.buf[:0]
+	l.mu.Unlock()
+	l.lg.Error("log failed: nothing after the last durable offset can be made durable", zap.Error(err))
+	l.cb.Failed(err)
+}
+
+// Close lets the syncer finish what is pending, then closes the active segment.
+func (l *shardLog) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	var err error
+	if l.loaded {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+		<-l.done
+		err = l.closeErr
+		if cerr := l.active.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("shard %d: close %s: %w", l.shard, l.segPath(l.activeBase), cerr)
+		}
+	}
+	l.store.released(l.shard)
+	return err
+}

@@ -1,0 +1,114 @@
+package shard
+
+import (
+	"github.com/coordinatord/coordinatord/internal/offsets"
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// CommitPartition is one partition of an OffsetCommit that passed the catalog check.
+type CommitPartition struct {
+	offsets.TopicPartition
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    *string
+	// RetentionMs is an explicit retention (OffsetCommit v2-v4); -1: none, the default rules apply.
+	RetentionMs int64
+}
+
+// CommitRequest is an OffsetCommit addressed to one group.
+type CommitRequest struct {
+	Group      string
+	Generation int32 // GenerationIdOrMemberEpoch
+	MemberID   string
+	InstanceID *string
+	Version    int16
+	Partitions []CommitPartition
+	// MaxMetadata is offset.metadata.max.bytes.
+	MaxMetadata int
+}
+
+// CommitOffsets validates a commit against the group and stores the partitions that pass. The
+// response is one error code per partition, in request order.
+func CommitOffsets(r CommitRequest) runtime.WriteOp[*Machine] {
+	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		codes := make([]int16, len(r.Partitions))
+		if code := m.validateCommit(r); code != 0 {
+			for i := range codes {
+				codes[i] = code
+			}
+			return runtime.Result{Response: codes}
+		}
+		now := c.Now().UnixMilli()
+		recs := make([]log.Record, 0, len(r.Partitions))
+		for i, p := range r.Partitions {
+			meta := ""
+			if p.Metadata != nil {
+				meta = *p.Metadata
+			}
+			if offsets.MetadataLength(meta) > r.MaxMetadata {
+				codes[i] = kerr.OffsetMetadataTooLarge.Code
+				continue
+			}
+			expire := int64(-1)
+			if p.RetentionMs >= 0 {
+				expire = now + p.RetentionMs
+			}
+			recs = append(recs, offsets.CommitRecord(r.Group, p.TopicPartition, offsets.Committed{
+				Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: meta,
+				CommitTimestamp: now, ExpireTimestamp: expire,
+			}))
+		}
+		return runtime.Result{Records: recs, Response: codes}
+	}
+}
+
+// validateCommit applies the group rules of spec coordinator-apis §3.2 steps 3-4 for the group
+// kinds that exist; it returns the code every partition gets, or 0.
+func (m *Machine) validateCommit(r CommitRequest) int16 {
+	exists := m.Offsets.HasGroup(r.Group)
+	if !exists {
+		if r.Generation < 0 {
+			return 0 // a simple (admin) commit creates the group
+		}
+		if r.Version >= 9 {
+			return kerr.GroupIDNotFound.Code
+		}
+		return kerr.IllegalGeneration.Code
+	}
+	// A group that has only committed offsets is an Empty simple group: it has no members, so
+	// any commit that claims membership is from a member it does not know.
+	if r.Generation < 0 && r.MemberID == "" && r.InstanceID == nil {
+		return 0
+	}
+	return kerr.UnknownMemberID.Code
+}
+
+// FetchPartition is one requested partition's answer.
+type FetchPartition struct {
+	offsets.TopicPartition
+	Committed offsets.Committed
+	Found     bool
+}
+
+// FetchOffsets reads a group's committed offsets from durable state: the named partitions, or
+// all when parts is nil. An unknown group is not an error: its partitions come back not found.
+func FetchOffsets(group string, parts []offsets.TopicPartition) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		if parts == nil {
+			all := m.Offsets.All(group)
+			out := make([]FetchPartition, len(all))
+			for i, e := range all {
+				out[i] = FetchPartition{TopicPartition: e.TopicPartition, Committed: e.Committed, Found: true}
+			}
+			return out, nil
+		}
+		out := make([]FetchPartition, len(parts))
+		for i, tp := range parts {
+			c, ok := m.Offsets.Get(group, tp.Topic, tp.Partition)
+			out[i] = FetchPartition{TopicPartition: tp, Committed: c, Found: ok}
+		}
+		return out, nil
+	}
+}

@@ -1,0 +1,114 @@
+package shard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"go.uber.org/zap"
+)
+
+// Set is every group shard of this process.
+type Set struct {
+	shards []*runtime.Shard[*Machine]
+}
+
+// SetOptions configure a Set.
+type SetOptions struct {
+	Count   int32
+	Backend log.Backend
+	Logger  *zap.Logger
+	Metrics *runtime.Metrics
+	// LoadSlots bounds how many shards replay their logs at once (the CPU count is sensible).
+	LoadSlots chan struct{}
+	// CompactEvery is log.cleaner.backoff.ms.
+	CompactEvery time.Duration
+	// OnLoaded re-arms the timers of a freshly loaded shard.
+	OnLoaded func(c *runtime.Ctx[*Machine], m *Machine)
+}
+
+// NewSet creates the shards; Start loads them.
+func NewSet(o SetOptions) *Set {
+	s := &Set{shards: make([]*runtime.Shard[*Machine], o.Count)}
+	for i := range s.shards {
+		lg := o.Logger
+		s.shards[i] = runtime.New(runtime.Options[*Machine]{
+			Shard:        int32(i),
+			New:          NewMachine,
+			Backend:      o.Backend,
+			Logger:       lg,
+			Metrics:      o.Metrics,
+			LoadSlots:    o.LoadSlots,
+			CompactEvery: o.CompactEvery,
+			OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) {
+				if m.UnknownKinds > 0 && lg != nil {
+					lg.Warn("skipped records of unknown kinds (written by a newer version?)", zap.Int32("shard", c.ShardID()), zap.Int("records", m.UnknownKinds))
+				}
+				if o.OnLoaded != nil {
+					o.OnLoaded(c, m)
+				}
+			},
+		})
+	}
+	return s
+}
+
+// Start begins loading every shard.
+func (s *Set) Start() {
+	for _, sh := range s.shards {
+		sh.Start()
+	}
+}
+
+// Count is the number of shards.
+func (s *Set) Count() int32 { return int32(len(s.shards)) }
+
+// For returns the shard that owns a group.
+func (s *Set) For(groupID string) *runtime.Shard[*Machine] {
+	return s.shards[For(groupID, int32(len(s.shards)))]
+}
+
+// Shard returns shard i.
+func (s *Set) Shard(i int32) *runtime.Shard[*Machine] { return s.shards[i] }
+
+// Ready reports whether every shard is active (loaded and serving).
+func (s *Set) Ready() bool {
+	for _, sh := range s.shards {
+		if sh.State() != runtime.StateActive {
+			return false
+		}
+	}
+	return true
+}
+
+// Close closes every shard, waiting up to ctx for in-flight writes to become durable.
+func (s *Set) Close(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, sh := range s.shards {
+		wg.Add(1)
+		go func() { defer wg.Done(); sh.Close(ctx) }()
+	}
+	wg.Wait()
+}
+
+// WaitReady blocks until every shard is active or failed, or ctx ends.
+func (s *Set) WaitReady(ctx context.Context) {
+	for {
+		settled := true
+		for _, sh := range s.shards {
+			if st := sh.State(); st == runtime.StateLoading || st == runtime.StateInitial {
+				settled = false
+			}
+		}
+		if settled {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
