@@ -64,9 +64,25 @@ func CommitOffsets(r CommitRequest) runtime.WriteOp[*Machine] {
 	}
 }
 
-// validateCommit applies the group rules of spec coordinator-apis §3.2 steps 3-4 for the group
-// kinds that exist; it returns the code every partition gets, or 0.
+// validateCommit applies the group rules of spec coordinator-apis §3.2 steps 3-4; it returns
+// the code every partition gets, or 0. Each group type that owns the group id decides; a group
+// id no type owns is a simple group, known only by its committed offsets.
 func (m *Machine) validateCommit(r CommitRequest) int16 {
+	for _, v := range m.commitValidators() {
+		if code, owned := v(r); owned {
+			return code
+		}
+	}
+	return m.validateSimpleCommit(r)
+}
+
+// commitValidators lists, per group type, a function that reports whether the type owns the
+// group id and, if so, the commit's code.
+func (m *Machine) commitValidators() []func(CommitRequest) (code int16, owned bool) {
+	return nil
+}
+
+func (m *Machine) validateSimpleCommit(r CommitRequest) int16 {
 	exists := m.Offsets.HasGroup(r.Group)
 	if !exists {
 		if r.Generation < 0 {
