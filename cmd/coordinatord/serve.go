@@ -89,10 +89,6 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	if cfg.LogFlushInterval > 0 {
-		log.Warn("UNSAFE: log.flush.interval.ms > 0 acknowledges writes before they are fsynced; a power failure can lose them",
-			zap.Duration("log.flush.interval.ms", cfg.LogFlushInterval))
-	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

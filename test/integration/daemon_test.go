@@ -138,6 +138,13 @@ func (d *daemon) readLogs(r io.Reader, started chan<- map[string]any) {
 	}
 }
 
+// allLogs returns every log line so far.
+func (d *daemon) allLogs() []map[string]any {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]map[string]any(nil), d.logs...)
+}
+
 // logged returns the log lines whose message is msg.
 func (d *daemon) logged(msg string) []map[string]any {
 	d.mu.Lock()

@@ -781,3 +781,49 @@ func TestS47_WriteErrorThenReload(t *testing.T) {
 		t.Fatalf("reloaded %v", got)
 	}
 }
+
+// §4.7 at a roll: failing to create the next segment is a write error (the log goes on in the
+// current one); failing to fsync it or its directory is fatal like any fsync error.
+func TestS47_RollFailures(t *testing.T) {
+	for _, c := range []struct {
+		op    Op
+		fatal bool
+	}{{OpCreate, false}, {OpWrite, false}, {OpSync, true}, {OpSyncDir, true}} {
+		t.Run(c.op.String(), func(t *testing.T) {
+			e := newMemEnv(t)
+			e.opts.SegmentBytes = minSegmentBytes
+			o := e.open(0)
+			defer o.store.Close()
+			o.load(t)
+			big := strings.Repeat("v", 3000)
+			o.rec.waitDurable(t, o.mustAppend(t, rec("a", big)))
+			next := e.segFile(0, 1)
+			e.mem.SetInject(func(op Op, p string) error {
+				if op == c.op && (p == next || (op == OpSyncDir && p == filepath.Dir(next))) {
+					return errInjected
+				}
+				return nil
+			})
+			o.mustAppend(t, rec("b", big)) // does not fit: rolls to segment 1
+			if c.fatal {
+				if err := o.rec.waitFailed(t); !errors.Is(err, errInjected) {
+					t.Fatalf("failure %v", err)
+				}
+				return
+			}
+			if werr := o.rec.waitLost(t, 1); werr.First != 1 || werr.Last != 1 {
+				t.Fatalf("lost %v", werr)
+			}
+			if _, err := e.mem.ReadFile(next); err == nil {
+				t.Fatal("half-created segment left behind")
+			}
+			e.mem.SetInject(nil)
+			o.rec.resume()
+			o.rec.waitDurable(t, o.mustAppend(t, rec("c", big)))
+			o.close(t)
+			if got, _ := e.reload(0); len(got) != 2 || got[1].off != 2 {
+				t.Fatalf("reloaded %v", got)
+			}
+		})
+	}
+}

@@ -255,10 +255,13 @@ func (l *shardLog) createSegment(base int64) (File, error) {
 	}
 	_, err = f.WriteAt(header{shard: l.shard, base: base, replacedFrom: -1, replacedTo: -1}.encode(), 0)
 	if err == nil {
-		err = f.Sync()
-	}
-	if err == nil {
-		err = l.fs.SyncDir(l.dir)
+		if err = f.Sync(); err == nil {
+			if err = l.fs.SyncDir(l.dir); err != nil {
+				err = &fsyncError{err}
+			}
+		} else {
+			err = &fsyncError{err}
+		}
 	}
 	if err != nil {
 		f.Close()
@@ -266,6 +269,13 @@ func (l *shardLog) createSegment(base int64) (File, error) {
 	}
 	return f, nil
 }
+
+// fsyncError marks a failed fsync, which is never retried: after one, the kernel may have
+// dropped dirty pages and a later fsync can succeed without them.
+type fsyncError struct{ err error }
+
+func (e *fsyncError) Error() string { return "fsync: " + e.err.Error() }
+func (e *fsyncError) Unwrap() error { return e.err }
 
 // Append encodes recs as one batch into the pending buffer and wakes the syncer.
 func (l *shardLog) Append(recs []log.Record) (int64, error) {
@@ -417,6 +427,10 @@ func (l *shardLog) roll(base int64) (err error, fatal bool) {
 	path := l.segPath(base)
 	f, err := l.createSegment(base)
 	if err != nil {
+		var fe *fsyncError
+		if errors.As(err, &fe) {
+			return err, true
+		}
 		// Whatever was created must go: a stray newer segment would hide the active one's tail.
 		if rerr := removeIfExists(l.fs, path); rerr != nil {
 			return fmt.Errorf("%w; removing it failed: %v", err, rerr), true

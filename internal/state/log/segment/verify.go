@@ -192,7 +192,9 @@ func walkShard(fs FS, dir string, shard int32, sr *ShardReport,
 
 // Dump writes a readable listing of one shard's log under dir to w: every segment, batch and
 // record (keys and values in hex), in offset order, as Load would replay them. It stops with the
-// error Load would give at corrupt data, after listing everything before it.
+// error Load would give at corrupt data, after listing everything before it. It does not take
+// the directory lock, so it can inspect the log of a running server; a write in progress may
+// then show as a torn tail.
 func Dump(dir string, shard int32, w io.Writer) error { return dumpFS(OSFS{}, dir, shard, w) }
 
 func dumpFS(fs FS, dir string, shard int32, w io.Writer) error {
