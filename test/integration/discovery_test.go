@@ -115,12 +115,13 @@ func TestMetadataNamesThisNodeAsOnlyBroker(t *testing.T) {
 func TestFindCoordinatorBatchedKeysEchoed(t *testing.T) {
 	d := startDaemon(t, "node.id=3")
 	cl := d.client()
+	// Raw: kgo splits batched FindCoordinator requests and merges the answers in its own order.
+	c := dialRaw(t, d.Addr)
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.CoordinatorKeys = []string{"a", "", "b"}
-	resp, err := req.RequestWith(ctxT(t), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.write(frame(req, 4, 1, strp("c"), nil))
+	resp := kmsg.NewPtrFindCoordinatorResponse()
+	c.read(resp, 4, 1)
 	if len(resp.Coordinators) != 3 {
 		t.Fatalf("%d results", len(resp.Coordinators))
 	}
