@@ -8,7 +8,7 @@ FUZZTIME  ?= 10s
 # Fuzz targets: package:Target, each run for FUZZTIME by `make fuzz` (and so by `make test`).
 FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest
 
-.PHONY: build run test unit fuzz bench lint clean
+.PHONY: build run test unit fuzz bench lint conformance clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
@@ -27,6 +27,11 @@ fuzz:
 		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+
+# Differential run against Apache Kafka 4.4 (installs Java/Maven and fetches the broker's jars
+# when missing; see test/conformance/README.md).
+conformance:
+	test/conformance/run.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

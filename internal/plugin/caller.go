@@ -1,0 +1,411 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/pkg/topologyplugin"
+)
+
+// Method names a plugin method in metrics, logs and errors.
+type Method string
+
+const (
+	MethodSet    Method = "set"
+	MethodGet    Method = "get"
+	MethodDelete Method = "delete"
+)
+
+// Cause says why a call failed.
+type Cause uint8
+
+const (
+	CausePlugin   Cause = iota // the plugin returned an error
+	CauseTimeout               // the call timeout expired (waiting for a worker or in the plugin)
+	CausePanic                 // the plugin panicked
+	CauseCanceled              // the caller's context was cancelled
+	CauseClosed                // the caller is closed (shutdown)
+	CauseInvalid               // Get returned a description that fails Validate
+)
+
+func (c Cause) String() string {
+	return [...]string{"plugin", "timeout", "panic", "canceled", "closed", "invalid"}[c]
+}
+
+// GenericFailureMessage is what a client is told when the plugin's own message must not or
+// cannot be used (panic), as Kafka does for a plugin that violates its contract.
+const GenericFailureMessage = "Topology description plugin failed."
+
+// NoCauseMessage replaces an empty plugin error message (Kafka's "failure with no cause").
+const NoCauseMessage = "Plugin failure (no cause)."
+
+// MaxClientMessageBytes bounds the plugin message copied into ErrorMessage.
+const MaxClientMessageBytes = 1024
+
+// CallError is the error of a guarded plugin call. Kind is permanent only when the plugin
+// returned an error marked permanent; timeouts, panics, cancellation and everything else are
+// transient. errors.As finds it, and topologyplugin.KindOf(err) agrees with Kind.
+type CallError struct {
+	Method Method
+	Group  string
+	Kind   topologyplugin.Kind
+	Cause  Cause
+	Err    error // the plugin's error, the context error, or the recovered panic value
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("topology description plugin %s for group %q: %s (%s): %v", e.Method, e.Group, e.Cause, e.Kind, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// ClientMessage is the ErrorMessage for a failed Set: the plugin's own message (truncated to
+// MaxClientMessageBytes), or a fixed text where the plugin's is unusable.
+func (e *CallError) ClientMessage() string {
+	switch e.Cause {
+	case CausePanic:
+		return GenericFailureMessage
+	case CauseTimeout:
+		return "Topology description plugin did not answer in time."
+	case CauseClosed, CauseCanceled:
+		return "Topology description plugin call was abandoned (shutdown or cancelled request)."
+	}
+	msg := ""
+	if e.Err != nil {
+		msg = e.Err.Error()
+	}
+	if msg == "" {
+		return NoCauseMessage
+	}
+	return truncate(msg, MaxClientMessageBytes)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// ClientMessage returns the ErrorMessage for any error returned by a Caller method.
+func ClientMessage(err error) string {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return ce.ClientMessage()
+	}
+	if err == nil {
+		return ""
+	}
+	if m := err.Error(); m != "" {
+		return truncate(m, MaxClientMessageBytes)
+	}
+	return NoCauseMessage
+}
+
+// Options configures a Caller.
+type Options struct {
+	Plugin         topologyplugin.Plugin
+	Name           string        // registered name, for logs
+	CallTimeout    time.Duration // per call, from entry (including the wait for a worker); default 10 s
+	MaxConcurrency int           // plugin calls running at once; default 64
+	Backoff        BackoffConfig
+	Now            func() time.Time // back-off clock; nil: time.Now
+	Logger         *zap.Logger
+}
+
+// Caller is what the coordinator uses instead of calling a plugin directly. Each call runs on
+// a worker goroutine bounded by MaxConcurrency while the calling goroutine waits (at most the
+// call timeout; a shard goroutine must never call it). A call that does not return in time, or
+// panics, is a transient failure and the caller gets its answer at the deadline; the abandoned
+// worker keeps its slot until the plugin returns, so a hung plugin can occupy at most
+// MaxConcurrency goroutines and later calls fail fast at their own deadline.
+//
+// A nil *Caller means "no plugin configured"; Enabled reports that.
+type Caller struct {
+	plugin  topologyplugin.Plugin
+	name    string
+	timeout time.Duration
+	sem     chan struct{}
+	log     *zap.Logger
+	metrics *Metrics
+	backoff *Backoff
+
+	root    context.Context
+	stop    context.CancelFunc
+	mu      sync.RWMutex   // orders workers.Add against Close's Wait
+	workers sync.WaitGroup // calls in flight, until their plugin method returns
+	closed  atomic.Bool
+	once    sync.Once
+	err     error
+}
+
+// NewCaller wraps p. Its metrics are registered on reg (nil: not registered).
+func NewCaller(o Options, reg prometheus.Registerer) *Caller {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 10 * time.Second
+	}
+	if o.MaxConcurrency <= 0 {
+		o.MaxConcurrency = 64
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	root, stop := context.WithCancel(context.Background())
+	c := &Caller{
+		plugin:  o.Plugin,
+		name:    o.Name,
+		timeout: o.CallTimeout,
+		sem:     make(chan struct{}, o.MaxConcurrency),
+		log:     o.Logger.With(zap.String("plugin", o.Name)),
+		backoff: NewBackoff(o.Backoff, o.Now),
+		root:    root,
+		stop:    stop,
+	}
+	c.metrics = newMetrics(reg, c.backoff, o.Plugin)
+	return c
+}
+
+// Enabled reports whether a plugin is configured (c is not nil).
+func (c *Caller) Enabled() bool { return c != nil }
+
+// Name is the plugin's registered name.
+func (c *Caller) Name() string { return c.name }
+
+// Backoff is the per-group solicitation back-off.
+func (c *Caller) Backoff() *Backoff { return c.backoff }
+
+// Metrics are the caller's series, for the coordinator's own counts.
+func (c *Caller) Metrics() *Metrics { return c.metrics }
+
+// Plugin is the wrapped plugin (for tests and tools; call it through the Caller).
+func (c *Caller) Plugin() topologyplugin.Plugin { return c.plugin }
+
+// Set calls the plugin's Set. On a transient failure it extends the group's back-off at this
+// epoch (spec §3.3); on success or a permanent failure the back-off is left for the coordinator
+// to clear once its outcome record is durable (Backoff().Clear).
+func (c *Caller) Set(ctx context.Context, group string, epoch int32, d *topologyplugin.Description) error {
+	_, err := call(c, ctx, MethodSet, group, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.plugin.Set(ctx, group, epoch, d)
+	})
+	if err != nil && topologyplugin.KindOf(err) == topologyplugin.KindTransient {
+		c.backoff.Extend(group, epoch)
+	}
+	return err
+}
+
+// Get calls the plugin's Get. (nil, nil) means the plugin holds nothing for (group, epoch):
+// NOT_STORED. A description that fails Validate is an error (CauseInvalid).
+func (c *Caller) Get(ctx context.Context, group string, epoch int32) (*topologyplugin.Description, error) {
+	return call(c, ctx, MethodGet, group, func(ctx context.Context) (*topologyplugin.Description, error) {
+		d, err := c.plugin.Get(ctx, group, epoch)
+		if err == nil && d != nil {
+			if verr := d.Validate(); verr != nil {
+				return nil, &invalidError{verr}
+			}
+		}
+		return d, err
+	})
+}
+
+type invalidError struct{ error }
+
+func (e *invalidError) Unwrap() error { return e.error }
+
+// Delete calls the plugin's Delete. On success the group's back-off entry is removed (spec §2.3
+// clearGroup after a successful plugin delete).
+func (c *Caller) Delete(ctx context.Context, group string) error {
+	_, err := call(c, ctx, MethodDelete, group, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.plugin.Delete(ctx, group)
+	})
+	if err == nil {
+		c.backoff.ClearGroup(group)
+	}
+	return err
+}
+
+// GetRequest is one group of a describe.
+type GetRequest struct {
+	Group string
+	Epoch int32
+}
+
+// GetResult is the answer for the GetRequest at the same index.
+type GetResult struct {
+	Description *topologyplugin.Description // nil with a nil Err: NOT_STORED
+	Err         error                       // non-nil: ERROR for this group only
+}
+
+// GetMany runs the Gets concurrently (each bounded by the pool and its own timeout) and waits
+// for all of them (spec §5: a describe of N groups takes about one call's time, not N).
+func (c *Caller) GetMany(ctx context.Context, reqs []GetRequest) []GetResult {
+	out := make([]GetResult, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Go(func() {
+			d, err := c.Get(ctx, r.Group, r.Epoch)
+			out[i] = GetResult{Description: d, Err: err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// DeleteMany runs the Deletes concurrently and returns their errors in the order of groups.
+func (c *Caller) DeleteMany(ctx context.Context, groups []string) []error {
+	out := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Go(func() { out[i] = c.Delete(ctx, g) })
+	}
+	wg.Wait()
+	return out
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// call runs fn on a worker with the call timeout, the panic guard and the metrics.
+func call[T any](c *Caller, ctx context.Context, method Method, group string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	start := time.Now()
+	fail := func(cause Cause, kind topologyplugin.Kind, err error) (T, error) {
+		c.metrics.latency.WithLabelValues(string(method)).Observe(time.Since(start).Seconds())
+		c.metrics.vec(method).WithLabelValues("error", failureKind(cause, kind)).Inc()
+		return zero, &CallError{Method: method, Group: group, Kind: kind, Cause: cause, Err: err}
+	}
+	c.mu.RLock()
+	if c.closed.Load() {
+		c.mu.RUnlock()
+		return fail(CauseClosed, topologyplugin.KindTransient, errors.New("plugin caller is closed"))
+	}
+	c.workers.Add(1)
+	c.mu.RUnlock()
+	spawned := false
+	defer func() {
+		if !spawned {
+			c.workers.Done()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	stopOnClose := context.AfterFunc(c.root, cancel)
+	defer stopOnClose()
+
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fail(ctxCause(c, ctx), topologyplugin.KindTransient, fmt.Errorf("waiting for a free plugin worker: %w", ctx.Err()))
+	}
+	done := make(chan result[T], 1)
+	spawned = true
+	c.metrics.inflight.Inc()
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				c.log.Error("topology description plugin panicked; treated as a transient failure",
+					zap.String("method", string(method)), zap.String("group", group),
+					zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+				done <- result[T]{err: &panicError{value: r}}
+			}
+			c.metrics.inflight.Dec()
+			<-c.sem
+			c.workers.Done()
+		}()
+		v, err := fn(ctx)
+		done <- result[T]{v: v, err: err}
+	}()
+
+	var r result[T]
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		select {
+		case r = <-done: // finished at the same moment: prefer the real answer
+		default:
+			cause := ctxCause(c, ctx)
+			if cause == CauseTimeout {
+				c.log.Warn("topology description plugin call timed out; treated as a transient failure",
+					zap.String("method", string(method)), zap.String("group", group), zap.Duration("timeout", c.timeout))
+			}
+			return fail(cause, topologyplugin.KindTransient, ctx.Err())
+		}
+	}
+	if r.err != nil {
+		var pe *panicError
+		var ie *invalidError
+		switch {
+		case errors.As(r.err, &pe):
+			return fail(CausePanic, topologyplugin.KindTransient, r.err)
+		case errors.As(r.err, &ie):
+			return fail(CauseInvalid, topologyplugin.KindTransient, ie.error)
+		case ctx.Err() != nil && errors.Is(r.err, ctx.Err()):
+			// The plugin gave up because of our deadline or cancellation.
+			return fail(ctxCause(c, ctx), topologyplugin.KindTransient, r.err)
+		}
+		return fail(CausePlugin, topologyplugin.KindOf(r.err), r.err)
+	}
+	c.metrics.latency.WithLabelValues(string(method)).Observe(time.Since(start).Seconds())
+	c.metrics.vec(method).WithLabelValues("success", "").Inc()
+	return r.v, nil
+}
+
+type panicError struct{ value any }
+
+func (e *panicError) Error() string { return fmt.Sprintf("plugin panicked: %v", e.value) }
+
+func ctxCause(c *Caller, ctx context.Context) Cause {
+	switch {
+	case c.closed.Load():
+		return CauseClosed
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return CauseTimeout
+	}
+	return CauseCanceled
+}
+
+func failureKind(cause Cause, kind topologyplugin.Kind) string {
+	switch cause {
+	case CauseTimeout, CausePanic, CauseInvalid:
+		return cause.String()
+	}
+	return kind.String()
+}
+
+// Close stops the caller: new calls fail (transient, CauseClosed), calls in flight have their
+// context cancelled, and the plugin's Close runs once the workers have returned or after one
+// call timeout, whichever is first (a plugin that ignores its context cannot hold up shutdown).
+func (c *Caller) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.closed.Store(true)
+		c.mu.Unlock()
+		c.stop()
+		done := make(chan struct{})
+		go func() { c.workers.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(c.timeout):
+			c.log.Warn("closing the topology description plugin while calls are still running", zap.Duration("waited", c.timeout))
+		}
+		c.err = c.plugin.Close()
+	})
+	return c.err
+}

@@ -1,0 +1,308 @@
+package conformance
+
+// The servers under test, started once per test binary: coordinatord always (built from this
+// tree), the reference Kafka broker only when asked for (CONFORMANCE=1, or KAFKA_ADDR naming
+// a broker that is already running).
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// coordinatordNodeID differs from the reference broker's node.id (1) so that node id
+// normalization is exercised on every run.
+const coordinatordNodeID = "7"
+
+type servers struct {
+	once sync.Once
+	err  error
+
+	tmp   string
+	coord *coordinatord
+	kafka *kafkaBroker
+	// kafkaSkip says why the Kafka side does not run (empty when it does).
+	kafkaSkip string
+
+	Coord, Kafka *Target
+}
+
+var srv servers
+
+func (s *servers) start() error {
+	s.once.Do(func() { s.err = s.startAll() })
+	return s.err
+}
+
+func (s *servers) startAll() error {
+	tmp, err := os.MkdirTemp("", "conformance")
+	if err != nil {
+		return err
+	}
+	s.tmp = tmp
+
+	// Kafka takes several seconds to start; build and start coordinatord meanwhile.
+	type kafkaStart struct {
+		b   *kafkaBroker
+		err error
+	}
+	kch := make(chan kafkaStart, 1)
+	want, reason := kafkaWanted()
+	if want {
+		go func() {
+			b, err := startKafka(filepath.Join(tmp, "kafka"))
+			kch <- kafkaStart{b, err}
+		}()
+	} else {
+		s.kafkaSkip = reason
+	}
+
+	coord, err := startCoordinatord(tmp)
+	if err != nil {
+		if want {
+			if k := <-kch; k.b != nil {
+				k.b.stop()
+			}
+		}
+		return err
+	}
+	s.coord = coord
+	if s.Coord, err = Probe(Coordinatord, coord.addr); err != nil {
+		return err
+	}
+	if want {
+		k := <-kch
+		if k.err != nil {
+			return k.err
+		}
+		s.kafka = k.b
+		if s.Kafka, err = Probe(Kafka, k.b.addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *servers) stop() {
+	if s.kafka != nil {
+		s.kafka.stop()
+	}
+	if s.coord != nil {
+		s.coord.stop()
+	}
+	if s.tmp != "" && os.Getenv("CONFORMANCE_KEEP") == "" {
+		os.RemoveAll(s.tmp)
+	}
+}
+
+// kafkaWanted says whether this run diffs against Kafka, and if not, why.
+func kafkaWanted() (bool, string) {
+	if os.Getenv("KAFKA_ADDR") != "" {
+		return true, ""
+	}
+	switch os.Getenv("CONFORMANCE") {
+	case "1", "true", "yes":
+		return true, ""
+	}
+	return false, "Kafka side skipped: set CONFORMANCE=1 (or run test/conformance/run.sh) to diff every scenario against Apache Kafka 4.4; only coordinatord's expectations were checked"
+}
+
+// ---------------------------------------------------------------------------- coordinatord
+
+type coordinatord struct {
+	cmd    *exec.Cmd
+	addr   string
+	exited chan struct{}
+
+	mu   sync.Mutex
+	logs []string
+}
+
+func startCoordinatord(tmp string) (*coordinatord, error) {
+	bin := os.Getenv("CONFORMANCE_COORDINATORD") // a binary built elsewhere, e.g. a release
+	if bin == "" {
+		bin = filepath.Join(tmp, "coordinatord")
+		// -race: the build cache is shared with test/integration, which builds the same way.
+		build := exec.Command("go", "build", "-race", "-o", bin, "../../cmd/coordinatord")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return nil, fmt.Errorf("building coordinatord: %w", err)
+		}
+	}
+	data := filepath.Join(tmp, "coordinatord-data")
+	c := &coordinatord{exited: make(chan struct{})}
+	c.cmd = exec.Command(bin, "serve",
+		"--set", "listeners=PLAINTEXT://127.0.0.1:0",
+		"--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs="+data,
+		"--set", "node.id="+coordinatordNodeID,
+		"--set", "shutdown.timeout.ms=2000",
+	)
+	c.cmd.Stderr = os.Stderr
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	started := make(chan startedLine, 1)
+	go c.readLogs(out, started)
+	go func() { c.cmd.Wait(); close(c.exited) }()
+	select {
+	case line := <-started:
+		c.addr = line.addr
+		// Like a deployment's readiness gate: scenarios start once every shard has loaded
+		// (before that, Metadata finds no catalog).
+		if err := waitReady(line.admin, c.exited); err != nil {
+			c.stop()
+			return nil, err
+		}
+		return c, nil
+	case <-c.exited:
+		return nil, fmt.Errorf("coordinatord exited before starting: %v", c.cmd.ProcessState)
+	case <-time.After(30 * time.Second):
+		c.stop()
+		return nil, errors.New("coordinatord did not start within 30s")
+	}
+}
+
+type startedLine struct{ addr, admin string }
+
+func waitReady(admin string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("coordinatord exited while loading")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return errors.New("coordinatord not ready (/readyz) within 30s")
+}
+
+func (c *coordinatord) readLogs(r io.Reader, started chan<- startedLine) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		c.mu.Lock()
+		c.logs = append(c.logs, line)
+		c.mu.Unlock()
+		var l struct {
+			Msg       string   `json:"msg"`
+			Listeners []string `json:"listeners"`
+			Admin     string   `json:"admin"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "coordinatord started" && len(l.Listeners) > 0 {
+			started <- startedLine{addr: strings.TrimPrefix(l.Listeners[0], "PLAINTEXT://"), admin: l.Admin}
+		}
+	}
+}
+
+// logMark and logsSince let a failing scenario show what coordinatord logged meanwhile
+// (for instance the reason it closed a connection).
+func (c *coordinatord) logMark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.logs)
+}
+
+func (c *coordinatord) logsSince(mark int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.logs[mark:]...)
+}
+
+func (c *coordinatord) stop() {
+	if c.cmd.Process == nil {
+		return
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// ---------------------------------------------------------------------------- kafka
+
+type kafkaBroker struct {
+	addr string
+	dir  string // empty when the broker was started by someone else (KAFKA_ADDR)
+}
+
+const kafkaScript = "../kafka/kafka.sh"
+
+// startKafka runs test/kafka/kafka.sh start in dir (or CONFORMANCE_KAFKA_DIR), or uses the
+// broker KAFKA_ADDR names.
+func startKafka(dir string) (*kafkaBroker, error) {
+	if addr := os.Getenv("KAFKA_ADDR"); addr != "" {
+		return &kafkaBroker{addr: addr}, nil
+	}
+	if d := os.Getenv("CONFORMANCE_KAFKA_DIR"); d != "" {
+		dir = d
+	}
+	cmd := exec.Command(kafkaScript, "start", "--dir", dir)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 2 {
+		return nil, fmt.Errorf("CONFORMANCE=1 but the reference broker cannot run here (java 17+ or mvn missing; test/conformance/run.sh installs them): %w", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starting the reference broker (%s start --dir %s): %w", kafkaScript, dir, err)
+	}
+	b := &kafkaBroker{dir: dir}
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "KAFKA_ADDR="); ok {
+			b.addr = strings.TrimSpace(v)
+		}
+	}
+	if b.addr == "" {
+		b.stop()
+		return nil, fmt.Errorf("%s start printed no KAFKA_ADDR", kafkaScript)
+	}
+	return b, nil
+}
+
+func (b *kafkaBroker) stop() {
+	if b.dir == "" {
+		return
+	}
+	cmd := exec.Command(kafkaScript, "stop", "--dir", b.dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Run()
+}
+
+// runID is a random suffix for names (topics, groups) so scenarios do not collide with what
+// an earlier run left in a long-lived broker (KAFKA_ADDR).
+func runID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
