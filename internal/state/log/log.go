@@ -75,6 +75,15 @@ var ErrClosed = errors.New("log closed")
 // (see Callbacks.Failed). The shard must go FAILED; only reopening the log can recover.
 var ErrFailed = errors.New("log failed")
 
+// BatchChecker is implemented by backends that limit the size of a batch. The shard calls it
+// before it applies an operation's records to its speculative state, so that a batch the log
+// would refuse is turned down without disturbing anything else on the shard.
+type BatchChecker interface {
+	// CheckBatch returns an error matching ErrBatchTooLarge if Append would refuse recs for
+	// their size.
+	CheckBatch(recs []Record) error
+}
+
 // ErrBatchTooLarge is matched by the error Append returns for a batch whose encoding exceeds the
 // backend's batch size limit. Nothing was appended and the log is still usable.
 var ErrBatchTooLarge = errors.New("batch too large")

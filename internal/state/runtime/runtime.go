@@ -355,6 +355,13 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 	res := op(c, s.spec)
 	w := waiter{done: done, out: outcome{resp: res.Response, err: res.Err}, afterDurable: c.afterDurable}
 	if len(res.Records) > 0 {
+		if bc, ok := s.log.(log.BatchChecker); ok {
+			if err := bc.CheckBatch(res.Records); err != nil {
+				// Refused before anything changed: only this operation fails.
+				reply(done, outcome{err: err})
+				return
+			}
+		}
 		first := s.next
 		for i, rec := range res.Records {
 			if err := s.spec.Replay(first+int64(i), rec); err != nil {

@@ -437,3 +437,26 @@ func TestCloseWaitsForDurability(t *testing.T) {
 		t.Fatalf("write after close: %v", err)
 	}
 }
+
+func TestOversizeBatchFailsOnlyItsOperation(t *testing.T) {
+	b := memlog.New()
+	b.MaxBatchRecords = 2
+	s := startShard(t, b, nil)
+	ctx := context.Background()
+	if _, err := s.Write(ctx, set("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	big := func(_ *Ctx[*counters], _ *counters) Result {
+		return Result{Records: []log.Record{setRecord("a", 9), setRecord("b", 9), setRecord("c", 9)}}
+	}
+	if _, err := s.Write(ctx, big); !errors.Is(err, log.ErrBatchTooLarge) {
+		t.Fatalf("oversize batch: %v, want ErrBatchTooLarge", err)
+	}
+	if s.State() != StateActive {
+		t.Fatalf("shard %s after an oversize batch; it must keep serving", s.State())
+	}
+	// Nothing of the refused batch leaked into speculative state.
+	if v, err := s.Write(ctx, incr("a")); err != nil || v != int64(2) {
+		t.Fatalf("incr after refusal: %v %v, want 2", v, err)
+	}
+}

@@ -20,6 +20,9 @@ type Backend struct {
 	hold bool
 	// LoadGate, when not nil, blocks every Load until it is closed.
 	LoadGate chan struct{}
+	// MaxBatchRecords, when positive, makes batches with more records too large (as a size
+	// limit would), through log.BatchChecker and Append alike.
+	MaxBatchRecords int
 }
 
 type store struct {
@@ -174,6 +177,10 @@ func (l *memLog) Append(recs []log.Record) (int64, error) {
 		l.b.mu.Unlock()
 		return 0, fmt.Errorf("%w: %v", log.ErrFailed, l.failed)
 	}
+	if err := l.CheckBatch(recs); err != nil {
+		l.b.mu.Unlock()
+		return 0, err
+	}
 	batch := make([]entry, len(recs))
 	for i, r := range recs {
 		batch[i] = entry{offset: l.st.next, rec: log.Record{Key: clone(r.Key), Value: cloneValue(r.Value)}}
@@ -187,6 +194,14 @@ func (l *memLog) Append(recs []log.Record) (int64, error) {
 		go l.b.Release(l.shard)
 	}
 	return last, nil
+}
+
+// CheckBatch implements log.BatchChecker.
+func (l *memLog) CheckBatch(recs []log.Record) error {
+	if l.b.MaxBatchRecords > 0 && len(recs) > l.b.MaxBatchRecords {
+		return fmt.Errorf("batch of %d records: %w", len(recs), log.ErrBatchTooLarge)
+	}
+	return nil
 }
 
 func (l *memLog) Compact() error { return nil }

@@ -230,6 +230,23 @@ func setFlags(buf []byte, pos int, flags uint8) {
 	binary.BigEndian.PutUint32(f[4:], crc32.Checksum(f[8:], crcTable))
 }
 
+// EncodedSize is the size of the frame EncodeBatch would write for recs (offset deltas counted
+// for consecutive offsets), computed without encoding.
+func EncodedSize(recs []log.Record) int {
+	n := frameHeaderLen
+	var scratch [binary.MaxVarintLen64]byte
+	for i, r := range recs {
+		n += binary.PutVarint(scratch[:], int64(i))
+		n += binary.PutVarint(scratch[:], int64(len(r.Key))) + len(r.Key)
+		if r.Value == nil {
+			n += binary.PutVarint(scratch[:], -1)
+		} else {
+			n += binary.PutVarint(scratch[:], int64(len(r.Value))) + len(r.Value)
+		}
+	}
+	return n
+}
+
 // EncodeBatch appends the frame of recs, with consecutive offsets from base, to dst.
 func EncodeBatch(dst []byte, base, appendTimeMs int64, recs []log.Record) []byte {
 	w := batchWriter{buf: dst}

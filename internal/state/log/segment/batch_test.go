@@ -153,3 +153,12 @@ func checkDecode(t *testing.T, data []byte) {
 		}
 	}
 }
+
+func TestEncodedSizeMatchesEncoding(t *testing.T) {
+	recs := []log.Record{{Key: []byte("k"), Value: []byte("v")}, {Key: make([]byte, 300)}, {Key: []byte{}, Value: make([]byte, 70000)}}
+	for n := 0; n <= len(recs); n++ {
+		if got, want := EncodedSize(recs[:n]), len(EncodeBatch(nil, 1<<40, 0, recs[:n])); got != want {
+			t.Fatalf("%d records: EncodedSize %d, encoding is %d bytes", n, got, want)
+		}
+	}
+}

@@ -277,6 +277,15 @@ type fsyncError struct{ err error }
 func (e *fsyncError) Error() string { return "fsync: " + e.err.Error() }
 func (e *fsyncError) Unwrap() error { return e.err }
 
+// CheckBatch implements log.BatchChecker.
+func (l *shardLog) CheckBatch(recs []log.Record) error {
+	if size := EncodedSize(recs); size > l.opts.MaxBatchBytes {
+		return fmt.Errorf("shard %d: batch of %d records is %d bytes, message.max.bytes is %d: %w",
+			l.shard, len(recs), size, l.opts.MaxBatchBytes, log.ErrBatchTooLarge)
+	}
+	return nil
+}
+
 // Append encodes recs as one batch into the pending buffer and wakes the syncer.
 func (l *shardLog) Append(recs []log.Record) (int64, error) {
 	if len(recs) == 0 {
