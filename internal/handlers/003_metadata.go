@@ -23,6 +23,26 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 	resp.ClusterID = &cid
 	resp.ControllerID = t.deps.Node.ID
 
+	// Topic ids are in the schema from v10 but only usable from v12: Kafka refuses the whole
+	// request, answering with no brokers, no cluster and each topic marked INVALID_REQUEST.
+	if r.Version < 12 {
+		for _, rt := range req.Topics {
+			if rt.TopicID != [16]byte{} {
+				resp.Brokers, resp.ClusterID, resp.ControllerID = []kmsg.MetadataResponseBroker{}, nil, -1
+				for _, rt := range req.Topics {
+					st := kmsg.NewMetadataResponseTopic()
+					st.Topic, st.TopicID, st.ErrorCode = rt.Topic, rt.TopicID, kerr.InvalidRequest.Code
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp
+			}
+		}
+	}
+	if r.Version >= 8 && r.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = allClusterOperations
+	}
+	includeTopicOps := r.Version >= 8 && req.IncludeTopicAuthorizedOperations
+
 	snap, err := t.catalog(ctx)
 	if err != nil {
 		// Metadata has no coordinator error; an unavailable catalog reads as no topics yet, and
@@ -33,18 +53,28 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 	if req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0) {
 		if snap != nil {
 			for _, topic := range snap.Topics() {
-				resp.Topics = append(resp.Topics, t.topicMetadata(topic))
+				resp.Topics = append(resp.Topics, t.topicMetadata(topic, includeTopicOps))
 			}
 		}
 		return resp
 	}
+	seen := map[string]bool{}
 	for _, rt := range req.Topics {
 		var (
 			topic *meta.Topic
 			found bool
 		)
+		// A name asked for twice is answered once, as Kafka does.
+		if rt.Topic != nil {
+			if seen[*rt.Topic] {
+				continue
+			}
+			seen[*rt.Topic] = true
+		}
 		st := kmsg.NewMetadataResponseTopic()
 		switch {
+		case rt.Topic != nil && meta.ValidateTopicName(*rt.Topic) != nil:
+			st.Topic, st.ErrorCode = rt.Topic, kerr.InvalidTopicException.Code
 		case snap == nil:
 			st.Topic, st.TopicID, st.ErrorCode = rt.Topic, rt.TopicID, kerr.LeaderNotAvailable.Code
 		case rt.Topic != nil:
@@ -59,16 +89,26 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 			st.ErrorCode = kerr.InvalidTopicException.Code
 		}
 		if found {
-			st = t.topicMetadata(topic)
+			st = t.topicMetadata(topic, includeTopicOps)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
 }
 
-func (t *Table) topicMetadata(topic *meta.Topic) kmsg.MetadataResponseTopic {
+// Without an authorizer every operation is allowed; these are Kafka's bitfields for "all
+// operations" on a topic (READ..ALTER_CONFIGS) and on the cluster (CREATE..IDEMPOTENT_WRITE).
+const (
+	allTopicOperations   = 3576
+	allClusterOperations = 8096
+)
+
+func (t *Table) topicMetadata(topic *meta.Topic, includeOps bool) kmsg.MetadataResponseTopic {
 	st := kmsg.NewMetadataResponseTopic()
 	st.Topic, st.TopicID = strPtr(topic.Name), topic.ID
+	if includeOps {
+		st.AuthorizedOperations = allTopicOperations
+	}
 	node := t.deps.Node.ID
 	st.Partitions = make([]kmsg.MetadataResponseTopicPartition, topic.Partitions)
 	for p := range st.Partitions {

@@ -45,7 +45,12 @@ func (t *Table) findCoordinator(_ context.Context, r *wire.Request) kmsg.Respons
 		default:
 			return fail(kerr.InvalidRequest.Code, "unknown key type %d", keyType)
 		}
-		return coordinatorAnswer{node: t.deps.Node.ID, host: ep.Host, port: ep.Port}
+		// Kafka fills the message on success too: the error's name below v4, empty from v4.
+		ok := "NONE"
+		if r.Version >= 4 {
+			ok = ""
+		}
+		return coordinatorAnswer{node: t.deps.Node.ID, host: ep.Host, port: ep.Port, message: &ok}
 	}
 
 	if r.Version < 4 {

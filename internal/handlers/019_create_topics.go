@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"sort"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -45,11 +46,19 @@ func (t *Table) createTopics(ctx context.Context, r *wire.Request) kmsg.Response
 		} else {
 			st.TopicID = res.Topic.ID
 			st.NumPartitions, st.ReplicationFactor = res.Topic.Partitions, res.Topic.ReplicationFactor
-			for name, value := range res.Topic.Configs {
+			names := make([]string, 0, len(res.Topic.Configs))
+			for name := range res.Topic.Configs {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
-				c.Name, c.Value, c.Source = name, strPtr(value), 1 // DYNAMIC_TOPIC_CONFIG
+				c.Name, c.Value, c.Source = name, strPtr(res.Topic.Configs[name]), 1 // DYNAMIC_TOPIC_CONFIG
 				st.Configs = append(st.Configs, c)
 			}
+		}
+		if st.Configs == nil {
+			st.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

@@ -77,9 +77,14 @@ func CreateTopics(topics []NewTopic, validateOnly bool, d Defaults) runtime.Writ
 			count[t.Name]++
 		}
 		claimed := map[string]string{} // collision name -> topic created earlier in this request
+		reported := map[string]bool{}
 		for _, t := range topics {
 			if count[t.Name] > 1 {
-				results = append(results, fail(t.Name, kerr.InvalidRequest, "create topics request contains multiple entries for topic %s", t.Name))
+				// Kafka answers a duplicated name once.
+				if !reported[t.Name] {
+					reported[t.Name] = true
+					results = append(results, fail(t.Name, kerr.InvalidRequest, "create topics request from client contains multiple entries for the following topics: %s", t.Name))
+				}
 				continue
 			}
 			r := createOne(snap, t, d, claimed)
@@ -148,6 +153,9 @@ func createOne(snap *Snapshot, t NewTopic, d Defaults, claimed map[string]string
 	for k, v := range t.Configs {
 		if v == nil {
 			return fail(t.Name, kerr.InvalidConfig, "null value not supported for topic config %s", k)
+		}
+		if err := ValidateTopicConfig(k, *v); err != nil {
+			return fail(t.Name, kerr.InvalidConfig, "%v", err)
 		}
 		configs[k] = *v
 	}
