@@ -6,7 +6,8 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 # Fuzz targets: package:Target, each run for FUZZTIME by `make fuzz` (and so by `make test`).
-FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest
+FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
+	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign
 
 .PHONY: build run test unit fuzz bench lint conformance clean
 

@@ -49,7 +49,7 @@ type Configs struct {
 // Input is everything an assignor may look at.
 type Input struct {
 	Subtopologies []Subtopology // sorted by ID
-	Members       []Member      // sorted by ID
+	Members       []Member      // sorted by ID (the built-in assignors do not depend on it)
 	Configs       Configs
 }
 
@@ -60,7 +60,9 @@ type MemberAssignment struct {
 	Warmup  TaskSet
 }
 
-// Output is the target per member id; members absent from it get an empty target.
+// Output is the target per member id; members absent from it get an empty target. The built-in
+// assignors (Lookup) return an entry for every input member, with non-nil task sets whose
+// partition lists are ascending and never empty.
 type Output map[string]MemberAssignment
 
 // Assignor computes a target assignment.
