@@ -9,7 +9,7 @@ FUZZTIME  ?= 10s
 FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign
 
-.PHONY: build run test unit fuzz bench lint conformance clean
+.PHONY: build run test unit fuzz bench microbench lint conformance clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
@@ -34,7 +34,13 @@ fuzz:
 conformance:
 	test/conformance/run.sh
 
-bench:
+# Load comparison of coordinatord, Kafka 4.4 (when Java is available) and kfake; rewrites
+# docs/benchmarks.md and its charts. Takes about 5 minutes.
+bench: build
+	$(GO) run ./cmd/coordbench suite --coordinatord $(BIN) --out docs/benchmarks.md --charts docs/img
+
+# Go micro-benchmarks of single components (storage, assignors, ...).
+microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 lint:

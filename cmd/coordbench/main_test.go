@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseTarget(t *testing.T) {
+	tg, err := parseTarget("kafka=127.0.0.1:9092,pid=42")
+	if err != nil || tg.Name != "kafka" || tg.Addr != "127.0.0.1:9092" || tg.PID != 42 {
+		t.Fatalf("got %+v, %v", tg, err)
+	}
+	tg, err = parseTarget("c=127.0.0.1:1")
+	if err != nil || tg.PID != 0 {
+		t.Fatalf("got %+v, %v", tg, err)
+	}
+	for _, bad := range []string{"", "noaddr", "=127.0.0.1:1", "x=", "x=a:1,pid=0", "x=a:1,pid=abc", "x=a:1,color=red"} {
+		if _, err := parseTarget(bad); err == nil {
+			t.Errorf("parseTarget(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPickScenarios(t *testing.T) {
+	all, err := pickScenarios([]string{"all"})
+	if err != nil || len(all) < 5 || all[0].Name() != "metadata" {
+		t.Fatalf("all: %d scenarios, %v", len(all), err)
+	}
+	if _, err := pickScenarios([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "offset-commit") {
+		t.Errorf("unknown scenario error should list the known ones: %v", err)
+	}
+}
+
+func TestParseEnv(t *testing.T) {
+	env := parseEnv("KAFKA_ADDR=127.0.0.1:1\nKAFKA_PID='7'\n\nnoise\n")
+	if env["KAFKA_ADDR"] != "127.0.0.1:1" || env["KAFKA_PID"] != "7" {
+		t.Errorf("got %v", env)
+	}
+}

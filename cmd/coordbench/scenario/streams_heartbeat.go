@@ -1,0 +1,227 @@
+package scenario
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/coordinatord/coordinatord/cmd/coordbench/kconn"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { Register(streamsHeartbeat{}) }
+
+const (
+	streamsTopic      = "coordbench-streams"
+	streamsPartitions = 64
+	// streamsRebalanceTimeoutMillis is sent when joining, as Kafka Streams sends max.poll.interval.ms.
+	streamsRebalanceTimeoutMillis = 30_000
+)
+
+// streamsHeartbeat: N members of one Kafka Streams group (KIP-1071, StreamsGroupHeartbeat, key
+// 88) with a one-subtopology topology reading a 64-partition topic. Like classic-join: Setup
+// measures the time until all N hold a settled assignment (same member epoch, every task owned
+// by exactly one member, no status such as MISSING_SOURCE_TOPICS); the timed operation is a
+// steady-state heartbeat (epoch only, every other field null: unchanged); teardown adds one
+// member, measures the time to settle again, and every member leaves (epoch -1). A target
+// without key 88 is recorded as "not supported yet" by the runner.
+type streamsHeartbeat struct{}
+
+func (streamsHeartbeat) Name() string { return "streams-heartbeat" }
+func (streamsHeartbeat) Description() string {
+	return fmt.Sprintf("N members (one per client and connection) join one new Kafka Streams group (KIP-1071 "+
+		"StreamsGroupHeartbeat) whose topology has one subtopology reading a %d-partition topic. `join_stable_ms` "+
+		"is the time from the first heartbeat until all N report the same member epoch, every task is owned by "+
+		"exactly one member and no status is pending (members heartbeat every %s while settling, adopting each "+
+		"assignment at once). The timed operation is a steady-state heartbeat (member epoch only; every other "+
+		"field null, i.e. unchanged). After the window one member more joins and `rejoin_stable_ms` is the time "+
+		"until all N+1 are settled again. Kafka delays assignments by `group.streams.assignment.interval.ms`, "+
+		"so its settle times include that interval.", streamsPartitions, settleProbeInterval)
+}
+func (streamsHeartbeat) Needs() []int16        { return []int16{10, 88} }
+func (streamsHeartbeat) DefaultClients() []int { return []int{8, 64} }
+
+func (streamsHeartbeat) Setup(ctx context.Context, env *Env) (Instance, error) {
+	boot, err := env.Dial(ctx, "", -1)
+	if err != nil {
+		return nil, err
+	}
+	canCreate := boot.Supports(19)
+	boot.Close()
+	if _, err := ensureTopic(ctx, env, streamsTopic, streamsPartitions, canCreate); err != nil {
+		return nil, err
+	}
+	g := &streamsGroup{env: env, name: env.Tag + "-sg", process: randomID()}
+	conns, err := dialAll(ctx, env.Clients, func(ctx context.Context, i int) (*kconn.Conn, error) {
+		return dialCoordinator(ctx, env, g.name, i)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range conns {
+		g.members = append(g.members, &streamsMember{conn: c, id: randomID()})
+	}
+	took, err := g.settle(ctx)
+	if err != nil {
+		g.close()
+		return nil, fmt.Errorf("%d members joining: %w", env.Clients, err)
+	}
+	env.Info.Extra("join_stable_ms", float64(took.Microseconds())/1000)
+	return g, nil
+}
+
+type streamsGroup struct {
+	env     *Env
+	name    string
+	process string
+	members []*streamsMember
+}
+
+type streamsMember struct {
+	conn   *kconn.Conn
+	id     string
+	epoch  int32 // 0 until joined
+	owned  []kmsg.TaskIDs
+	status int // statuses in the last answer
+}
+
+func randomID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// heartbeat sends m's heartbeat: the full join request at epoch 0, its owned tasks while
+// settling, or only its epoch in steady state.
+func (g *streamsGroup) heartbeat(ctx context.Context, m *streamsMember, steady bool) (*kmsg.StreamsGroupHeartbeatResponse, error) {
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch = g.name, m.id, m.epoch
+	req.RebalanceTimeoutMillis = -1
+	if m.epoch == 0 {
+		req.RebalanceTimeoutMillis = streamsRebalanceTimeoutMillis
+		st := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
+		st.SubtopologyID, st.SourceTopics = "0", []string{streamsTopic}
+		req.Topology = &kmsg.StreamsGroupHeartbeatRequestTopology{Epoch: 1,
+			Subtopologies: []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{st}}
+		req.ProcessID = kmsg.StringPtr(g.process)
+		req.ClientTags = []kmsg.StreamsGroupHeartbeatRequestClientTag{}
+		req.TaskOffsets, req.TaskEndOffsets = []kmsg.TaskOffset{}, []kmsg.TaskOffset{}
+	}
+	if !steady {
+		req.ActiveTasks = append([]kmsg.TaskIDs{}, m.owned...)
+		req.StandbyTasks, req.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+	}
+	resp, err := m.conn.Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	g.env.Info.Version(req)
+	r := resp.(*kmsg.StreamsGroupHeartbeatResponse)
+	if err := errorCode("streams group heartbeat", r.ErrorCode); err != nil {
+		if r.ErrorMessage != nil {
+			err = fmt.Errorf("%w: %s", err, *r.ErrorMessage)
+		}
+		return nil, err
+	}
+	m.epoch = r.MemberEpoch
+	if r.ActiveTasks != nil {
+		m.owned = r.ActiveTasks
+	}
+	m.status = len(r.Status)
+	return r, nil
+}
+
+func (g *streamsGroup) Op(ctx context.Context, i int) error {
+	_, err := g.heartbeat(ctx, g.members[i], true)
+	return err
+}
+
+func (g *streamsGroup) Teardown(ctx context.Context) error {
+	defer g.close()
+	c, err := dialCoordinator(ctx, g.env, g.name, len(g.members))
+	if err != nil {
+		return err
+	}
+	g.members = append(g.members, &streamsMember{conn: c, id: randomID()})
+	took, err := g.settle(ctx)
+	if err != nil {
+		return fmt.Errorf("one member joining %d: %w", len(g.members)-1, err)
+	}
+	g.env.Info.Extra("rejoin_stable_ms", float64(took.Microseconds())/1000)
+	var errs []error
+	for _, m := range g.members {
+		m.epoch = -1 // leave
+		if _, err := g.heartbeat(ctx, m, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d members failed to leave, first: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+func (g *streamsGroup) close() {
+	for _, m := range g.members {
+		m.conn.Close()
+	}
+}
+
+// settle heartbeats every member each settleProbeInterval until the group has converged.
+func (g *streamsGroup) settle(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	start := time.Now()
+	for {
+		errs := make([]error, len(g.members))
+		var wg sync.WaitGroup
+		for i, m := range g.members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = g.heartbeat(ctx, m, false)
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				return 0, fmt.Errorf("member %d: %w", i, err)
+			}
+		}
+		if g.settled() {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("not settled: %w", ctx.Err())
+		case <-time.After(settleProbeInterval):
+		}
+	}
+}
+
+// settled: one member epoch for all, no status, and every partition owned exactly once.
+func (g *streamsGroup) settled() bool {
+	owners := map[int32]int{}
+	for _, m := range g.members {
+		if m.epoch != g.members[0].epoch || m.epoch <= 0 || m.status > 0 {
+			return false
+		}
+		for _, t := range m.owned {
+			for _, p := range t.Partitions {
+				owners[p]++
+			}
+		}
+	}
+	if len(owners) != streamsPartitions {
+		return false
+	}
+	for _, n := range owners {
+		if n != 1 {
+			return false
+		}
+	}
+	return true
+}
