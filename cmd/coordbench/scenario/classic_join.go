@@ -49,7 +49,7 @@ func (classicJoin) Description() string {
 		"count the generations that took.", settleProbeInterval)
 }
 func (classicJoin) Needs() []int16        { return []int16{10, 11, 12, 13, 14} }
-func (classicJoin) DefaultClients() []int { return []int{8, 64} }
+func (classicJoin) DefaultClients() []int { return []int{8, 100} } // issue #5 measures a 100-member group
 
 func (classicJoin) Setup(ctx context.Context, env *Env) (Instance, error) {
 	g := &classicGroup{env: env, name: env.Tag + "-cj"}

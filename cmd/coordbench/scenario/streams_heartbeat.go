@@ -42,7 +42,7 @@ func (streamsHeartbeat) Description() string {
 		"so its settle times include that interval.", streamsPartitions, settleProbeInterval)
 }
 func (streamsHeartbeat) Needs() []int16        { return []int16{10, 88} }
-func (streamsHeartbeat) DefaultClients() []int { return []int{8, 64} }
+func (streamsHeartbeat) DefaultClients() []int { return []int{8, 100} } // issue #6 measures a 100-member group
 
 func (streamsHeartbeat) Setup(ctx context.Context, env *Env) (Instance, error) {
 	boot, err := env.Dial(ctx, "", -1)
