@@ -18,6 +18,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/handlers"
+	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -124,7 +125,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	}
 	defer st.close(log)
 	table := handlers.New(handlers.Deps{
-		Node: node, Logger: log, Meta: st.meta, Groups: st.groups,
+		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg),
+		Classic: classic.Config{
+			MinSessionTimeoutMs: cfg.GroupMinSessionTimeoutMs, MaxSessionTimeoutMs: cfg.GroupMaxSessionTimeoutMs,
+			InitialRebalanceDelayMs: cfg.GroupInitialRebalanceDelayMs, MaxSize: cfg.GroupMaxSize,
+			NewMemberJoinTimeoutMs: classic.DefaultConfig().NewMemberJoinTimeoutMs,
+		},
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,
 			DefaultPartitions:        cfg.DefaultPartitions,
@@ -139,6 +145,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	admin := &http.Server{Handler: adminMux(reg, st.ready), ReadHeaderTimeout: 10 * time.Second}
 	go admin.Serve(adminLn)
 
+	st.waitCatalog(ctx)
 	servers := make([]*wire.Server, len(lns))
 	errc := make(chan error, len(lns))
 	for i, ln := range lns {

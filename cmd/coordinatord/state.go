@@ -51,9 +51,26 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (
 		Shard: 0, New: meta.NewCatalog, Backend: metaStore, Logger: log.With(zap.String("shard_kind", "meta")),
 		Metrics: metrics, LoadSlots: slots, CompactEvery: cfg.LogCleanerBackoff,
 	})
+	// Offsets retention: a timer per group shard, re-armed on every load. The deleted-topics part
+	// reads the catalog from the metadata shard off the group shard's goroutine (Ctx.Go).
+	retention := shard.RetentionConfig{
+		Retention: cfg.OffsetsRetention, CheckInterval: cfg.OffsetsRetentionCheckInterval,
+		ProducerExpiration: cfg.ProducerIDExpiration, Logger: log,
+		Topics: func(ctx context.Context) (func(string) bool, error) {
+			v, err := s.meta.Read(ctx, meta.Read)
+			if err != nil {
+				return nil, err
+			}
+			snap := v.(*meta.Snapshot)
+			return func(topic string) bool { _, ok := snap.Topic(topic); return ok }, nil
+		},
+	}
 	s.groups = shard.NewSet(shard.SetOptions{
 		Count: cfg.ShardCount, Backend: groupStore, Logger: log, Metrics: metrics, LoadSlots: slots,
-		CompactEvery: cfg.LogCleanerBackoff,
+		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg),
+		OnLoaded: func(c *rt.Ctx[*shard.Machine], _ *shard.Machine) {
+			shard.ArmRetention(c, retention)
+		},
 	})
 	// The catalog loads first: group requests validate topics against it.
 	s.meta.Start()
@@ -68,6 +85,21 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (
 		}
 	}()
 	return s, nil
+}
+
+// waitCatalog blocks until the metadata shard has loaded (or failed), so that no client is
+// told "no topics" by a catalog that simply is not loaded yet. It is small and loads first.
+func (s *state) waitCatalog(ctx context.Context) {
+	for {
+		if st := s.meta.State(); st != rt.StateLoading && st != rt.StateInitial {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func (s *state) ready() bool {

@@ -51,14 +51,30 @@ type Config struct {
 	LogLevel            string
 	ShutdownTimeout     time.Duration
 
-	OffsetMetadataMaxBytes   int
-	DefaultPartitions        int32
-	DefaultReplicationFactor int16
+	OffsetMetadataMaxBytes int
+	// Offsets retention (spec coordinator-apis §3.5) and transactional producer expiry.
+	OffsetsRetention              time.Duration
+	OffsetsRetentionCheckInterval time.Duration
+	ProducerIDExpiration          time.Duration
+	DefaultPartitions             int32
+	DefaultReplicationFactor      int16
+
+	// Classic group limits (spec coordinator-apis Appendix A).
+	GroupMinSessionTimeoutMs     int32
+	GroupMaxSessionTimeoutMs     int32
+	GroupInitialRebalanceDelayMs int32
+	GroupMaxSize                 int32
 
 	LogFlushInterval          time.Duration // 0: fsync every batch
 	LogSegmentBytes           int64
 	LogCleanerDeleteRetention time.Duration
 	LogCleanerBackoff         time.Duration
+
+	// StreamsGroup is the streams groups' configuration (group.streams.*).
+	StreamsGroup StreamsGroupConfig
+
+	// TopologyPlugin is the topology description plugin (KIP-1331) configuration.
+	TopologyPlugin TopologyPluginConfig
 
 	// values and sources of every key, for `config check`.
 	values  map[string]string
@@ -79,6 +95,7 @@ func (c *Config) Entries() []Entry {
 	for _, k := range keys {
 		out = append(out, Entry{Key: k.name, Value: c.values[k.name], Source: c.sources[k.name], Doc: k.doc})
 	}
+	out = append(out, c.pluginEntries()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
@@ -183,6 +200,39 @@ var keys = []key{
 			c.OffsetMetadataMaxBytes = int(n)
 			return err
 		}},
+	{"offsets.retention.minutes", "10080", "How long a committed offset is kept after it was committed (simple groups, unsubscribed topics) or after its classic group became Empty; then the retention check deletes it, and an Empty group left with no offsets.",
+		func(c *Config, v string) error {
+			n, err := parseInt32(v, 1, 1<<31-1)
+			c.OffsetsRetention = time.Duration(n) * time.Minute
+			return err
+		}},
+	{"offsets.retention.check.interval.ms", "600000", "How often each shard looks for expired offsets, empty groups to delete and offsets of deleted topics.",
+		func(c *Config, v string) (err error) {
+			c.OffsetsRetentionCheckInterval, err = parseMillis(v, 1)
+			return
+		}},
+	{"producer.id.expiration.ms", "86400000", "How long a transactional producer id with no staged offsets is remembered (its epoch fences zombies) after its last transactional commit or marker.",
+		func(c *Config, v string) (err error) { c.ProducerIDExpiration, err = parseMillis(v, 1); return }},
+	{"group.min.session.timeout.ms", "6000", "Shortest session timeout a classic group member may ask for in JoinGroup; shorter gets INVALID_SESSION_TIMEOUT.",
+		func(c *Config, v string) (err error) {
+			c.GroupMinSessionTimeoutMs, err = parseInt32(v, 0, 1<<31-1)
+			return
+		}},
+	{"group.max.session.timeout.ms", "1800000", "Longest session timeout a classic group member may ask for in JoinGroup; longer gets INVALID_SESSION_TIMEOUT.",
+		func(c *Config, v string) (err error) {
+			c.GroupMaxSessionTimeoutMs, err = parseInt32(v, 0, 1<<31-1)
+			return
+		}},
+	{"group.initial.rebalance.delay.ms", "3000", "How long the first rebalance of an Empty classic group waits for more members (extended while members keep joining, up to the rebalance timeout).",
+		func(c *Config, v string) (err error) {
+			c.GroupInitialRebalanceDelayMs, err = parseInt32(v, 0, 1<<31-1)
+			return
+		}},
+	{"group.max.size", "2147483647", "Most members a classic group may have; a join beyond it gets GROUP_MAX_SIZE_REACHED.",
+		func(c *Config, v string) (err error) {
+			c.GroupMaxSize, err = parseInt32(v, 1, 1<<31-1)
+			return
+		}},
 	{"num.partitions", "1", "Partitions of a topic created without a partition count.",
 		func(c *Config, v string) (err error) { c.DefaultPartitions, err = parseInt32(v, 1, 1<<31-1); return }},
 	{"default.replication.factor", "1", "Replication factor recorded for a topic created without one (metadata only: coordinatord stores no data).",
@@ -239,7 +289,7 @@ func Load(path string, overrides []string) (*Config, error) {
 		}
 		for _, p := range props {
 			loc := fmt.Sprintf("%s:%d", path, p.Line)
-			if _, ok := lookup(p.Key); !ok {
+			if _, ok := lookup(p.Key); !ok && !isPluginPassThrough(p.Key) {
 				return nil, &KeyError{Key: p.Key, Reason: "unknown key", Where: loc}
 			}
 			values[p.Key] = p.Value
@@ -253,7 +303,7 @@ func Load(path string, overrides []string) (*Config, error) {
 		if !ok || k == "" {
 			return nil, &KeyError{Key: o, Reason: "expected key=value", Where: "--set"}
 		}
-		if _, known := lookup(k); !known {
+		if _, known := lookup(k); !known && !isPluginPassThrough(k) {
 			return nil, &KeyError{Key: k, Reason: "unknown key", Where: "--set"}
 		}
 		values[k] = strings.TrimSpace(v)
@@ -274,6 +324,9 @@ func Load(path string, overrides []string) (*Config, error) {
 
 // validate checks rules that involve more than one key.
 func (c *Config) validate() error {
+	if err := c.validateStreams(); err != nil {
+		return err
+	}
 	if len(c.AdvertisedListeners) == 0 {
 		for _, l := range c.Listeners {
 			if ip := net.ParseIP(l.Host); ip != nil && ip.IsUnspecified() {
@@ -345,3 +398,235 @@ func parseMillis(v string, min int64) (time.Duration, error) {
 	}
 	return time.Duration(n) * time.Millisecond, nil
 }
+
+// StreamsGroupConfig is the broker-level configuration of Kafka Streams groups (KIP-1071,
+// spec streams-groups §7.1), with Kafka's key names, defaults and bounds.
+type StreamsGroupConfig struct {
+	SessionTimeoutMs, MinSessionTimeoutMs, MaxSessionTimeoutMs             int32
+	HeartbeatIntervalMs, MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs    int32
+	MaxSize                                                                int32
+	NumStandbyReplicas, MaxStandbyReplicas                                 int32
+	InitialRebalanceDelayMs                                                int32
+	AssignmentIntervalMs, MinAssignmentIntervalMs, MaxAssignmentIntervalMs int32
+	Assignors                                                              []string
+	RackAwareAssignmentTags                                                []string
+	AssignorOffloadEnable                                                  bool
+	TaskOffsetIntervalMs, MinTaskOffsetIntervalMs                          int32
+	NumWarmupReplicas, MaxWarmupReplicas                                   int32
+	AcceptableRecoveryLag                                                  int64
+}
+
+func streamsInt(name, def, doc string, min int64, field func(*StreamsGroupConfig) *int32) key {
+	return key{name, def, doc, func(c *Config, v string) (err error) {
+		*field(&c.StreamsGroup), err = parseInt32(v, min, 1<<31-1)
+		return
+	}}
+}
+
+func parseList(v string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if seen[p] {
+			return nil, fmt.Errorf("%s appears twice", p)
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+var streamsKeys = []key{
+	streamsInt("group.streams.session.timeout.ms", "45000", "Streams group session timeout: a member that sends no heartbeat for this long is removed and its tasks reassigned. Between the min and max session timeouts and above the heartbeat interval.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.SessionTimeoutMs }),
+	streamsInt("group.streams.min.session.timeout.ms", "45000", "Lowest allowed streams group session timeout.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.MinSessionTimeoutMs }),
+	streamsInt("group.streams.max.session.timeout.ms", "60000", "Highest allowed streams group session timeout.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.MaxSessionTimeoutMs }),
+	streamsInt("group.streams.heartbeat.interval.ms", "5000", "Heartbeat interval told to streams group members (HeartbeatIntervalMillis). Between the min and max heartbeat intervals and below the session timeout.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.HeartbeatIntervalMs }),
+	streamsInt("group.streams.min.heartbeat.interval.ms", "5000", "Lowest allowed streams group heartbeat interval.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.MinHeartbeatIntervalMs }),
+	streamsInt("group.streams.max.heartbeat.interval.ms", "15000", "Highest allowed streams group heartbeat interval.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.MaxHeartbeatIntervalMs }),
+	streamsInt("group.streams.max.size", "2147483647", "Most members a streams group may have; a new member beyond it gets GROUP_MAX_SIZE_REACHED.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.MaxSize }),
+	streamsInt("group.streams.num.standby.replicas", "0", "Standby replicas of each stateful task the assignor places (at most group.streams.max.standby.replicas). A change re-assigns every streams group at its next heartbeat.", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.NumStandbyReplicas }),
+	streamsInt("group.streams.max.standby.replicas", "2", "Highest allowed number of standby replicas.", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.MaxStandbyReplicas }),
+	streamsInt("group.streams.initial.rebalance.delay.ms", "3000", "How long the first assignment of an empty streams group waits for more members to join (0: assign at once).", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.InitialRebalanceDelayMs }),
+	streamsInt("group.streams.assignment.interval.ms", "1000", "Shortest time between two target assignment computations of a streams group (status ASSIGNMENT_DELAYED meanwhile).", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.AssignmentIntervalMs }),
+	streamsInt("group.streams.min.assignment.interval.ms", "0", "Lowest allowed streams assignment interval.", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.MinAssignmentIntervalMs }),
+	streamsInt("group.streams.max.assignment.interval.ms", "15000", "Highest allowed streams assignment interval.", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.MaxAssignmentIntervalMs }),
+	{"group.streams.assignors", "sticky", "Comma-separated task assignors streams groups may use (sticky, highavailability); the first is the default.",
+		func(c *Config, v string) (err error) {
+			c.StreamsGroup.Assignors, err = parseList(v)
+			if err == nil && len(c.StreamsGroup.Assignors) == 0 {
+				err = errors.New("must name at least one assignor")
+			}
+			return
+		}},
+	{"group.streams.rack.aware.assignment.tags", "", "Comma-separated client tag keys for rack-aware standby placement; members missing one get status MISSING_CLIENT_TAGS (heartbeat v1).",
+		func(c *Config, v string) (err error) {
+			c.StreamsGroup.RackAwareAssignmentTags, err = parseList(v)
+			return
+		}},
+	{"group.streams.assignor.offload.enable", "true", "Accepted for compatibility with Kafka; has no effect on streams groups.",
+		func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("must be true or false")
+			}
+			c.StreamsGroup.AssignorOffloadEnable = b
+			return nil
+		}},
+	streamsInt("group.streams.task.offset.interval.ms", "60000", "How often streams members report task offsets (TaskOffsetIntervalMillis); at least the minimum.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.TaskOffsetIntervalMs }),
+	streamsInt("group.streams.min.task.offset.interval.ms", "15000", "Lowest allowed task offset interval.", 1,
+		func(s *StreamsGroupConfig) *int32 { return &s.MinTaskOffsetIntervalMs }),
+	streamsInt("group.streams.num.warmup.replicas", "2", "Warm-up tasks the highavailability assignor may place at once (no effect with sticky).", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.NumWarmupReplicas }),
+	streamsInt("group.streams.max.warmup.replicas", "20", "Highest allowed number of warm-up replicas.", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.MaxWarmupReplicas }),
+	{"group.streams.acceptable.recovery.lag", "10000", "Changelog lag under which a task counts as caught up; returned to members as AcceptableRecoveryLag (heartbeat v1).",
+		func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n < 0 {
+				return errors.New("must be an integer >= 0")
+			}
+			c.StreamsGroup.AcceptableRecoveryLag = n
+			return nil
+		}},
+}
+
+func init() { keys = append(keys, streamsKeys...) }
+
+// validateStreams checks the bounds between streams group keys (spec streams-groups §7.1).
+func (c *Config) validateStreams() error {
+	s := c.StreamsGroup
+	between := func(name string, v, min, max int32, minKey, maxKey string) error {
+		if v < min || v > max {
+			return &KeyError{Key: name, Value: c.values[name], Reason: fmt.Sprintf("must be between %s (%d) and %s (%d)", minKey, min, maxKey, max)}
+		}
+		return nil
+	}
+	checks := []error{
+		between("group.streams.session.timeout.ms", s.SessionTimeoutMs, s.MinSessionTimeoutMs, s.MaxSessionTimeoutMs, "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
+		between("group.streams.heartbeat.interval.ms", s.HeartbeatIntervalMs, s.MinHeartbeatIntervalMs, s.MaxHeartbeatIntervalMs, "group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms"),
+		between("group.streams.assignment.interval.ms", s.AssignmentIntervalMs, s.MinAssignmentIntervalMs, s.MaxAssignmentIntervalMs, "group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms"),
+		between("group.streams.num.standby.replicas", s.NumStandbyReplicas, 0, s.MaxStandbyReplicas, "0", "group.streams.max.standby.replicas"),
+		between("group.streams.num.warmup.replicas", s.NumWarmupReplicas, 0, s.MaxWarmupReplicas, "0", "group.streams.max.warmup.replicas"),
+		between("group.streams.task.offset.interval.ms", s.TaskOffsetIntervalMs, s.MinTaskOffsetIntervalMs, 1<<31-1, "group.streams.min.task.offset.interval.ms", "2147483647"),
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	if s.HeartbeatIntervalMs >= s.SessionTimeoutMs {
+		return &KeyError{Key: "group.streams.heartbeat.interval.ms", Value: c.values["group.streams.heartbeat.interval.ms"], Reason: "must be lower than group.streams.session.timeout.ms"}
+	}
+	return nil
+}
+
+// TopologyPluginConfig configures the topology description plugin (KIP-1331, spec
+// topology-description §1.1). An empty Class means no plugin: the feature is off.
+type TopologyPluginConfig struct {
+	Class          string
+	CallTimeout    time.Duration
+	MaxConcurrency int
+	BackoffInitial time.Duration
+	BackoffMax     time.Duration
+	BackoffJitter  float64
+	// Props holds every other key under TopologyPluginPrefix, relative to it
+	// ("memory.max.groups"); the plugin named by Class receives its own keys.
+	Props map[string]string
+}
+
+// TopologyPluginPrefix starts the plugin keys. Keys below it that are not in the table are
+// passed through to the plugin when they have the form <prefix><plugin name>.<key>; the first
+// words of the table's own keys (class, call, max) cannot name a plugin, so a typo in one of
+// them is still an unknown key.
+const TopologyPluginPrefix = "group.streams.topology.description.plugin."
+
+func isPluginPassThrough(key string) bool {
+	rest, ok := strings.CutPrefix(key, TopologyPluginPrefix)
+	if !ok {
+		return false
+	}
+	name, sub, ok := strings.Cut(rest, ".")
+	if !ok || name == "" || sub == "" || strings.HasSuffix(sub, ".") {
+		return false
+	}
+	switch name {
+	case "class", "call", "max":
+		return false
+	}
+	return true
+}
+
+func (c *Config) pluginEntries() []Entry {
+	var out []Entry
+	for k, v := range c.values {
+		if isPluginPassThrough(k) {
+			if _, known := lookup(k); !known {
+				out = append(out, Entry{Key: k, Value: v, Source: c.sources[k], Doc: "Passed to the topology description plugin."})
+			}
+		}
+	}
+	return out
+}
+
+var topologyPluginKeys = []key{
+	{TopologyPluginPrefix + "class", "", "Topology description plugin (KIP-1331) by registered name: memory, file, http, or one compiled in; Kafka's org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin means memory. Empty: no plugin, the feature is off. Keys " + TopologyPluginPrefix + "<name>.* configure the plugin (docs/topology-plugins.md).",
+		func(c *Config, v string) error {
+			c.TopologyPlugin.Class = strings.TrimSpace(v)
+			c.TopologyPlugin.Props = map[string]string{}
+			for k, val := range c.values {
+				if isPluginPassThrough(k) {
+					c.TopologyPlugin.Props[strings.TrimPrefix(k, TopologyPluginPrefix)] = val
+				}
+			}
+			return nil
+		}},
+	{TopologyPluginPrefix + "call.timeout.ms", "10000", "Deadline of each topology description plugin call; a call that has not answered by then (waiting for a worker included) is a transient failure. Kafka has no such deadline.",
+		func(c *Config, v string) (err error) { c.TopologyPlugin.CallTimeout, err = parseMillis(v, 1); return }},
+	{TopologyPluginPrefix + "max.concurrency", "64", "Topology description plugin calls running at once (the worker pool; calls never run on a shard goroutine). A plugin that hangs occupies at most this many workers.",
+		func(c *Config, v string) error {
+			n, err := parseInt32(v, 1, 10000)
+			c.TopologyPlugin.MaxConcurrency = int(n)
+			return err
+		}},
+	{"group.streams.topology.description.backoff.initial.ms", "30000", "First window in which a streams group is not asked again for its topology description after a member was asked or a push failed transiently; doubles per attempt (Kafka's fixed value).",
+		func(c *Config, v string) (err error) {
+			c.TopologyPlugin.BackoffInitial, err = parseMillis(v, 1)
+			return
+		}},
+	{"group.streams.topology.description.backoff.max.ms", "3600000", "Longest topology description solicitation window (Kafka's fixed value); at least the initial window.",
+		func(c *Config, v string) (err error) {
+			c.TopologyPlugin.BackoffMax, err = parseMillis(v, 1)
+			if err == nil && c.TopologyPlugin.BackoffMax < c.TopologyPlugin.BackoffInitial {
+				err = errors.New("must be at least group.streams.topology.description.backoff.initial.ms")
+			}
+			return
+		}},
+	{"group.streams.topology.description.backoff.jitter", "0.2", "Random ± fraction applied to each solicitation window (Kafka's fixed value); 0 makes windows exact.",
+		func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || f < 0 || f >= 1 {
+				return errors.New("must be a number >= 0 and < 1")
+			}
+			c.TopologyPlugin.BackoffJitter = f
+			return nil
+		}},
+}
+
+func init() { keys = append(keys, topologyPluginKeys...) }

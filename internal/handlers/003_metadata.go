@@ -58,6 +58,9 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 		}
 		return resp
 	}
+	// Kafka lists unknown topic ids first, then the topics it found, then unknown or invalid
+	// names; within each group, request order.
+	var unknownIDs, foundTopics, unknownNames []kmsg.MetadataResponseTopic
 	seen := map[string]bool{}
 	for _, rt := range req.Topics {
 		var (
@@ -88,11 +91,17 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 		default:
 			st.ErrorCode = kerr.InvalidTopicException.Code
 		}
-		if found {
+		switch {
+		case found:
 			st = t.topicMetadata(topic, includeTopicOps)
+			foundTopics = append(foundTopics, st)
+		case rt.Topic == nil:
+			unknownIDs = append(unknownIDs, st)
+		default:
+			unknownNames = append(unknownNames, st)
 		}
-		resp.Topics = append(resp.Topics, st)
 	}
+	resp.Topics = append(append(append(resp.Topics, unknownIDs...), foundTopics...), unknownNames...)
 	return resp
 }
 

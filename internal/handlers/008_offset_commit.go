@@ -69,7 +69,7 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 			Version: r.Version, Partitions: commit, MaxMetadata: t.deps.Limits.OffsetMetadataMaxBytes,
 		}))
 		if err != nil {
-			code := availabilityCode(err)
+			code := commitWriteCode(err)
 			groupCodes = make([]int16, len(commit))
 			for i := range groupCodes {
 				groupCodes[i] = code

@@ -45,7 +45,7 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 		} else {
 			topics = nil // all
 		}
-		a := t.fetchGroup(ctx, req.Group, topics, req.Topics == nil && r.Version >= 2, snap, catErr)
+		a := t.fetchGroup(ctx, req.Group, topics, req.Topics == nil && r.Version >= 2, req.RequireStable && r.Version >= 7, snap, catErr)
 		if a.code != 0 {
 			if r.Version >= 2 {
 				resp.ErrorCode = a.code
@@ -78,6 +78,14 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 	}
 
 	for _, rg := range req.Groups {
+		if r.Version >= 9 {
+			if code := t.validateStreamsFetch(ctx, rg.Group, rg.MemberID, rg.MemberEpoch); code != 0 {
+				g := kmsg.NewOffsetFetchResponseGroup()
+				g.Group, g.ErrorCode = rg.Group, code
+				resp.Groups = append(resp.Groups, g)
+				continue
+			}
+		}
 		var topics []fetchTopic
 		for _, rt := range rg.Topics {
 			ft := fetchTopic{name: rt.Topic, id: rt.TopicID, partitions: rt.Partitions}
@@ -93,7 +101,7 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 			}
 			topics = append(topics, ft)
 		}
-		a := t.fetchGroup(ctx, rg.Group, topics, rg.Topics == nil, snap, catErr)
+		a := t.fetchGroup(ctx, rg.Group, topics, rg.Topics == nil, req.RequireStable, snap, catErr)
 		g := kmsg.NewOffsetFetchResponseGroup()
 		g.Group, g.ErrorCode = rg.Group, a.code
 		for i, ft := range a.topics {
@@ -115,6 +123,10 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 }
 
 func fetchedValues(fp shard.FetchPartition, code int16) (int32, int64, int32, *string, int16) {
+	if code == 0 && fp.Unstable {
+		// RequireStable and an open transaction has staged an offset here (spec §3.3).
+		return fp.Partition, -1, -1, strPtr(""), kerr.UnstableOffsetCommit.Code
+	}
 	if code != 0 || !fp.Found {
 		return fp.Partition, -1, -1, strPtr(""), code
 	}
@@ -123,8 +135,10 @@ func fetchedValues(fp shard.FetchPartition, code int16) (int32, int64, int32, *s
 }
 
 // fetchGroup answers one group: the named topics (in request order) or, with all, every
-// committed topic still in the catalog.
-func (t *Table) fetchGroup(ctx context.Context, group string, topics []fetchTopic, all bool, snap *meta.Snapshot, catErr error) fetchAnswer {
+// committed topic still in the catalog. A stable fetch (RequireStable, v7+) runs on the write
+// path so that it sees every accepted commit and marker, and reports partitions with staged
+// transactional offsets as UNSTABLE_OFFSET_COMMIT.
+func (t *Table) fetchGroup(ctx context.Context, group string, topics []fetchTopic, all, stable bool, snap *meta.Snapshot, catErr error) fetchAnswer {
 	if catErr != nil && all {
 		return fetchAnswer{code: fetchAvailabilityCode(catErr)}
 	}
@@ -140,7 +154,13 @@ func (t *Table) fetchGroup(ctx context.Context, group string, topics []fetchTopi
 			}
 		}
 	}
-	v, err := t.deps.Groups.For(group).Read(ctx, shard.FetchOffsets(group, parts))
+	var v any
+	var err error
+	if stable {
+		v, err = t.deps.Groups.For(group).Write(ctx, shard.FetchOffsetsStable(group, parts))
+	} else {
+		v, err = t.deps.Groups.For(group).Read(ctx, shard.FetchOffsets(group, parts))
+	}
 	if err != nil {
 		return fetchAnswer{code: fetchAvailabilityCode(err)}
 	}

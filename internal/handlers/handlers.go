@@ -9,9 +9,12 @@ import (
 	"context"
 	"sort"
 
+	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
+	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -59,6 +62,10 @@ type Deps struct {
 	Meta *runtime.Shard[*meta.Catalog]
 	// Groups are the group shards.
 	Groups *shard.Set
+	// Classic is the classic groups' configuration (group.* keys).
+	Classic classic.Config
+	// Streams is the streams groups' broker-level configuration.
+	Streams streams.Config
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response
@@ -81,6 +88,10 @@ func New(deps Deps) *Table {
 	if deps.Logger == nil {
 		deps.Logger = zap.NewNop()
 	}
+	if deps.Streams.SessionTimeout <= 0 {
+		deps.Streams = streams.DefaultConfig()
+		deps.Streams.Lookup = assign.Lookup
+	}
 	t := &Table{deps: deps, log: deps.Logger, apis: map[int16]api{}}
 	t.add(18, 0, 4, t.apiVersions)
 	t.add(3, 0, 13, t.metadata)
@@ -90,6 +101,18 @@ func New(deps Deps) *Table {
 	t.add(37, 0, 3, t.createPartitions)
 	t.add(8, 2, 10, t.offsetCommit)
 	t.add(9, 1, 10, t.offsetFetch)
+	t.add(11, 0, 9, t.joinGroup)
+	t.add(12, 0, 4, t.heartbeat)
+	t.add(13, 0, 5, t.leaveGroup)
+	t.add(14, 0, 5, t.syncGroup)
+	t.add(15, 0, 6, t.describeGroups)
+	t.add(16, 0, 5, t.listGroups)
+	t.add(42, 0, 3, t.deleteGroups)
+	t.add(88, 0, 1, t.streamsGroupHeartbeat)
+	t.add(89, 0, 1, t.streamsGroupDescribe)
+	t.add(27, 1, 2, t.writeTxnMarkers)
+	t.add(28, 0, 6, t.txnOffsetCommit)
+	t.add(47, 0, 0, t.offsetDelete)
 	return t
 }
 

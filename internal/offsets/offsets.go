@@ -35,22 +35,42 @@ type group struct {
 	topics map[string]map[int32]Committed
 }
 
-// State is the offsets of every group on a shard.
+// State is the offsets of every group on a shard: the committed ones and, separately, the
+// offsets staged by open transactions (txn.go).
 type State struct {
 	groups map[string]*group
+	// txns holds each producer's staged offsets; open indexes them by group.
+	txns      map[int64]*txn
+	open      map[string]map[int64]struct{}
+	producers map[int64]Producer
 }
 
 // New returns empty offset state.
-func New() *State { return &State{groups: map[string]*group{}} }
+func New() *State {
+	return &State{groups: map[string]*group{}, txns: map[int64]*txn{}, open: map[string]map[int64]struct{}{}, producers: map[int64]Producer{}}
+}
 
-// HasGroup reports whether any offset is committed for the group.
-func (s *State) HasGroup(groupID string) bool { _, ok := s.groups[groupID]; return ok }
+// HasGroup reports whether the group has any committed offset or an open transaction with
+// staged offsets: either makes a group without members exist (a simple group, as Kafka creates
+// one for a commit from outside group management).
+func (s *State) HasGroup(groupID string) bool {
+	_, ok := s.groups[groupID]
+	return ok || s.HasOpenTxns(groupID)
+}
 
-// Groups lists the groups with committed offsets.
+// HasCommitted reports whether the group has at least one committed offset.
+func (s *State) HasCommitted(groupID string) bool { _, ok := s.groups[groupID]; return ok }
+
+// Groups lists the groups with committed offsets or open transactions.
 func (s *State) Groups() []string {
-	out := make([]string, 0, len(s.groups))
+	out := make([]string, 0, len(s.groups)+len(s.open))
 	for g := range s.groups {
 		out = append(out, g)
+	}
+	for g := range s.open {
+		if _, ok := s.groups[g]; !ok {
+			out = append(out, g)
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -109,6 +129,16 @@ func CommitRecord(groupID string, tp TopicPartition, c Committed) log.Record {
 	}
 }
 
+// materializedRecord encodes a committed transactional offset: value version 1 carries the log
+// position of the staged record it came from.
+func materializedRecord(groupID string, tp TopicPartition, c Committed) log.Record {
+	return log.Record{
+		Key: commitKey(groupID, tp),
+		Value: records.NewValue(1).Int64(c.Offset).Int32(c.LeaderEpoch).String(c.Metadata).
+			Int64(c.CommitTimestamp).Int64(c.ExpireTimestamp).Int64(c.LogOffset).Build(),
+	}
+}
+
 // DeleteRecord is the tombstone of one partition's commit.
 func DeleteRecord(groupID string, tp TopicPartition) log.Record {
 	return log.Record{Key: commitKey(groupID, tp)}
@@ -118,8 +148,19 @@ func commitKey(groupID string, tp TopicPartition) []byte {
 	return records.NewKey(records.KindOffsetCommit).String(groupID).String(tp.Topic).Int32(tp.Partition).Build()
 }
 
-// Replay applies an offset-commit record.
+// Replay applies a record of one of the offsets kinds (commits, staged transactional offsets,
+// transactional producers).
 func (s *State) Replay(offset int64, rec log.Record) error {
+	kind, err := records.KindOf(rec.Key)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case records.KindTxnOffset:
+		return s.replayTxnOffset(offset, rec)
+	case records.KindTxnProducer:
+		return s.replayProducer(rec)
+	}
 	r, err := records.ReadKey(rec.Key, records.KindOffsetCommit)
 	if err != nil {
 		return err
@@ -136,10 +177,15 @@ func (s *State) Replay(offset int64, rec log.Record) error {
 	if err != nil {
 		return err
 	}
-	if version != 0 {
+	if version > 1 {
 		return fmt.Errorf("offset commit value version %d is newer than this build understands", version)
 	}
 	c := Committed{Offset: v.Int64(), LeaderEpoch: v.Int32(), Metadata: v.String(), CommitTimestamp: v.Int64(), ExpireTimestamp: v.Int64(), LogOffset: offset}
+	if version == 1 {
+		// A materialized transactional offset keeps the log position of its staged record,
+		// which is what orders it against regular commits (spec coordinator-apis §4.3).
+		c.LogOffset = v.Int64()
+	}
 	if err := v.Err(); err != nil {
 		return fmt.Errorf("offset commit value: %w", err)
 	}

@@ -150,6 +150,14 @@ func startCoordinatord(tmp string) (*coordinatord, error) {
 		"--set", "log.dirs="+data,
 		"--set", "node.id="+coordinatordNodeID,
 		"--set", "shutdown.timeout.ms=2000",
+		// As test/kafka/kafka.sh configures the reference broker: one offsets partition (so a
+		// group's __consumer_offsets partition, the one WriteTxnMarkers names, is 0 on both),
+		// no delay before the first assignment of a classic or streams group.
+		"--set", "offsets.topic.num.partitions=1",
+		"--set", "group.initial.rebalance.delay.ms=0",
+		"--set", "group.streams.initial.rebalance.delay.ms=0",
+		// kafka.sh runs Kafka's in-memory topology description plugin (KIP-1331).
+		"--set", "group.streams.topology.description.plugin.class=memory",
 	)
 	c.cmd.Stderr = os.Stderr
 	out, err := c.cmd.StdoutPipe()

@@ -22,6 +22,17 @@ import (
 
 var binaryPath string
 
+// plainBinary is built without the race detector, for tests that measure the daemon's memory:
+// the race detector's own per-goroutine state would hide (or fake) a leak.
+var plainBinary = sync.OnceValues(func() (string, error) {
+	path := binaryPath + "-norace"
+	out, err := exec.Command("go", "build", "-o", path, "../../cmd/coordinatord").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building coordinatord without -race: %v\n%s", err, out)
+	}
+	return path, nil
+})
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "coordinatord-bin")
 	if err != nil {
@@ -48,11 +59,24 @@ type daemon struct {
 	Addr    string // Kafka listener host:port
 	Admin   string // admin HTTP host:port
 	exited  chan struct{}
+	// binary overrides the daemon binary (plainBinary for memory measurements).
+	binary string
 	// noWaitReady makes start return as soon as the listeners are up, before shards load.
 	noWaitReady bool
 
 	mu   sync.Mutex
 	logs []map[string]any
+}
+
+// startPlainDaemon is startDaemon with the binary built without the race detector.
+func startPlainDaemon(t testing.TB, sets ...string) *daemon {
+	t.Helper()
+	bin, err := plainBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, DataDir: t.TempDir(), exited: make(chan struct{}), binary: bin}
+	return d.start(sets...)
 }
 
 // startDaemon runs the binary on free loopback ports with a fresh data directory (unless one is
@@ -75,7 +99,11 @@ func (d *daemon) start(sets ...string) *daemon {
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	d.cmd = exec.Command(binaryPath, args...)
+	bin := binaryPath
+	if d.binary != "" {
+		bin = d.binary
+	}
+	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stderr = os.Stderr
 	out, err := d.cmd.StdoutPipe()
 	if err != nil {

@@ -19,6 +19,22 @@ type Kind uint16
 const (
 	// KindOffsetCommit: key (group, topic, partition), value the committed offset.
 	KindOffsetCommit Kind = 1
+	// KindTxnOffset: key (producer id, group, topic, partition), value an offset staged by a
+	// transaction (TxnOffsetCommit) until its COMMIT or ABORT marker.
+	KindTxnOffset Kind = 2
+	// KindTxnProducer: key (producer id), value the producer's last epoch, coordinator epoch and
+	// activity time, so stale epochs are fenced after the staged offsets are gone.
+	KindTxnProducer Kind = 3
+	// KindClassicGroup: key (group), value the whole classic group (state, generation,
+	// protocol, leader, members with metadata and assignment, pending member ids).
+	KindClassicGroup Kind = 10
+	// Streams groups (spec streams-groups §10), keyed by group id (and member id where named).
+	KindStreamsGroupMetadata  Kind = 20 // group: epoch, metadata hash, validated topology epoch, assignment configs
+	KindStreamsMemberMetadata Kind = 21 // group, member: the member's metadata
+	KindStreamsTargetMetadata Kind = 22 // group: target assignment epoch and timestamp
+	KindStreamsTargetMember   Kind = 23 // group, member: the member's target assignment
+	KindStreamsCurrentMember  Kind = 24 // group, member: epochs, state, assigned and pending tasks
+	KindStreamsTopology       Kind = 25 // group: the topology as sent by the first joiner
 	// KindTopic: key (topic name), value the topic's id, partition count, replication factor and
 	// configs. Lives in the metadata shard.
 	KindTopic Kind = 40
@@ -27,9 +43,18 @@ const (
 )
 
 var kindNames = map[Kind]string{
-	KindOffsetCommit: "offset_commit",
-	KindTopic:        "topic",
-	KindTest:         "test",
+	KindOffsetCommit:          "offset_commit",
+	KindTxnOffset:             "txn_offset",
+	KindTxnProducer:           "txn_producer",
+	KindClassicGroup:          "classic_group",
+	KindStreamsGroupMetadata:  "streams_group_metadata",
+	KindStreamsMemberMetadata: "streams_member_metadata",
+	KindStreamsTargetMetadata: "streams_target_assignment_metadata",
+	KindStreamsTargetMember:   "streams_target_assignment_member",
+	KindStreamsCurrentMember:  "streams_current_member_assignment",
+	KindStreamsTopology:       "streams_topology",
+	KindTopic:                 "topic",
+	KindTest:                  "test",
 }
 
 func (k Kind) String() string {

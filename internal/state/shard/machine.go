@@ -2,21 +2,29 @@ package shard
 
 import (
 	"github.com/coordinatord/coordinatord/internal/offsets"
+	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/records"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
 )
 
 // Machine is everything one group shard holds. Replay routes each record to the part that owns
 // its kind; that routing is the only place the parts meet on the load path.
 type Machine struct {
 	Offsets *offsets.State
+	// Classic are the shard's classic (JoinGroup/SyncGroup) groups.
+	Classic *classic.State
+	// Streams are the shard's Kafka Streams groups (KIP-1071).
+	Streams *streams.State
 	// UnknownKinds counts records of kinds this build does not know (written by a newer
 	// version); they are skipped so that a downgrade still loads, and reported after load.
 	UnknownKinds int
 }
 
 // NewMachine returns an empty shard machine.
-func NewMachine() *Machine { return &Machine{Offsets: offsets.New()} }
+func NewMachine() *Machine {
+	return &Machine{Offsets: offsets.New(), Classic: classic.New(), Streams: streams.New()}
+}
 
 // Replay implements runtime.Machine.
 func (m *Machine) Replay(offset int64, rec log.Record) error {
@@ -25,8 +33,13 @@ func (m *Machine) Replay(offset int64, rec log.Record) error {
 		return err
 	}
 	switch kind {
-	case records.KindOffsetCommit:
+	case records.KindOffsetCommit, records.KindTxnOffset, records.KindTxnProducer:
 		return m.Offsets.Replay(offset, rec)
+	case records.KindStreamsGroupMetadata, records.KindStreamsMemberMetadata, records.KindStreamsTargetMetadata,
+		records.KindStreamsTargetMember, records.KindStreamsCurrentMember, records.KindStreamsTopology:
+		return m.Streams.Replay(rec)
+	case records.KindClassicGroup:
+		return m.Classic.Replay(offset, rec)
 	default:
 		m.UnknownKinds++
 		return nil

@@ -27,6 +27,12 @@ type CommitRequest struct {
 	Partitions []CommitPartition
 	// MaxMetadata is offset.metadata.max.bytes.
 	MaxMetadata int
+	// Transactional marks a TxnOffsetCommit (spec coordinator-apis §4.2 step 5); Version is then
+	// the TxnOffsetCommit version. Validators must then never answer REBALANCE_IN_PROGRESS,
+	// must accept generation < 0 with no member id on a non-empty classic group, must skip
+	// OffsetCommit's v9 UNSUPPORTED_VERSION rule, and return semantic codes (GROUP_ID_NOT_FOUND,
+	// STALE_MEMBER_EPOCH): the handler translates them for old versions.
+	Transactional bool
 }
 
 // CommitOffsets validates a commit against the group and stores the partitions that pass. The
@@ -79,7 +85,7 @@ func (m *Machine) validateCommit(r CommitRequest) int16 {
 // commitValidators lists, per group type, a function that reports whether the type owns the
 // group id and, if so, the commit's code.
 func (m *Machine) commitValidators() []func(CommitRequest) (code int16, owned bool) {
-	return nil
+	return []func(CommitRequest) (int16, bool){m.validateClassicCommit, m.validateStreamsCommit}
 }
 
 func (m *Machine) validateSimpleCommit(r CommitRequest) int16 {
@@ -93,9 +99,10 @@ func (m *Machine) validateSimpleCommit(r CommitRequest) int16 {
 		}
 		return kerr.IllegalGeneration.Code
 	}
-	// A group that has only committed offsets is an Empty simple group: it has no members, so
-	// any commit that claims membership is from a member it does not know.
-	if r.Generation < 0 && r.MemberID == "" && r.InstanceID == nil {
+	// A group that has only committed offsets is an Empty simple group. Kafka accepts any
+	// commit with a negative generation there, whatever member or instance id it names; one
+	// that claims a generation comes from a member the group cannot have.
+	if r.Generation < 0 {
 		return 0
 	}
 	return kerr.UnknownMemberID.Code
@@ -106,6 +113,9 @@ type FetchPartition struct {
 	offsets.TopicPartition
 	Committed offsets.Committed
 	Found     bool
+	// Unstable: a RequireStable fetch found an offset staged by an open transaction
+	// (UNSTABLE_OFFSET_COMMIT); see FetchOffsetsStable.
+	Unstable bool
 }
 
 // FetchOffsets reads a group's committed offsets from durable state: the named partitions, or

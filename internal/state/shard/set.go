@@ -7,6 +7,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"go.uber.org/zap"
 )
 
@@ -27,10 +28,16 @@ type SetOptions struct {
 	CompactEvery time.Duration
 	// OnLoaded re-arms the timers of a freshly loaded shard.
 	OnLoaded func(c *runtime.Ctx[*Machine], m *Machine)
+	// Streams is the streams groups' broker-level configuration (session timeouts of timers
+	// re-armed on load).
+	Streams streams.Config
 }
 
 // NewSet creates the shards; Start loads them.
 func NewSet(o SetOptions) *Set {
+	if o.Streams.SessionTimeout <= 0 {
+		o.Streams = streams.DefaultConfig()
+	}
 	s := &Set{shards: make([]*runtime.Shard[*Machine], o.Count)}
 	for i := range s.shards {
 		lg := o.Logger
@@ -46,6 +53,8 @@ func NewSet(o SetOptions) *Set {
 				if m.UnknownKinds > 0 && lg != nil {
 					lg.Warn("skipped records of unknown kinds (written by a newer version?)", zap.Int32("shard", c.ShardID()), zap.Int("records", m.UnknownKinds))
 				}
+				m.onLoadedClassic(c)
+				StreamsOnLoaded(c, m, o.Streams)
 				if o.OnLoaded != nil {
 					o.OnLoaded(c, m)
 				}

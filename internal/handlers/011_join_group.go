@@ -1,0 +1,90 @@
+package handlers
+
+import (
+	"context"
+	"net"
+
+	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// classicConfig is the classic group configuration; a Deps built without one (tests) gets
+// Kafka's defaults.
+func (t *Table) classicConfig() classic.Config {
+	if t.deps.Classic == (classic.Config{}) {
+		return classic.DefaultConfig()
+	}
+	c := t.deps.Classic
+	if c.NewMemberJoinTimeoutMs == 0 {
+		c.NewMemberJoinTimeoutMs = classic.DefaultConfig().NewMemberJoinTimeoutMs
+	}
+	return c
+}
+
+// clientHost is the peer address as Kafka reports it in DescribeGroups ("/127.0.0.1").
+func clientHost(r *wire.Request) string {
+	if r.Conn == nil || r.Conn.Remote == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(r.Conn.Remote.String())
+	if err != nil {
+		return "/" + r.Conn.Remote.String()
+	}
+	return "/" + host
+}
+
+// joinGroup joins a classic group (spec coordinator-apis §2.2). The request goroutine waits on
+// the parked response until the join phase completes; the response leaves only after the
+// group record deciding it is durable.
+func (t *Table) joinGroup(ctx context.Context, r *wire.Request) kmsg.Response {
+	req := r.Body.(*kmsg.JoinGroupRequest)
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	fail := func(code int16, member string) kmsg.Response {
+		resp.ErrorCode, resp.Generation, resp.MemberID, resp.LeaderID = code, -1, member, ""
+		resp.ProtocolType, resp.Protocol = nil, nil
+		if r.Version < 7 {
+			resp.Protocol = strPtr("")
+		}
+		resp.Members = nil
+		return resp
+	}
+	if req.Group == "" {
+		return fail(kerr.InvalidGroupID.Code, req.MemberID)
+	}
+	rebalance := req.RebalanceTimeoutMillis
+	if r.Version == 0 {
+		// v0 has no rebalance timeout: the session timeout stands in (JoinGroupRequest.java).
+		rebalance = req.SessionTimeoutMillis
+	}
+	protocols := make([]classic.Protocol, len(req.Protocols))
+	for i, p := range req.Protocols {
+		protocols[i] = classic.Protocol{Name: p.Name, Metadata: p.Metadata}
+	}
+	v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.JoinGroup(t.classicConfig(), classic.JoinRequest{
+		Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID, ClientID: r.ClientID,
+		ClientHost: clientHost(r), SessionTimeoutMs: req.SessionTimeoutMillis, RebalanceTimeout: rebalance,
+		ProtocolType: req.ProtocolType, Protocols: protocols, Version: r.Version,
+	}))
+	if err != nil {
+		return fail(availabilityCode(err), req.MemberID)
+	}
+	res := v.(*classic.JoinResult)
+	if res.Code != 0 {
+		return fail(res.Code, res.MemberID)
+	}
+	resp.Generation, resp.LeaderID, resp.MemberID = res.Generation, res.Leader, res.MemberID
+	resp.ProtocolType, resp.Protocol = res.ProtocolType, res.Protocol
+	if resp.Protocol == nil && r.Version < 7 {
+		resp.Protocol = strPtr("")
+	}
+	resp.SkipAssignment = res.SkipAssignment
+	for _, m := range res.Members {
+		rm := kmsg.NewJoinGroupResponseMember()
+		rm.MemberID, rm.InstanceID, rm.ProtocolMetadata = m.ID, m.InstanceID, m.Metadata
+		resp.Members = append(resp.Members, rm)
+	}
+	return resp
+}

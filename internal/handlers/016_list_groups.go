@@ -1,0 +1,43 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// listGroups lists the groups of every shard (spec coordinator-apis §1.6, §2.7), filtered by
+// state (v4+) and type (v5+), case-insensitively. A shard that cannot answer (loading) sets the
+// error code; the groups of the others are still listed.
+func (t *Table) listGroups(ctx context.Context, r *wire.Request) kmsg.Response {
+	req := r.Body.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	var states, types []string
+	if r.Version >= 4 {
+		states = req.StatesFilter
+	}
+	if r.Version >= 5 {
+		types = req.TypesFilter
+	}
+	for i := int32(0); i < t.deps.Groups.Count(); i++ {
+		v, err := t.deps.Groups.Shard(i).Read(ctx, shard.ListClassicGroups(states, types))
+		if err != nil {
+			if resp.ErrorCode == 0 {
+				resp.ErrorCode = availabilityCode(err)
+			}
+			continue
+		}
+		listed := v.([]shard.GroupListing)
+		if sv, err := t.deps.Groups.Shard(i).Read(ctx, shard.ListStreamsGroups(states, types)); err == nil {
+			listed = append(listed, sv.([]shard.GroupListing)...)
+		}
+		for _, l := range listed {
+			g := kmsg.NewListGroupsResponseGroup()
+			g.Group, g.ProtocolType, g.GroupState, g.GroupType = l.ID, l.ProtocolType, l.State, l.Type
+			resp.Groups = append(resp.Groups, g)
+		}
+	}
+	return resp
+}

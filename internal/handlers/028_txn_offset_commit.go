@@ -1,0 +1,129 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/coordinatord/coordinatord/internal/offsets"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnOffsetCommit stages offsets in a producer's open transaction (spec coordinator-apis §4.1,
+// §4.2): partitions of unknown topics (v6: unknown topic ids) are refused one by one, the group
+// and the producer epoch decide the rest, and the staged offsets stay invisible until a COMMIT
+// marker arrives through WriteTxnMarkers. The response has no top-level error at any version.
+//
+// Not done here: the TRANSACTIONAL_ID WRITE / GROUP READ / TOPIC READ checks (with ACLs), and
+// verification with the transaction coordinator that the offsets partition is in the
+// transaction (§4.4; see docs/transactions.md).
+func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Response {
+	req := r.Body.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+
+	const pending = -2
+	codes := make([][]int16, len(req.Topics))
+	names := make([]string, len(req.Topics))
+	var stage []shard.CommitPartition
+	snap, err := t.catalog(ctx)
+	for i, rt := range req.Topics {
+		codes[i] = make([]int16, len(rt.Partitions))
+		topicCode := int16(0)
+		switch {
+		case err != nil:
+			topicCode = coordinatorCode(err)
+		case r.Version >= 6:
+			if topic, ok := snap.TopicByID(rt.TopicID); ok {
+				names[i] = topic.Name
+			} else {
+				topicCode = kerr.UnknownTopicID.Code
+			}
+		default:
+			names[i] = rt.Topic
+			if _, ok := snap.Topic(rt.Topic); !ok {
+				topicCode = kerr.UnknownTopicOrPartition.Code
+			}
+		}
+		for j, p := range rt.Partitions {
+			codes[i][j] = topicCode
+			if topicCode != 0 {
+				continue
+			}
+			if topic, _ := snap.Topic(names[i]); p.Partition < 0 || p.Partition >= topic.Partitions {
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			codes[i][j] = pending
+			stage = append(stage, shard.CommitPartition{
+				TopicPartition: offsets.TopicPartition{Topic: names[i], Partition: p.Partition},
+				Offset:         p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata, RetentionMs: -1,
+			})
+		}
+	}
+
+	groupCodes := make([]int16, len(stage))
+	if len(stage) > 0 {
+		if req.Group == "" {
+			fillCodes(groupCodes, kerr.InvalidGroupID.Code)
+		} else {
+			v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.TxnCommitOffsets(shard.TxnCommitRequest{
+				CommitRequest: shard.CommitRequest{
+					Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
+					Version: r.Version, Partitions: stage, MaxMetadata: t.deps.Limits.OffsetMetadataMaxBytes,
+				},
+				ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
+			}))
+			if err != nil {
+				fillCodes(groupCodes, commitWriteCode(err))
+			} else {
+				groupCodes = v.([]int16)
+			}
+		}
+	}
+
+	k := 0
+	for i, rt := range req.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for j, p := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, codes[i][j]
+			if sp.ErrorCode == pending {
+				sp.ErrorCode = groupCodes[k]
+				k++
+			}
+			sp.ErrorCode = txnOffsetCommitCode(r.Version, sp.ErrorCode)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func fillCodes(codes []int16, code int16) {
+	for i := range codes {
+		codes[i] = code
+	}
+}
+
+// txnOffsetCommitCode translates a semantic code into the one a TxnOffsetCommit version
+// understands (spec coordinator-apis §4.5): the Java producer turns any code it does not expect
+// into a fatal error.
+func txnOffsetCommitCode(version, code int16) int16 {
+	switch code {
+	case kerr.CoordinatorLoadInProgress.Code:
+		if version < 2 {
+			return kerr.CoordinatorNotAvailable.Code // pre-2.0 producers crash on the loading code
+		}
+	case kerr.TransactionAbortable.Code:
+		if version < 4 {
+			return kerr.InvalidTxnState.Code
+		}
+	case kerr.GroupIDNotFound.Code, kerr.StaleMemberEpoch.Code:
+		if version < 6 {
+			return kerr.IllegalGeneration.Code
+		}
+	}
+	return code
+}

@@ -1,0 +1,100 @@
+package handlers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Spec coordinator-apis §4.5: the TxnOffsetCommit rows.
+func TestSpec4_5_TxnOffsetCommitTranslation(t *testing.T) {
+	cases := []struct {
+		version   int16
+		code      int16
+		want      int16
+		rationale string
+	}{
+		{0, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code, "pre-2.0 producers crash on 14"},
+		{1, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code, ""},
+		{2, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorLoadInProgress.Code, ""},
+		{3, kerr.TransactionAbortable.Code, kerr.InvalidTxnState.Code, "120 only from v4"},
+		{4, kerr.TransactionAbortable.Code, kerr.TransactionAbortable.Code, ""},
+		{5, kerr.GroupIDNotFound.Code, kerr.IllegalGeneration.Code, "KIP-1319: 69 only from v6"},
+		{6, kerr.GroupIDNotFound.Code, kerr.GroupIDNotFound.Code, ""},
+		{5, kerr.StaleMemberEpoch.Code, kerr.IllegalGeneration.Code, "KIP-1319: 113 only from v6"},
+		{6, kerr.StaleMemberEpoch.Code, kerr.StaleMemberEpoch.Code, ""},
+		{0, kerr.InvalidProducerEpoch.Code, kerr.InvalidProducerEpoch.Code, ""},
+		{3, 0, 0, ""},
+	}
+	for _, c := range cases {
+		if got := txnOffsetCommitCode(c.version, c.code); got != c.want {
+			t.Errorf("v%d code %d: got %d, want %d (%s)", c.version, c.code, got, c.want, c.rationale)
+		}
+	}
+}
+
+// loadingTable has a loaded catalog with topic t and group shards that never load.
+func loadingTable(t *testing.T) *Table {
+	t.Helper()
+	m := runtime.New(runtime.Options[*meta.Catalog]{Shard: 0, New: meta.NewCatalog, Backend: memlog.New()})
+	m.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Close(ctx)
+	})
+	for m.State() != runtime.StateActive {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := m.Write(context.Background(), meta.CreateTopics([]meta.NewTopic{{Name: "t", Partitions: 1, ReplicationFactor: 1}}, false, meta.Defaults{Partitions: 1, ReplicationFactor: 1, NodeID: 1})); err != nil {
+		t.Fatal(err)
+	}
+	groups := shard.NewSet(shard.SetOptions{Count: 50, Backend: memlog.New()}) // never started: loading
+	return &Table{deps: Deps{Meta: m, Groups: groups, Limits: Limits{OffsetMetadataMaxBytes: 4096}}, log: zap.NewNop()}
+}
+
+// T69: a loading shard is COORDINATOR_LOAD_IN_PROGRESS for TxnOffsetCommit v2+ and
+// COORDINATOR_NOT_AVAILABLE below.
+func TestSpec8_5_T69_TxnOffsetCommitWhileLoading(t *testing.T) {
+	tbl := loadingTable(t)
+	for version, want := range map[int16]int16{1: kerr.CoordinatorNotAvailable.Code, 3: kerr.CoordinatorLoadInProgress.Code} {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.SetVersion(version)
+		req.Group, req.ProducerID = "g", 1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rt.Partitions = append(rt.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		resp := tbl.txnOffsetCommit(context.Background(), &wire.Request{Header: wire.Header{Key: 28, Version: version}, Body: req}).(*kmsg.TxnOffsetCommitResponse)
+		if got := resp.Topics[0].Partitions[0].ErrorCode; got != want {
+			t.Errorf("v%d: code %d, want %d", version, got, want)
+		}
+	}
+}
+
+// T74: a marker for the partition of a loading shard is NOT_LEADER_OR_FOLLOWER, the code the
+// transaction coordinator retries.
+func TestSpec8_5_T74_WriteTxnMarkersWhileLoading(t *testing.T) {
+	tbl := loadingTable(t)
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.Committed = 1, true
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = "__consumer_offsets", []int32{7, 50}
+	m.Topics = append(m.Topics, mt)
+	req.Markers = append(req.Markers, m)
+	resp := tbl.writeTxnMarkers(context.Background(), &wire.Request{Header: wire.Header{Key: 27, Version: 1}, Body: req}).(*kmsg.WriteTxnMarkersResponse)
+	ps := resp.Markers[0].Topics[0].Partitions
+	if ps[0].ErrorCode != kerr.NotLeaderForPartition.Code || ps[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("codes %d %d", ps[0].ErrorCode, ps[1].ErrorCode)
+	}
+}

@@ -1,0 +1,44 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// deleteGroups deletes Empty classic groups and simple groups with all their offsets (spec
+// coordinator-apis §2.7). Duplicate ids get one result. v3's ErrorMessage stays null for these
+// codes, as Kafka 4.4 answers (the spec asks for a message on every error; Kafka only gives one
+// where a topology description plugin failed).
+func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response {
+	req := r.Body.(*kmsg.DeleteGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	seen := map[string]bool{}
+	for _, id := range req.Groups {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		g := kmsg.NewDeleteGroupsResponseGroup()
+		g.Group = id
+		switch {
+		case id == "":
+			g.ErrorCode = kerr.InvalidGroupID.Code
+		default:
+			v, err := t.deps.Groups.For(id).Write(ctx, shard.DeleteClassicGroup(id))
+			if err != nil {
+				g.ErrorCode = availabilityCode(err)
+			} else {
+				g.ErrorCode = v.(shard.DeleteResult).Code
+				if v.(shard.DeleteResult).NotClassic {
+					g.ErrorCode = t.deleteStreamsGroup(ctx, id)
+				}
+			}
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}

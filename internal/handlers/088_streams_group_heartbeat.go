@@ -1,0 +1,96 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// streamsGroupHeartbeat is the Kafka Streams rebalance protocol (KIP-1071, spec
+// streams-groups §2-§3): the request is validated here, the group's shard runs the heartbeat,
+// and internal topics the topology needs are created in the catalog before the answer leaves
+// (the next heartbeat sees them and re-validates, spec §5.5).
+func (t *Table) streamsGroupHeartbeat(ctx context.Context, r *wire.Request) kmsg.Response {
+	resp := t.streamsHeartbeat(ctx, r)
+	resp.SetVersion(r.Version)
+	return resp
+}
+
+func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.StreamsGroupHeartbeatResponse {
+	req := r.Body.(*kmsg.StreamsGroupHeartbeatRequest)
+	if code, msg := streams.ValidateRequest(req); code != 0 {
+		return streams.ErrorResponse(code, msg)
+	}
+	snap, err := t.catalog(ctx)
+	if err != nil {
+		return streams.ErrorResponse(availabilityCode(err), "")
+	}
+	in := streams.HeartbeatInput{
+		Req: req, Version: r.Version, ClientID: r.ClientID, ClientHost: clientHost(r),
+		Catalog: snap, Config: t.deps.Streams,
+	}
+	v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.StreamsHeartbeat(in))
+	if err != nil {
+		return streams.ErrorResponse(availabilityCode(err), "")
+	}
+	out := v.(streams.HeartbeatOutput)
+	if len(out.ToCreate) > 0 {
+		if failed := t.createInternalTopics(ctx, out.ToCreate); failed != "" {
+			for i := range out.Response.Status {
+				if out.Response.Status[i].StatusCode == streams.StatusMissingInternalTopics {
+					out.Response.Status[i].StatusDetail += "; Creation failed: " + failed + "."
+				}
+			}
+		}
+	}
+	return out.Response
+}
+
+// createInternalTopics creates the topics a topology needs; a topic created meanwhile by
+// someone else counts as created. It returns Kafka's "t (ERROR)[, …][ and N more]" summary
+// of the failures, or "".
+func (t *Table) createInternalTopics(ctx context.Context, topics []streams.InternalTopic) string {
+	nts := make([]meta.NewTopic, len(topics))
+	for i, it := range topics {
+		nt := meta.NewTopic{Name: it.Name, Partitions: it.Partitions, ReplicationFactor: it.ReplicationFactor, Configs: map[string]*string{}}
+		for k, v := range it.Configs {
+			nt.Configs[k] = &v
+		}
+		nts[i] = nt
+	}
+	v, err := t.deps.Meta.Write(ctx, meta.CreateTopics(nts, false, t.metaDefaults()))
+	if err != nil {
+		return fmt.Sprintf("%s (%s)", topics[0].Name, errName(availabilityCode(err)))
+	}
+	var failed []string
+	for _, res := range v.([]meta.TopicResult) {
+		if res.Code != 0 && res.Code != kerr.TopicAlreadyExists.Code {
+			failed = append(failed, fmt.Sprintf("%s (%s)", res.Name, errName(res.Code)))
+		}
+	}
+	if len(failed) == 0 {
+		return ""
+	}
+	t.log.Warn("creating internal topics of a streams group failed", zap.Strings("failures", failed))
+	if len(failed) > 3 {
+		return fmt.Sprintf("%s and %d more", strings.Join(failed[:3], ", "), len(failed)-3)
+	}
+	return strings.Join(failed, ", ")
+}
+
+func errName(code int16) string {
+	if e := kerr.ErrorForCode(code); e != nil {
+		if ke, ok := e.(*kerr.Error); ok {
+			return ke.Message
+		}
+	}
+	return fmt.Sprint(code)
+}

@@ -1,0 +1,220 @@
+package shard
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Streams group operations (spec streams-groups): the state machine in internal/state/streams
+// computes records, responses and timer actions; these ops arm the timers on the shard.
+
+// StreamsHeartbeat runs a StreamsGroupHeartbeat that passed streams.ValidateRequest. The
+// response is a streams.HeartbeatOutput.
+func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
+	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		in.Now, in.Scheduled, in.Foreign = c.Now(), c.Scheduled, m.streamsForeign
+		out := m.Streams.Heartbeat(in)
+		applyStreamsTimers(c, out.Timers, in.Config)
+		return runtime.Result{Records: out.Records, Response: out}
+	}
+}
+
+// StreamsDescribe describes streams groups (spec §9). It is a write op without records so that
+// it sees the groups' soft state (reported task offsets) yet answers only once everything it
+// read is durable.
+func StreamsDescribe(groups []string, includeOps bool, cat streams.Catalog, cfg streams.Config) runtime.WriteOp[*Machine] {
+	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		out := make([]kmsg.StreamsGroupDescribeResponseGroup, len(groups))
+		for i, g := range groups {
+			owned, _, _ := m.streamsForeign(g)
+			out[i] = m.Streams.Describe(g, includeOps, cat, cfg, owned)
+		}
+		return runtime.Result{Response: out}
+	}
+}
+
+// StreamsDeleteGroup is DeleteGroups for a streams group (spec §11.3, §10.3): owned is false
+// when no streams group has the id; otherwise code is the group's result and recs the
+// tombstones (committed offsets first) to append. Call CancelStreamsGroupTimers after it.
+func (m *Machine) StreamsDeleteGroup(group string) (owned bool, code int16, recs []log.Record) {
+	if !m.Streams.Owns(group) {
+		return false, 0, nil
+	}
+	code, tombs := m.Streams.DeleteGroup(group)
+	if code != 0 {
+		return true, code, nil
+	}
+	return true, 0, append(m.Offsets.DeleteGroupRecords(group), tombs...)
+}
+
+// CancelStreamsGroupTimers cancels a deleted group's initial-delay timer.
+func CancelStreamsGroupTimers(c *runtime.Ctx[*Machine], group string) {
+	c.Cancel(streams.TimerKey(streams.InitialDelayTimer, group, ""))
+}
+
+// StreamsListed returns the ListGroups state string of a streams group (spec §11.1: protocol
+// type and group type "streams"), or "" when no streams group has the id.
+func (m *Machine) StreamsListed(group string) string { return m.Streams.ListedState(group) }
+
+// StreamsGroups lists the shard's streams group ids.
+func (m *Machine) StreamsGroups() []string {
+	out := make([]string, 0, len(m.Streams.Groups))
+	for id := range m.Streams.Groups {
+		out = append(out, id)
+	}
+	return out
+}
+
+// StreamsOnLoaded re-arms the streams timers of a freshly loaded shard (spec §4.6).
+func StreamsOnLoaded(c *runtime.Ctx[*Machine], m *Machine, cfg streams.Config) {
+	applyStreamsTimers(c, m.Streams.LoadedTimers(cfg), cfg)
+}
+
+// streamsForeign reports whether another group type owns a group id, whether that group is an
+// empty classic group a streams join converts, and the records deleting it (spec §2.6).
+func (m *Machine) streamsForeign(group string) (owned, convertible bool, tombstones []log.Record) {
+	g := m.Classic.Group(group)
+	if g == nil || g.State == classic.Dead {
+		return false, false, nil
+	}
+	if g.State == classic.Empty && len(g.Members) == 0 {
+		return true, true, []log.Record{classic.DeleteRecord(group)}
+	}
+	return true, false, nil
+}
+
+func (m *Machine) validateStreamsCommit(r CommitRequest) (int16, bool) {
+	parts := make([]streams.CommitPartition, len(r.Partitions))
+	for i, p := range r.Partitions {
+		parts[i] = streams.CommitPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	return m.Streams.ValidateCommit(r.Group, r.MemberID, r.InstanceID, r.Generation, r.Version, r.Transactional, parts)
+}
+
+func applyStreamsTimers(c *runtime.Ctx[*Machine], actions []streams.TimerAction, cfg streams.Config) {
+	for _, a := range actions {
+		key := a.Key()
+		if a.Cancel {
+			c.Cancel(key)
+			continue
+		}
+		switch a.Kind {
+		case streams.SessionTimer:
+			c.Schedule(key, a.After, streamsFence(a.Group, a.Member, 0, false, cfg))
+		case streams.RebalanceTimer:
+			c.Schedule(key, a.After, streamsFence(a.Group, a.Member, a.Epoch, true, cfg))
+		case streams.InitialDelayTimer:
+			group, cat := a.Group, a.Catalog
+			c.Schedule(key, a.After, func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+				return runtime.Result{Records: m.Streams.InitialDelayExpired(group, cat, cfg, c.Now())}
+			})
+		}
+	}
+}
+
+// streamsFence is a session or rebalance timer's expiry.
+func streamsFence(group, member string, epoch int32, checkEpoch bool, cfg streams.Config) runtime.WriteOp[*Machine] {
+	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		recs, timers := m.Streams.Fence(group, member, epoch, checkEpoch)
+		applyStreamsTimers(c, timers, cfg)
+		return runtime.Result{Records: recs}
+	}
+}
+
+// ListStreamsGroups lists the streams groups of a shard from durable state for ListGroups
+// (spec §11.1): protocol type and group type "streams", the state string of §4.3. Filters are
+// case-insensitive; the state filter names are §4.3's (not_ready).
+func ListStreamsGroups(states, types []string) runtime.ReadOp[*Machine] {
+	match := func(filter []string, v string) bool {
+		if len(filter) == 0 {
+			return true
+		}
+		for _, f := range filter {
+			if strings.EqualFold(strings.TrimSpace(f), v) {
+				return true
+			}
+		}
+		return false
+	}
+	return func(m *Machine) (any, error) {
+		var out []GroupListing
+		for _, id := range m.StreamsGroups() {
+			st := m.Streams.ListedState(id)
+			if match(states, streams.ListedStateFilter(st)) && match(types, "streams") {
+				out = append(out, GroupListing{ID: id, ProtocolType: "streams", State: st, Type: "streams"})
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+		return out, nil
+	}
+}
+
+// IsStreamsGroup reports whether a streams group has the id (DescribeGroups answers it with
+// "Group <g> is not a classic group.", spec §11.2).
+func IsStreamsGroup(group string) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) { return m.Streams.Owns(group), nil }
+}
+
+// DeleteStreamsGroup is DeleteGroups for a group id DeleteClassicGroup left to another type:
+// an Empty streams group is deleted with its offsets (spec §11.3, §10.3); NON_EMPTY_GROUP
+// otherwise; GROUP_ID_NOT_FOUND when no streams group has the id.
+func DeleteStreamsGroup(group string) runtime.WriteOp[*Machine] {
+	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		owned, code, recs := m.StreamsDeleteGroup(group)
+		if !owned {
+			return runtime.Result{Response: kerr.GroupIDNotFound.Code}
+		}
+		if code == 0 {
+			CancelStreamsGroupTimers(c, group)
+		}
+		return runtime.Result{Records: recs, Response: code}
+	}
+}
+
+// streamsOffsetRules tells the offsets code about a streams group (spec §11.4): OffsetDelete
+// refuses partitions of source topics while the group has members, and offsets expire (by
+// commit time) only while it is Empty; an Empty group without offsets is deleted by the sweep.
+func (m *Machine) streamsOffsetRules(groupID string) (OffsetRules, bool) {
+	if !m.Streams.Owns(groupID) {
+		return OffsetRules{}, false
+	}
+	empty := m.Streams.IsEmpty(groupID)
+	r := OffsetRules{Empty: empty, Subscribed: func(topic string) bool { return m.Streams.Subscribed(groupID, topic) }}
+	if empty {
+		r.ExpireBase = commitTimeBase
+		r.DeleteRecords = func() []log.Record { return m.Streams.Tombstones(groupID) }
+	}
+	return r, true
+}
+
+// ValidateStreamsFetch checks an OffsetFetch's member id and epoch against a streams group
+// (spec §11.5); it answers 0 for ids no streams group has.
+func ValidateStreamsFetch(group string, member *string, epoch int32) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		code, _ := m.Streams.ValidateFetch(group, member, epoch)
+		return code, nil
+	}
+}
+
+// StreamsConversion serves a classic JoinGroup on a streams group id (spec §11.2): owned
+// reports whether a streams group has the id; when it is Empty, recs are its tombstones in the
+// §10.3 order (committed offsets are kept: a conversion never touches them) and its timers
+// are cancelled, so the caller can prepend recs to the new classic group's records. A
+// non-empty one is INCONSISTENT_GROUP_PROTOCOL for the caller.
+func (m *Machine) StreamsConversion(c *runtime.Ctx[*Machine], group string) (owned, empty bool, recs []log.Record) {
+	if !m.Streams.Owns(group) {
+		return false, false, nil
+	}
+	if !m.Streams.IsEmpty(group) {
+		return true, false, nil
+	}
+	CancelStreamsGroupTimers(c, group)
+	return true, true, m.Streams.Tombstones(group)
+}
