@@ -108,9 +108,10 @@ func TestClassicKgoStaticMemberRestartKeepsGeneration(t *testing.T) {
 	for _, id := range ids {
 		members = append(members, d.groupMember(t, "g", "t", kgo.InstanceID(id)))
 	}
-	waitBalanced(t, adm, "g", members, 6)
-	_, gen := members[0].cl.GroupMetadata()
 	for i, id := range ids {
+		// Let the group settle first: kgo's cooperative rebalancing may still run a follow-up
+		// round after the members first look balanced.
+		gen := settledGeneration(t, adm, members, 6)
 		oldID, _ := members[i].cl.GroupMetadata()
 		owned := members[i].partitions()
 		// kgo does not leave the group on Close for a static member.
@@ -135,6 +136,35 @@ func TestClassicKgoStaticMemberRestartKeepsGeneration(t *testing.T) {
 			t.Fatalf("%s: new member id %s not described (old %s)", id, memberID, oldID)
 		}
 	}
+}
+
+// settledGeneration waits until the group is balanced and every member has reported the same
+// generation twice in a row, 300 ms apart, and returns it.
+func settledGeneration(t *testing.T, adm *kadm.Client, members []*groupMember, partitions int) int32 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := int32(-1)
+	for time.Now().Before(deadline) {
+		waitBalanced(t, adm, "g", members, partitions)
+		_, gen := members[0].cl.GroupMetadata()
+		same := true
+		for _, m := range members[1:] {
+			if _, g := m.cl.GroupMetadata(); g != gen {
+				same = false
+			}
+		}
+		if same && gen == last {
+			return gen
+		}
+		if same {
+			last = gen
+		} else {
+			last = -1
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Fatal("the group never settled")
+	return 0
 }
 
 // OffsetCommit's classic rows (spec §3.2 step 4) over the wire.

@@ -17,28 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// otherGroupTypes lets other group types (streams, consumer) claim group ids so that the
-// classic APIs leave them alone: a JoinGroup to such a group gets INCONSISTENT_GROUP_PROTOCOL,
-// and DescribeGroups/ListGroups/DeleteGroups do not treat it as a simple group. A type adds
-// its check with RegisterGroupType from an init function.
-var otherGroupTypes []func(m *Machine, groupID string) bool
-
-// RegisterGroupType adds a non-classic group type's ownership check (call from init only).
-func RegisterGroupType(owns func(m *Machine, groupID string) bool) {
-	otherGroupTypes = append(otherGroupTypes, owns)
-}
-
-// ownedByOtherType reports whether a non-classic group type owns the group id.
+// ownedByOtherType reports whether a non-classic group type (streams) owns the group id: a
+// JoinGroup to it gets INCONSISTENT_GROUP_PROTOCOL, and DescribeGroups/ListGroups/DeleteGroups
+// do not take it for a simple group. A KIP-848 consumer group type would be checked here too.
 func (m *Machine) ownedByOtherType(groupID string) bool {
-	if m.Streams != nil && m.Streams.Owns(groupID) {
-		return true
-	}
-	for _, owns := range otherGroupTypes {
-		if owns(m, groupID) {
-			return true
-		}
-	}
-	return false
+	return m.Streams != nil && m.Streams.Owns(groupID)
 }
 
 // IsClassicGroup reports whether the id is a classic group with membership state (the check
@@ -46,8 +29,9 @@ func (m *Machine) ownedByOtherType(groupID string) bool {
 func (m *Machine) IsClassicGroup(groupID string) bool { return m.Classic.Has(groupID) }
 
 // applyClassic carries out a transaction's effects: arms and cancels its timers, answers parked
-// requests once its record is durable, and returns its records. It returns the promise or
-// answer for the caller's own parked request when the transaction named one.
+// requests once its record is durable, and returns its records — plus the caller's own answer
+// when the transaction both parked the caller and completed its wait (say, the last member
+// joining completes the barrier).
 func (m *Machine) applyClassic(c *runtime.Ctx[*Machine], tx *classic.Tx) (recs []log.Record, join *classic.JoinResult, sync *classic.SyncResult) {
 	cfg := tx.Config()
 	for _, t := range tx.Timers {
