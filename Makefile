@@ -7,7 +7,8 @@ LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 # Fuzz targets: package:Target, each run for FUZZTIME by `make fuzz` (and so by `make test`).
 FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
-	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign
+	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
+	./internal/state/classic:FuzzGroupRecord
 
 .PHONY: build run test unit fuzz bench microbench lint conformance clean
 
