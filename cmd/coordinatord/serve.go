@@ -119,13 +119,18 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 		node.Endpoints = append(node.Endpoints, handlers.Endpoint{Listener: a.Name, Host: a.Host, Port: int32(port)})
 	}
+	topology, err := openTopologyPlugin(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer topology.Close() // after the shards: the coordinator has stopped serving
 	st, err := openState(cfg, log, reg)
 	if err != nil {
 		return err
 	}
 	defer st.close(log)
 	table := handlers.New(handlers.Deps{
-		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg),
+		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classic.Config{
 			MinSessionTimeoutMs: cfg.GroupMinSessionTimeoutMs, MaxSessionTimeoutMs: cfg.GroupMaxSessionTimeoutMs,
 			InitialRebalanceDelayMs: cfg.GroupInitialRebalanceDelayMs, MaxSize: cfg.GroupMaxSize,
@@ -145,6 +150,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	admin := &http.Server{Handler: adminMux(reg, st.ready), ReadHeaderTimeout: 10 * time.Second}
 	go admin.Serve(adminLn)
 
+	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, log)
+	defer stopCleanup()
 	st.waitCatalog(ctx)
 	servers := make([]*wire.Server, len(lns))
 	errc := make(chan error, len(lns))
@@ -189,6 +196,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}(srv)
 	}
 	wg.Wait()
+	stopCleanup()
 	// Connections are closed: nothing new reaches the shards. Let what they appended become
 	// durable before the logs close.
 	st.shutdown(shutdownCtx)

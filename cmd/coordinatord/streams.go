@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/handlers"
+	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 )
 
 // streamsConfig turns the group.streams.* keys into the streams state machine's configuration,
@@ -19,5 +25,52 @@ func streamsConfig(cfg *config.Config) streams.Config {
 		AssignmentInterval: ms(s.AssignmentIntervalMs), Assignors: s.Assignors, RackAwareTags: s.RackAwareAssignmentTags,
 		TaskOffsetInterval: ms(s.TaskOffsetIntervalMs), NumWarmupReplicas: s.NumWarmupReplicas,
 		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: assign.Lookup,
+		TopologyDescriptionPlugin: cfg.TopologyPlugin.Class != "",
 	}
+}
+
+// openTopologyPlugin builds the configured topology description plugin (KIP-1331); nil when
+// none is configured. An unknown plugin name or bad plugin keys fail start-up.
+func openTopologyPlugin(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*plugin.Caller, error) {
+	tp := cfg.TopologyPlugin
+	return plugin.Open(plugin.Settings{
+		Class: tp.Class, Props: tp.Props, CallTimeout: tp.CallTimeout, MaxConcurrency: tp.MaxConcurrency,
+		Backoff: plugin.BackoffConfig{Initial: tp.BackoffInitial, Max: tp.BackoffMax, Multiplier: 2, Jitter: tp.BackoffJitter},
+	}, plugin.NewRegistry(), log, reg)
+}
+
+// startTopologyCleanup runs the topology description cleanup cycle (spec
+// topology-description §6) every offsets.retention.check.interval.ms, first one interval after
+// start, in a goroutine of its own: it calls the plugin, which never happens on a shard. A
+// tick that finds the previous cycle still running is skipped (single flight). The returned
+// function stops the cycle and waits for it; it is a no-op without a plugin.
+func startTopologyCleanup(table *handlers.Table, caller *plugin.Caller, interval time.Duration, log *zap.Logger) (stop func()) {
+	if !caller.Enabled() || interval <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	running := make(chan struct{}, 1)
+	wg.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			select {
+			case running <- struct{}{}:
+			default:
+				log.Warn("topology description cleanup cycle skipped: previous cycle is still in flight")
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-running }()
+				table.TopologyCleanup(ctx)
+			})
+		}
+	})
+	return func() { cancel(); wg.Wait() }
 }

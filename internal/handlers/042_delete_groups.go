@@ -17,6 +17,7 @@ func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response
 	req := r.Body.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	seen := map[string]bool{}
+	kept := t.preDeleteTopologyDescriptions(ctx, r.Version, req.Groups) // streams groups whose plugin delete failed
 	for _, id := range req.Groups {
 		if seen[id] {
 			continue
@@ -24,9 +25,11 @@ func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response
 		seen[id] = true
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = id
-		switch {
+		switch pre, ok := kept[id]; {
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
+		case ok:
+			g = pre
 		default:
 			v, err := t.deps.Groups.For(id).Write(ctx, shard.DeleteClassicGroup(id))
 			if err != nil {

@@ -3,44 +3,72 @@ package handlers
 import (
 	"context"
 
+	"github.com/coordinatord/coordinatord/internal/plugin"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
+	"go.uber.org/zap"
+
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// topologyDescriptionNotStored is TopologyDescriptionStatus NOT_STORED: asked for, but no
-// topology description plugin is configured (spec topology-description.md).
-const topologyDescriptionNotStored = 1
-
 // streamsGroupDescribe describes streams groups (spec streams-groups §9), each from its shard.
+// With v1 IncludeTopologyDescription the topology descriptions are fetched from the plugin for
+// all groups at once, only where the stored epoch is the group's topology epoch (spec
+// topology-description §5); the group part of the answer never changes because of it.
 func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.StreamsGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.StreamsGroupDescribeResponse)
+	include := r.Version >= 1 && req.IncludeTopologyDescription
 	snap, catErr := t.catalog(ctx)
+	var gets []plugin.GetRequest
+	var getAt []int
 	for _, id := range req.Groups {
 		g := kmsg.NewStreamsGroupDescribeResponseGroup()
 		g.Group = id
+		var epochs streams.DescriptionEpochs
+		found := false
 		switch {
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
 		case catErr != nil:
 			g.ErrorCode = availabilityCode(catErr)
 		default:
-			v, err := t.deps.Groups.For(id).Write(ctx, shard.StreamsDescribe([]string{id}, req.IncludeAuthorizedOperations, snap, t.deps.Streams))
+			v, err := t.deps.Groups.For(id).Write(ctx, shard.StreamsDescribeWithEpochs([]string{id}, req.IncludeAuthorizedOperations, snap, t.deps.Streams))
 			if err != nil {
 				g.ErrorCode = availabilityCode(err)
 			} else {
-				g = v.([]kmsg.StreamsGroupDescribeResponseGroup)[0]
+				d := v.([]shard.StreamsDescribed)[0]
+				g, epochs, found = d.Group, d.Epochs, d.Found
 				if g.ErrorCode != 0 {
 					g.AssignorName = nil
 				}
 			}
 		}
-		if r.Version >= 1 && req.IncludeTopologyDescription && g.ErrorCode == 0 {
+		if include && g.ErrorCode == 0 {
 			g.TopologyDescriptionStatus = topologyDescriptionNotStored
+			if found && t.deps.Topology.Enabled() && epochs.Topology >= 0 && epochs.Stored == epochs.Topology {
+				gets = append(gets, plugin.GetRequest{Group: id, Epoch: epochs.Topology})
+				getAt = append(getAt, len(resp.Groups))
+			}
 		}
 		resp.Groups = append(resp.Groups, g)
+	}
+	if len(gets) > 0 {
+		for i, res := range t.deps.Topology.GetMany(ctx, gets) {
+			g := &resp.Groups[getAt[i]]
+			switch {
+			case res.Err != nil:
+				g.TopologyDescriptionStatus = topologyDescriptionError
+				t.log.Warn("topology description plugin get failed", zap.String("group", g.Group), zap.Error(res.Err))
+			case res.Description == nil:
+				t.log.Warn("topology description plugin holds no description of the stored epoch", zap.String("group", g.Group), zap.Int32("topology_epoch", gets[i].Epoch))
+			default:
+				g.TopologyDescriptionStatus = topologyDescriptionAvailable
+				g.TopologyDescription = DescriptionToWire(res.Description)
+			}
+		}
 	}
 	return resp
 }
@@ -56,6 +84,10 @@ func (t *Table) deleteStreamsGroup(ctx context.Context, id string) int16 {
 	v, err := t.deps.Groups.For(id).Write(ctx, shard.DeleteStreamsGroup(id))
 	if err != nil {
 		return availabilityCode(err)
+	}
+	if v.(int16) == 0 && t.deps.Topology.Enabled() {
+		// A new group with this id starts from scratch, solicitation included (topology-description §4).
+		t.deps.Topology.Backoff().ClearGroup(id)
 	}
 	return v.(int16)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
@@ -66,6 +67,8 @@ type Deps struct {
 	Classic classic.Config
 	// Streams is the streams groups' broker-level configuration.
 	Streams streams.Config
+	// Topology is the topology description plugin (KIP-1331); nil when none is configured.
+	Topology *plugin.Caller
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response
@@ -110,6 +113,7 @@ func New(deps Deps) *Table {
 	t.add(42, 0, 3, t.deleteGroups)
 	t.add(88, 0, 1, t.streamsGroupHeartbeat)
 	t.add(89, 0, 1, t.streamsGroupDescribe)
+	t.add(93, 0, 0, t.streamsGroupTopologyDescriptionUpdate)
 	t.add(27, 1, 2, t.writeTxnMarkers)
 	t.add(28, 0, 6, t.txnOffsetCommit)
 	t.add(47, 0, 0, t.offsetDelete)

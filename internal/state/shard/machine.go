@@ -19,6 +19,10 @@ type Machine struct {
 	// UnknownKinds counts records of kinds this build does not know (written by a newer
 	// version); they are skipped so that a downgrade still loads, and reported after load.
 	UnknownKinds int
+	// PinTopologyDescriptions is set when a topology description plugin is configured: the
+	// offsets sweep then keeps streams groups whose description the plugin may hold (streams
+	// topology-description §6.4). Configuration, not state.
+	PinTopologyDescriptions bool
 }
 
 // NewMachine returns an empty shard machine.

@@ -42,8 +42,12 @@ func NewSet(o SetOptions) *Set {
 	for i := range s.shards {
 		lg := o.Logger
 		s.shards[i] = runtime.New(runtime.Options[*Machine]{
-			Shard:        int32(i),
-			New:          NewMachine,
+			Shard: int32(i),
+			New: func() *Machine {
+				m := NewMachine()
+				m.PinTopologyDescriptions = o.Streams.TopologyDescriptionPlugin
+				return m
+			},
 			Backend:      o.Backend,
 			Logger:       lg,
 			Metrics:      o.Metrics,

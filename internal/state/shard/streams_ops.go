@@ -189,7 +189,11 @@ func (m *Machine) streamsOffsetRules(groupID string) (OffsetRules, bool) {
 	r := OffsetRules{Empty: empty, Subscribed: func(topic string) bool { return m.Streams.Subscribed(groupID, topic) }}
 	if empty {
 		r.ExpireBase = commitTimeBase
-		r.DeleteRecords = func() []log.Record { return m.Streams.Tombstones(groupID) }
+		// With a topology description plugin, a group whose description may still be held by
+		// the plugin is pinned until the cleanup cycle has deleted it (topology-description §6.4).
+		if !m.PinTopologyDescriptions || !m.Streams.DescriptionHeld(groupID) {
+			r.DeleteRecords = func() []log.Record { return m.Streams.Tombstones(groupID) }
+		}
 	}
 	return r, true
 }
@@ -217,4 +221,109 @@ func (m *Machine) StreamsConversion(c *runtime.Ctx[*Machine], group string) (own
 	}
 	CancelStreamsGroupTimers(c, group)
 	return true, true, m.Streams.Tombstones(group)
+}
+
+// Topology description (KIP-1331, spec topology-description; ARCHITECTURE §4.10). The shard
+// only does bookkeeping: plugin calls run in the request goroutine or the cleanup goroutine,
+// between these ops, never on the shard.
+
+// DescriptionCheck is the answer of StreamsDescriptionCheck: 0 or an error code and message.
+type DescriptionCheck struct {
+	Code    int16
+	Message string
+}
+
+// StreamsDescriptionCheck validates a StreamsGroupTopologyDescriptionUpdate against committed
+// state (spec §3.1 steps 10-12).
+func StreamsDescriptionCheck(group, member string, epoch int32) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		code, msg := m.Streams.CheckDescriptionPush(group, member, epoch)
+		return DescriptionCheck{Code: code, Message: msg}, nil
+	}
+}
+
+// StreamsDescriptionBarrier writes stored := UNCERTAIN for the groups that are still streams
+// groups (and still empty with requireEmpty) and answers their ids ([]string).
+func StreamsDescriptionBarrier(groups []string, requireEmpty bool) runtime.WriteOp[*Machine] {
+	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		recs, kept := m.Streams.MarkDescriptionUncertain(groups, requireEmpty)
+		return runtime.Result{Records: recs, Response: kept}
+	}
+}
+
+// StreamsDescriptionStored records a successful plugin set; the answer (bool) is false when
+// the group is gone.
+func StreamsDescriptionStored(group string, epoch int32) runtime.WriteOp[*Machine] {
+	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		recs, found := m.Streams.DescriptionStored(group, epoch)
+		return runtime.Result{Records: recs, Response: found}
+	}
+}
+
+// StreamsDescriptionRejected records a permanent plugin rejection; the answer (bool) is false
+// when the group is gone.
+func StreamsDescriptionRejected(group string, epoch int32) runtime.WriteOp[*Machine] {
+	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		recs, found := m.Streams.DescriptionRejected(group, epoch)
+		return runtime.Result{Records: recs, Response: found}
+	}
+}
+
+// StreamsDescriptionFinalize follows successful plugin deletes (UNCERTAIN → NONE, a raced
+// real epoch → UNCERTAIN).
+func StreamsDescriptionFinalize(groups []string) runtime.WriteOp[*Machine] {
+	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		return runtime.Result{Records: m.Streams.FinalizeDescriptionDelete(groups)}
+	}
+}
+
+// StreamsDescriptionDeletable lists, from committed state, which of the ids are empty streams
+// groups whose plugin description must be deleted before their tombstone (spec §4 step 2;
+// non-empty groups are skipped: they fail with NON_EMPTY_GROUP anyway).
+func StreamsDescriptionDeletable(groups []string) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		var out []string
+		for _, id := range groups {
+			if m.Streams.DescriptionHeld(id) && m.Streams.IsEmpty(id) {
+				out = append(out, id)
+			}
+		}
+		return out, nil
+	}
+}
+
+// StreamsDescriptionCleanupCandidates lists the shard's streams groups eligible for the
+// periodic cleanup (spec §6.2): empty, stored ≠ NONE, no committed or pending offsets left.
+func StreamsDescriptionCleanupCandidates() runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		var out []string
+		for _, id := range m.StreamsGroups() {
+			if m.Streams.DescriptionHeld(id) && m.Streams.IsEmpty(id) && !m.Offsets.HasGroup(id) {
+				out = append(out, id)
+			}
+		}
+		sort.Strings(out)
+		return out, nil
+	}
+}
+
+// StreamsDescribed is one group of StreamsDescribeWithEpochs.
+type StreamsDescribed struct {
+	Group  kmsg.StreamsGroupDescribeResponseGroup
+	Epochs streams.DescriptionEpochs
+	Found  bool
+}
+
+// StreamsDescribeWithEpochs is StreamsDescribe plus each group's topology description epochs
+// (StreamsGroupDescribe v1 with IncludeTopologyDescription, spec §5).
+func StreamsDescribeWithEpochs(groups []string, includeOps bool, cat streams.Catalog, cfg streams.Config) runtime.WriteOp[*Machine] {
+	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		out := make([]StreamsDescribed, len(groups))
+		for i, g := range groups {
+			owned, _, _ := m.streamsForeign(g)
+			out[i].Group = m.Streams.Describe(g, includeOps, cat, cfg, owned)
+			out[i].Epochs, out[i].Found = m.Streams.DescriptionEpochs(g)
+		}
+		return runtime.Result{Response: out}
+	}
 }

@@ -25,6 +25,9 @@ type Config struct {
 	AcceptableRecoveryLag int64
 	// Lookup finds an assignor by name (assign.Lookup in production).
 	Lookup func(name string) (assign.Assignor, bool)
+	// TopologyDescriptionPlugin reports whether a topology description plugin is configured
+	// (KIP-1331): the offsets sweep then pins groups whose description may be held.
+	TopologyDescriptionPlugin bool
 }
 
 // DefaultConfig is Kafka's defaults.

@@ -72,6 +72,9 @@ type HeartbeatOutput struct {
 	Timers   []TimerAction
 	// ToCreate are internal topics the handler creates in the catalog (spec §5.5).
 	ToCreate []InternalTopic
+	// Description are the group's topology description epochs after this heartbeat, for the
+	// solicitation rule (spec topology-description §2.2); set on successful joins/heartbeats.
+	Description DescriptionEpochs
 }
 
 // ErrorResponse is a heartbeat error response (spec §1.2).
@@ -666,6 +669,10 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		resp.EndpointInformationEpoch = 0
 	}
 	out := HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
+	out.Description = DescriptionEpochs{Topology: -1, Stored: g.StoredDescriptionEpoch, Failed: g.FailedDescriptionEpoch}
+	if topology != nil {
+		out.Description.Topology = topology.Epoch
+	}
 	if configured != nil && configured.Problem != nil {
 		out.ToCreate = configured.ToCreate
 	}
