@@ -115,6 +115,12 @@ func runScenario(t *testing.T, sc *Scenario, shared map[string]string, tables ma
 	}
 	wg.Wait()
 
+	// check-assignment: both servers' assignments, side by side in the log.
+	for _, r := range runs {
+		for _, n := range r.Notes() {
+			t.Logf("[%s] %s", r.Target.Name, n)
+		}
+	}
 	failed := false
 	for _, r := range runs {
 		for _, f := range r.Failures {

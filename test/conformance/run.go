@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -146,6 +147,7 @@ type Run struct {
 	conns    map[string]*clientConn
 	results  map[resultKey]*result
 	tables   map[string]*APITable
+	notes    map[resultKey]string // check-assignment: the assignment seen at each step
 }
 
 // RunScenario executes sc against t. shared holds run-wide variables (e.g. run).
@@ -156,6 +158,7 @@ func RunScenario(sc *Scenario, t *Target, shared map[string]string, tables map[s
 		conns:   map[string]*clientConn{},
 		results: map[resultKey]*result{},
 		tables:  tables,
+		notes:   map[resultKey]string{},
 	}
 	for k, v := range shared {
 		r.vars[k] = v
@@ -182,6 +185,25 @@ func RunScenario(sc *Scenario, t *Target, shared map[string]string, tables map[s
 		r.Reached = i + 1
 	}
 	return r
+}
+
+// Notes are the assignments check-assignment saw, in step order.
+func (r *Run) Notes() []string {
+	keys := make([]resultKey, 0, len(r.notes))
+	for k := range r.notes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].step != keys[j].step {
+			return keys[i].step < keys[j].step
+		}
+		return keys[i].version < keys[j].version
+	})
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = r.notes[k]
+	}
+	return out
 }
 
 func (r *Run) fail(line int, format string, args ...any) {
@@ -413,6 +435,19 @@ func (r *Run) receive(i int, st *Step, c *clientConn, key, version int16) (fails
 	}
 	norm := r.normalize(raw)
 	r.results[resultKey{i, version}] = &result{raw: raw, norm: norm}
+	for _, ck := range st.Checks {
+		if ck.Kind != "check-assignment" {
+			continue
+		}
+		fs, note := checkAssignment(raw, key, ck.Tasks, ck.Active)
+		for _, f := range fs {
+			failf(ck.Line, "%s v%d: %s", stepText(st), version, f)
+		}
+		r.notes[resultKey{i, version}] = fmt.Sprintf("%s:%d: %s v%d: %s", r.Scenario.File, ck.Line, stepText(st), version, note)
+		// Which member holds which task is not compared (only how many): the id is checked
+		// like any other by TestDifferencesAreDocumented.
+		maskTasks(norm, key)
+	}
 	for _, ck := range st.Checks {
 		if ck.Only != "" && ck.Only != r.Target.Name {
 			continue

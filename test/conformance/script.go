@@ -80,7 +80,7 @@ type Step struct {
 // Check is an assertion on the response of the step it follows.
 type Check struct {
 	Line    int
-	Kind    string // expect capture diff
+	Kind    string // expect capture diff check-assignment
 	Only    string
 	Tag     string
 	JSON    string
@@ -91,6 +91,10 @@ type Check struct {
 	// Sorts are arrays whose order the protocol leaves open (Kafka answers some from hash
 	// sets); both responses are sorted by the named field before they are compared.
 	Sorts []*Sort
+	// Tasks is check-assignment's topology: subtopology id -> number of tasks.
+	Tasks map[string]int
+	// Active is check-assignment's active=<n> (-1 when not given).
+	Active int
 }
 
 // Sort orders the array at Path by the value of Field.
@@ -268,7 +272,7 @@ func (p *parser) directive(l *line) error {
 			p.cur.Requires = append(p.cur.Requires, k)
 		}
 		return nil
-	case "expect", "capture", "diff":
+	case "expect", "capture", "diff", "check-assignment":
 		return p.check(l, op, only, args, tag)
 	}
 	st := &Step{Line: l.n, Op: op, Only: only, Tag: tag, Key: -1}
@@ -506,6 +510,21 @@ func (p *parser) check(l *line, kind, only string, args []string, tag string) er
 			return fmt.Errorf("capture takes no indented body")
 		}
 		c.Var, c.Path = args[0], args[1]
+	case "check-assignment":
+		if only != "" {
+			return fmt.Errorf("check-assignment checks every target; it cannot be limited to one")
+		}
+		if tag == "" {
+			return fmt.Errorf("check-assignment needs a [tag] naming the row of docs/conformance.md that explains why the task lists are not diffed")
+		}
+		if len(l.body) > 0 {
+			return fmt.Errorf("check-assignment takes no indented body")
+		}
+		tasks, active, err := taskCounts(args)
+		if err != nil {
+			return err
+		}
+		c.Tasks, c.Active = tasks, active
 	case "diff":
 		if only != "" {
 			return fmt.Errorf("diff compares targets; it cannot be limited to one")

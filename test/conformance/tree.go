@@ -513,14 +513,15 @@ func lookup(v any, path string) (any, error) {
 }
 
 // scalarText is the text a captured value is substituted as: strings and uuids bare (the
-// scenario writes the quotes), numbers and booleans as JSON.
+// scenario writes the quotes), numbers, booleans, arrays and objects as JSON (a member's
+// ActiveTasks, sent back as the tasks it owns).
 func scalarText(v any) (string, error) {
 	switch x := v.(type) {
 	case string:
 		return x, nil
 	case UUID:
 		return string(x), nil
-	case int64, float64, bool, nil:
+	case int64, float64, bool, nil, []any, *Obj:
 		return render(x), nil
 	}
 	return "", fmt.Errorf("cannot capture a non-scalar value %s", render(v))

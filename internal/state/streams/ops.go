@@ -80,7 +80,14 @@ func (s *State) Describe(group string, includeOps bool, cat Catalog, cfg Config,
 		out.AuthorizedOperations = AuthorizedOperationsAll
 	}
 	if g.Topology != nil {
-		out.Topology = describeTopology(g.Topology, cat)
+		// A group that its last heartbeat found not ready shows its topology as stored, even if
+		// the catalog has caught up since (internal topics created by that heartbeat): the
+		// configured view appears once a heartbeat has validated it, as in Kafka.
+		view := cat
+		if g.State() == NotReady {
+			view = nil
+		}
+		out.Topology = describeTopology(g.Topology, view)
 	}
 	out.Members = []kmsg.StreamsGroupDescribeResponseGroupMember{}
 	for _, id := range sortedMemberIDs(g.Members) {
