@@ -475,7 +475,9 @@ func decodeGroup(id string, value []byte) (*Group, error) {
 			return nil, fmt.Errorf("bad protocol count %d", np)
 		}
 		for j := int32(0); j < np && r.Err() == nil; j++ {
-			m.Protocols = append(m.Protocols, Protocol{Name: r.String(), Metadata: r.Bytes()})
+			// Protocol metadata is never null on the wire (JoinGroup), and is always written as
+			// bytes; read a null as empty so that decoding and encoding agree.
+			m.Protocols = append(m.Protocols, Protocol{Name: r.String(), Metadata: nonNil(r.Bytes())})
 		}
 		m.Assignment = r.Bytes()
 		m.AwaitingJoin, m.PendingSync, m.New = r.Bool(), r.Bool(), r.Bool()
