@@ -22,78 +22,49 @@ func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Respo
 	req := r.Body.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 
-	const pending = -2
-	codes := make([][]int16, len(req.Topics))
-	names := make([]string, len(req.Topics))
-	var stage []shard.CommitPartition
-	snap, err := t.catalog(ctx)
+	topics := make([]commitTopic, len(req.Topics))
 	for i, rt := range req.Topics {
-		codes[i] = make([]int16, len(rt.Partitions))
-		topicCode := int16(0)
-		switch {
-		case err != nil:
-			topicCode = coordinatorCode(err)
-		case r.Version >= 6:
-			if topic, ok := snap.TopicByID(rt.TopicID); ok {
-				names[i] = topic.Name
-			} else {
-				topicCode = kerr.UnknownTopicID.Code
-			}
-		default:
-			names[i] = rt.Topic
-			if _, ok := snap.Topic(rt.Topic); !ok {
-				topicCode = kerr.UnknownTopicOrPartition.Code
-			}
-		}
-		for j, p := range rt.Partitions {
-			codes[i][j] = topicCode
-			if topicCode != 0 {
-				continue
-			}
-			if topic, _ := snap.Topic(names[i]); p.Partition < 0 || p.Partition >= topic.Partitions {
-				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-				continue
-			}
-			codes[i][j] = pending
-			stage = append(stage, shard.CommitPartition{
-				TopicPartition: offsets.TopicPartition{Topic: names[i], Partition: p.Partition},
+		topics[i] = commitTopic{name: rt.Topic, id: rt.TopicID}
+		for _, p := range rt.Partitions {
+			topics[i].parts = append(topics[i].parts, shard.CommitPartition{
+				TopicPartition: offsets.TopicPartition{Partition: p.Partition},
 				Offset:         p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata, RetentionMs: -1,
 			})
 		}
 	}
+	snap, catErr := t.catalog(ctx)
+	codes, stage := resolveCommit(snap, catErr, coordinatorCode, r.Version >= 6, topics)
 
-	groupCodes := make([]int16, len(stage))
-	if len(stage) > 0 {
-		if req.Group == "" {
-			fillCodes(groupCodes, kerr.InvalidGroupID.Code)
-		} else {
-			v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.TxnCommitOffsets(shard.TxnCommitRequest{
-				CommitRequest: shard.CommitRequest{
-					Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
-					Version: r.Version, Partitions: stage, MaxMetadata: t.deps.Limits.OffsetMetadataMaxBytes,
-				},
-				ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
-			}))
-			if err != nil {
-				fillCodes(groupCodes, commitWriteCode(err))
-			} else {
-				groupCodes = v.([]int16)
-			}
+	var (
+		groupCodes []int16
+		err        error
+	)
+	switch {
+	case len(stage) == 0:
+	case req.Group == "":
+		groupCodes = make([]int16, len(stage))
+		fillCodes(groupCodes, kerr.InvalidGroupID.Code)
+	default:
+		var v any
+		v, err = t.deps.Groups.For(req.Group).Write(ctx, shard.TxnCommitOffsets(shard.TxnCommitRequest{
+			CommitRequest: shard.CommitRequest{
+				Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
+				Version: r.Version, Partitions: stage, MaxMetadata: t.deps.Limits.OffsetMetadataMaxBytes,
+			},
+			ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
+		}))
+		if err == nil {
+			groupCodes = v.([]int16)
 		}
 	}
+	answerCodes(codes, groupCodes, err, commitWriteCode)
 
-	k := 0
 	for i, rt := range req.Topics {
 		st := kmsg.NewTxnOffsetCommitResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		for j, p := range rt.Partitions {
 			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = p.Partition, codes[i][j]
-			if sp.ErrorCode == pending {
-				sp.ErrorCode = groupCodes[k]
-				k++
-			}
-			sp.ErrorCode = txnOffsetCommitCode(r.Version, sp.ErrorCode)
+			sp.Partition, sp.ErrorCode = p.Partition, txnOffsetCommitCode(r.Version, codes[i][j])
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)

@@ -1,0 +1,79 @@
+package handlers
+
+import (
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// commitTopic is one topic of an OffsetCommit or TxnOffsetCommit: by name, or by id in the
+// versions that carry ids. Its partitions' TopicPartition.Topic is filled in by resolveCommit.
+type commitTopic struct {
+	name  string
+	id    [16]byte
+	parts []shard.CommitPartition
+}
+
+// pendingCode marks a partition whose answer comes from the group.
+const pendingCode = -2
+
+// resolveCommit applies the catalog check of spec coordinator-apis §3.2 step 1: a partition of
+// an unknown topic (unknown id when byID) or beyond the topic's partitions is refused alone, with
+// catCode(catErr) for all when the catalog cannot be read. codes[i][j] answers topic i, partition
+// j, or is pendingCode for the partitions returned for the group to decide, in request order.
+func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16, byID bool, topics []commitTopic) (codes [][]int16, commit []shard.CommitPartition) {
+	codes = make([][]int16, len(topics))
+	for i, ct := range topics {
+		codes[i] = make([]int16, len(ct.parts))
+		var (
+			topic *meta.Topic
+			code  int16
+		)
+		switch {
+		case catErr != nil:
+			code = catCode(catErr)
+		case byID:
+			var ok bool
+			if topic, ok = snap.TopicByID(ct.id); !ok {
+				code = kerr.UnknownTopicID.Code
+			}
+		default:
+			var ok bool
+			if topic, ok = snap.Topic(ct.name); !ok {
+				code = kerr.UnknownTopicOrPartition.Code
+			}
+		}
+		for j, p := range ct.parts {
+			switch {
+			case code != 0:
+				codes[i][j] = code
+			case p.Partition < 0 || p.Partition >= topic.Partitions:
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+			default:
+				codes[i][j] = pendingCode
+				p.Topic = topic.Name
+				commit = append(commit, p)
+			}
+		}
+	}
+	return codes, commit
+}
+
+// answerCodes replaces the pendingCode entries of codes, in order, with the group's answers;
+// when the group could not be asked, err's code (through errCode) answers them all.
+func answerCodes(codes [][]int16, group []int16, err error, errCode func(error) int16) {
+	k := 0
+	for i := range codes {
+		for j, c := range codes[i] {
+			if c != pendingCode {
+				continue
+			}
+			if err != nil {
+				codes[i][j] = errCode(err)
+			} else {
+				codes[i][j] = group[k]
+			}
+			k++
+		}
+	}
+}
