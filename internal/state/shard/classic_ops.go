@@ -256,20 +256,24 @@ type GroupListing struct {
 	Type         string
 }
 
+// matchListFilter applies a ListGroups states or types filter: case-insensitive and trimmed
+// (Kafka's GroupMetadataManager.listGroups); an empty filter matches everything.
+func matchListFilter(filter []string, v string) bool {
+	if len(filter) == 0 {
+		return true
+	}
+	for _, f := range filter {
+		if strings.EqualFold(strings.TrimSpace(f), v) {
+			return true
+		}
+	}
+	return false
+}
+
 // ListClassicGroups lists the classic and simple groups of a shard from durable state, keeping
 // those whose state and type match the filters (case-insensitive, trimmed; empty = all).
 func ListClassicGroups(states, types []string) runtime.ReadOp[*Machine] {
-	match := func(filter []string, v string) bool {
-		if len(filter) == 0 {
-			return true
-		}
-		for _, f := range filter {
-			if strings.EqualFold(strings.TrimSpace(f), v) {
-				return true
-			}
-		}
-		return false
-	}
+	match := matchListFilter
 	return func(m *Machine) (any, error) {
 		var out []GroupListing
 		add := func(l GroupListing) {
