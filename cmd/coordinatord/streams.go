@@ -51,6 +51,16 @@ func startTopologyCleanup(table *handlers.Table, caller *plugin.Caller, interval
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	running := make(chan struct{}, 1)
+	// The stored-groups gauge starts from the loaded state: recount until every shard answers.
+	wg.Go(func() {
+		for !table.RecountStoredDescriptions(ctx) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
 	wg.Go(func() {
 		tick := time.NewTicker(interval)
 		defer tick.Stop()

@@ -42,7 +42,7 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 		return streams.ErrorResponse(availabilityCode(err), "")
 	}
 	out := v.(streams.HeartbeatOutput)
-	t.maybeSolicitTopologyDescription(r.Version, req, out)
+	t.maybeSolicitTopologyDescription(ctx, r.Version, req, out)
 	if len(out.ToCreate) > 0 {
 		if failed := t.createInternalTopics(ctx, out.ToCreate); failed != "" {
 			for i := range out.Response.Status {
@@ -99,7 +99,7 @@ func errName(code int16) string {
 // maybeSolicitTopologyDescription sets TopologyDescriptionRequired on a committed heartbeat's
 // response by the rule of spec topology-description §2.2, checked in order. No plugin call
 // happens here: only the group's epochs (from the heartbeat op) and the in-memory back-off.
-func (t *Table) maybeSolicitTopologyDescription(version int16, req *kmsg.StreamsGroupHeartbeatRequest, out streams.HeartbeatOutput) {
+func (t *Table) maybeSolicitTopologyDescription(ctx context.Context, version int16, req *kmsg.StreamsGroupHeartbeatRequest, out streams.HeartbeatOutput) {
 	resp, d := out.Response, out.Description
 	switch {
 	case version < 1, !t.deps.Topology.Enabled(), req.MemberEpoch < 0, resp.ErrorCode != 0,
@@ -113,6 +113,18 @@ func (t *Table) maybeSolicitTopologyDescription(version int16, req *kmsg.Streams
 	}
 	if !t.deps.Topology.Backoff().Solicit(req.Group, d.Topology) {
 		return
+	}
+	// The epochs above are those the heartbeat saw, which may predate a push that completed
+	// since: its final write was durable and its back-off entry cleared before this Solicit, so
+	// Solicit opened a new window. Durable state settles it; without this a member would be
+	// asked twice at one epoch.
+	if t.deps.Groups != nil {
+		if v, err := t.deps.Groups.For(req.Group).Read(ctx, shard.StreamsDescriptionEpochsOf(req.Group)); err == nil && v != nil {
+			if now := v.(streams.DescriptionEpochs); now.Topology == d.Topology && (now.Stored == d.Topology || now.Failed == d.Topology) {
+				t.deps.Topology.Backoff().Clear(req.Group, d.Topology)
+				return
+			}
+		}
 	}
 	resp.TopologyDescriptionRequired = true
 	// Kafka's wording (its system tests grep for it), with the fields for structured search.

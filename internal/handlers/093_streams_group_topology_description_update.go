@@ -91,6 +91,9 @@ func (t *Table) pushTopologyDescription(ctx context.Context, r *wire.Request, re
 	if len(v.([]string)) == 0 {
 		return kerr.GroupIDNotFound.Code, errMsg("Group " + req.Group + " not found.")
 	}
+	// The barrier may have taken a real epoch away (a redundant push); whatever the outcome,
+	// the stored-groups gauge is recounted from the shard's durable state afterwards.
+	defer t.RecountStoredDescriptions(context.WithoutCancel(ctx), sh)
 	group, epoch := req.Group, req.TopologyEpoch
 	setErr := caller.Set(ctx, group, epoch, d) // a transient failure has extended the back-off
 	var op runtime.WriteOp[*shard.Machine]
@@ -112,6 +115,9 @@ func (t *Table) pushTopologyDescription(ctx context.Context, r *wire.Request, re
 		}
 		return code, nil
 	case !v.(bool):
+		if setErr == nil {
+			t.releaseOrphanedDescription(context.WithoutCancel(ctx), sh, group)
+		}
 		caller.Backoff().ClearGroup(group)
 		return kerr.GroupIDNotFound.Code, errMsg("Group " + group + " not found.")
 	}
@@ -121,6 +127,24 @@ func (t *Table) pushTopologyDescription(ctx context.Context, r *wire.Request, re
 		return kerr.StreamsTopologyDescriptionUpdateFailed.Code, errMsg(plugin.ClientMessage(setErr))
 	}
 	return 0, nil
+}
+
+// releaseOrphanedDescription runs when a plugin set succeeded for a group that was removed
+// while the set was in flight (the member left, the cleanup cycle deleted the description and
+// finalized NONE, the offsets sweep or DeleteGroups tombstoned the group; spec §6.5): no group
+// is left to be cleaned up later, so the description just stored would stay in the plugin
+// forever. Delete it now. Should a group with the same id have been created meanwhile, it is
+// afterwards marked UNCERTAIN, so it never claims an epoch this delete may have removed: it is
+// re-solicited if it lives on, and reclaimed by the cleanup if it is idle.
+func (t *Table) releaseOrphanedDescription(ctx context.Context, sh *runtime.Shard[*shard.Machine], group string) {
+	if err := t.deps.Topology.Delete(ctx, group); err != nil {
+		t.log.Warn("topology description stored for a group removed meanwhile could not be deleted; it stays in the plugin",
+			zap.String("group", group), zap.Error(err))
+		return
+	}
+	if _, err := sh.Write(ctx, shard.StreamsDescriptionBarrier([]string{group}, false)); err != nil {
+		t.log.Warn("marking a re-created group after an orphan delete failed", zap.String("group", group), zap.Error(err))
+	}
 }
 
 // DescriptionFromWire converts a pushed description to the plugin form, canonicalised as
@@ -227,6 +251,7 @@ func (t *Table) deleteTopologyDescriptions(ctx context.Context, groups []string)
 		}
 		byShard[sh] = append(byShard[sh], g)
 	}
+	defer t.RecountStoredDescriptions(context.WithoutCancel(ctx), order...)
 	var marked []string
 	for _, sh := range order {
 		v, err := sh.Write(ctx, shard.StreamsDescriptionBarrier(byShard[sh], true))
@@ -267,6 +292,8 @@ func (t *Table) TopologyCleanup(ctx context.Context) int {
 		return 0
 	}
 	caller.Metrics().CleanupCycle()
+	// Recount every shard: groups also leave by routes that never call the plugin.
+	t.RecountStoredDescriptions(ctx)
 	var eligible []string
 	for i := int32(0); i < t.deps.Groups.Count(); i++ {
 		if ctx.Err() != nil {
@@ -348,4 +375,28 @@ func (t *Table) preDeleteTopologyDescriptions(ctx context.Context, version int16
 		}
 	}
 	return out
+}
+
+// RecountStoredDescriptions sets the stored-groups gauge (groups whose stored epoch is real,
+// spec §7.4) from the durable state of the given shards, or of every shard when none is
+// given: each shard counts its groups and reports on its own goroutine, so the gauge is the
+// sum of each shard's latest durable count, whatever order concurrent recounts finish in. It
+// answers whether every shard asked could count (a loading shard cannot).
+func (t *Table) RecountStoredDescriptions(ctx context.Context, only ...*runtime.Shard[*shard.Machine]) bool {
+	caller := t.deps.Topology
+	if !caller.Enabled() {
+		return true
+	}
+	all := true
+	for i := int32(0); i < t.deps.Groups.Count(); i++ {
+		sh := t.deps.Groups.Shard(i)
+		if len(only) > 0 && !slices.Contains(only, sh) {
+			continue
+		}
+		report := func(n int) { caller.Metrics().SetShardStoredGroups(i, n) }
+		if _, err := sh.Read(ctx, shard.StreamsStoredDescriptionCount(report)); err != nil {
+			all = false
+		}
+	}
+	return all
 }

@@ -62,7 +62,7 @@ func TestTopologyDescription2_2_SolicitationRule(t *testing.T) {
 		req.Group, req.MemberEpoch = "g", tc.epoch
 		resp := kmsg.NewPtrStreamsGroupHeartbeatResponse()
 		resp.ErrorCode, resp.Status = tc.code, tc.status
-		tbl.maybeSolicitTopologyDescription(tc.version, req, streams.HeartbeatOutput{Response: resp, Description: tc.d})
+		tbl.maybeSolicitTopologyDescription(context.Background(), tc.version, req, streams.HeartbeatOutput{Response: resp, Description: tc.d})
 		if resp.TopologyDescriptionRequired != tc.want {
 			t.Errorf("%s: flag %v, want %v", tc.name, resp.TopologyDescriptionRequired, tc.want)
 		}
@@ -73,7 +73,7 @@ func TestTopologyDescription2_2_SolicitationRule(t *testing.T) {
 		// One that said yes has: the next one is not.
 		next := kmsg.NewPtrStreamsGroupHeartbeatResponse()
 		req.MemberEpoch = 1
-		tbl.maybeSolicitTopologyDescription(1, req, streams.HeartbeatOutput{Response: next, Description: streams.DescriptionEpochs{Topology: tc.d.Topology, Stored: -1, Failed: -1}})
+		tbl.maybeSolicitTopologyDescription(context.Background(), 1, req, streams.HeartbeatOutput{Response: next, Description: streams.DescriptionEpochs{Topology: tc.d.Topology, Stored: -1, Failed: -1}})
 		if want := !tc.want && tc.d.Topology >= 0; next.TopologyDescriptionRequired != want {
 			t.Errorf("%s: following heartbeat flag %v, want %v", tc.name, next.TopologyDescriptionRequired, want)
 		}

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coordinatord/coordinatord/pkg/topologyplugin"
@@ -18,6 +20,9 @@ type Metrics struct {
 	storedGroups    prometheus.Gauge
 	cleanupCycles   prometheus.Counter
 	cleanupEligible prometheus.Counter
+
+	storedMu      sync.Mutex
+	storedByShard map[int32]int // last count each shard reported; the gauge is their sum
 }
 
 func newMetrics(reg prometheus.Registerer, backoff *Backoff, p topologyplugin.Plugin) *Metrics {
@@ -87,6 +92,23 @@ func (m *Metrics) vec(method Method) *prometheus.CounterVec {
 		return m.get
 	}
 	return m.del
+}
+
+// SetShardStoredGroups records that a shard's durable state has n groups whose stored epoch is
+// real, and sets the stored-groups gauge to the sum over shards. Call it from the shard's
+// goroutine (a read op), so that each shard's reports arrive in the order of its states.
+func (m *Metrics) SetShardStoredGroups(shard int32, n int) {
+	m.storedMu.Lock()
+	defer m.storedMu.Unlock()
+	if m.storedByShard == nil {
+		m.storedByShard = map[int32]int{}
+	}
+	m.storedByShard[shard] = n
+	sum := 0
+	for _, v := range m.storedByShard {
+		sum += v
+	}
+	m.storedGroups.Set(float64(sum))
 }
 
 // SetStoredGroups sets the number of groups whose stored epoch is real.

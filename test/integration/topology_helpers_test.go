@@ -259,3 +259,16 @@ func (s *topoService) count() (puts, deletes, stored int) {
 func httpPluginSettings(s *topoService) []string {
 	return []string{topoPluginKey + "class=http", topoPluginKey + "http.url=" + s.URL, topoPluginKey + "http.retries=0"}
 }
+
+// holds counts the descriptions the service holds for a group (any epoch).
+func (s *topoService) holds(group string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k := range s.stored {
+		if strings.HasPrefix(k, group+"/") {
+			n++
+		}
+	}
+	return n
+}

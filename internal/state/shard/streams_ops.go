@@ -2,7 +2,6 @@ package shard
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log"
@@ -132,17 +131,7 @@ func streamsFence(group, member string, epoch int32, checkEpoch bool, cfg stream
 // (spec §11.1): protocol type and group type "streams", the state string of §4.3. Filters are
 // case-insensitive; the state filter names are §4.3's (not_ready).
 func ListStreamsGroups(states, types []string) runtime.ReadOp[*Machine] {
-	match := func(filter []string, v string) bool {
-		if len(filter) == 0 {
-			return true
-		}
-		for _, f := range filter {
-			if strings.EqualFold(strings.TrimSpace(f), v) {
-				return true
-			}
-		}
-		return false
-	}
+	match := matchListFilter
 	return func(m *Machine) (any, error) {
 		var out []GroupListing
 		for _, id := range m.StreamsGroups() {
@@ -325,5 +314,29 @@ func StreamsDescribeWithEpochs(groups []string, includeOps bool, cat streams.Cat
 			out[i].Epochs, out[i].Found = m.Streams.DescriptionEpochs(g)
 		}
 		return runtime.Result{Response: out}
+	}
+}
+
+// StreamsStoredDescriptionCount counts, on durable state, the streams groups whose stored
+// description epoch is real, hands the count to report on the shard goroutine (so a shard's
+// reports are ordered like its states) and answers it (int).
+func StreamsStoredDescriptionCount(report func(n int)) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		n := m.Streams.StoredDescriptionCount()
+		if report != nil {
+			report(n)
+		}
+		return n, nil
+	}
+}
+
+// StreamsDescriptionEpochsOf reads a group's topology description epochs from durable state
+// (streams.DescriptionEpochs, or nil when no streams group has the id).
+func StreamsDescriptionEpochsOf(group string) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		if d, ok := m.Streams.DescriptionEpochs(group); ok {
+			return d, nil
+		}
+		return nil, nil
 	}
 }

@@ -150,3 +150,15 @@ func (s *State) DescriptionHeld(group string) bool {
 	g := s.Groups[group]
 	return g != nil && g.StoredDescriptionEpoch != DescriptionNone
 }
+
+// StoredDescriptionCount is the number of streams groups whose stored epoch is a real epoch:
+// the plugin holds their description (the stored-groups gauge, spec §7.4).
+func (s *State) StoredDescriptionCount() int {
+	n := 0
+	for _, g := range s.Groups {
+		if g.StoredDescriptionEpoch >= 0 {
+			n++
+		}
+	}
+	return n
+}
