@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -59,6 +60,9 @@ func (t *Table) joinGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 		// v0 has no rebalance timeout: the session timeout stands in (JoinGroupRequest.java).
 		rebalance = req.SessionTimeoutMillis
 	}
+	if code := t.releaseDescriptionBeforeConversion(ctx, req.Group); code != 0 {
+		return fail(code, req.MemberID)
+	}
 	protocols := make([]classic.Protocol, len(req.Protocols))
 	for i, p := range req.Protocols {
 		protocols[i] = classic.Protocol{Name: p.Name, Metadata: p.Metadata}
@@ -87,4 +91,34 @@ func (t *Table) joinGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 		resp.Members = append(resp.Members, rm)
 	}
 	return resp
+}
+
+// releaseDescriptionBeforeConversion applies topology-description §6.6: a JoinGroup that would
+// turn an empty streams group into a classic group first deletes the topology description the
+// plugin may hold. A failed delete answers REBALANCE_IN_PROGRESS and throttles further attempts
+// with a back-off window at epoch -2, so that retrying clients do not hammer the plugin.
+func (t *Table) releaseDescriptionBeforeConversion(ctx context.Context, group string) int16 {
+	caller := t.deps.Topology
+	if !caller.Enabled() {
+		return 0
+	}
+	v, err := t.deps.Groups.For(group).Read(ctx, shard.StreamsDescriptionToRelease(group))
+	if err != nil {
+		return availabilityCode(err)
+	}
+	if !v.(bool) {
+		return 0
+	}
+	if caller.Backoff().Active(group, streams.DescriptionUncertain) {
+		return kerr.RebalanceInProgress.Code
+	}
+	failed, barrierErr := t.deleteTopologyDescriptions(ctx, []string{group})
+	if err := barrierErr[group]; err != nil {
+		return availabilityCode(err)
+	}
+	if failed[group] != nil {
+		caller.Backoff().Extend(group, streams.DescriptionUncertain)
+		return kerr.RebalanceInProgress.Code
+	}
+	return 0
 }

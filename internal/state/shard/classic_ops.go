@@ -84,11 +84,26 @@ func (m *Machine) park(c *runtime.Ctx[*Machine], group, member string, sync bool
 // join parked until the rebalance's join phase completes.
 func JoinGroup(cfg classic.Config, req classic.JoinRequest) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		// An empty streams group becomes a classic group (spec streams-groups §11.2): its
+		// tombstones and the new group's records go in one batch. A non-empty one refuses.
+		var converted []log.Record
 		if m.ownedByOtherType(req.Group) {
-			return runtime.Result{Response: &classic.JoinResult{Code: kerr.InconsistentGroupProtocol.Code, Generation: -1, MemberID: req.MemberID}}
+			refuse := func(code int16) runtime.Result {
+				return runtime.Result{Response: &classic.JoinResult{Code: code, Generation: -1, MemberID: req.MemberID}}
+			}
+			if !m.Streams.IsEmpty(req.Group) {
+				return refuse(kerr.InconsistentGroupProtocol.Code)
+			}
+			if m.PinTopologyDescriptions && m.Streams.DescriptionHeld(req.Group) {
+				// The handler releases the description first (topology-description §6.6); one
+				// stored meanwhile makes the client retry.
+				return refuse(kerr.RebalanceInProgress.Code)
+			}
+			_, _, converted = m.StreamsConversion(c, req.Group)
 		}
 		tx := m.Classic.Join(cfg, c.Now(), req)
 		recs, join, _ := m.applyClassic(c, tx)
+		recs = append(converted, recs...)
 		switch {
 		case tx.Join != nil:
 			return runtime.Result{Records: recs, Response: tx.Join}

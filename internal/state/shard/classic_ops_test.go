@@ -885,14 +885,18 @@ func TestClassicRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// spec §2.2: a JoinGroup to a group of another type gets INCONSISTENT_GROUP_PROTOCOL, and the
-// classic Describe/List/Delete do not take that group's offsets for a simple group.
+// spec §2.2 and streams-groups §11.2: a JoinGroup to a streams group with members gets
+// INCONSISTENT_GROUP_PROTOCOL, and the classic Describe/List/Delete do not take that group's
+// offsets for a simple group.
 func TestClassicJoinToStreamsGroupInconsistent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newClassicHarness(t, nil)
 		defer h.close()
 		_, err := h.s.Write(context.Background(), func(_ *runtime.Ctx[*Machine], _ *Machine) runtime.Result {
-			return runtime.Result{Records: []log.Record{streams.GroupMetadataRecord(&streams.Group{ID: "s"}, 1, 0, 0, nil)}}
+			return runtime.Result{Records: []log.Record{
+				streams.GroupMetadataRecord(&streams.Group{ID: "s"}, 1, 0, 0, nil),
+				streams.MemberMetadataRecord("s", &streams.Member{ID: "m1", ProcessID: "p"}),
+			}}
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -1079,4 +1083,24 @@ func TestClassicRandomOperationsReplayEquivalence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// streams-groups §11.2: a JoinGroup to an empty streams group deletes it and creates a classic
+// group in its place, in one batch.
+func TestClassicJoinConvertsEmptyStreamsGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newClassicHarness(t, nil)
+		defer h.close()
+		_, err := h.s.Write(context.Background(), func(_ *runtime.Ctx[*Machine], _ *Machine) runtime.Result {
+			return runtime.Result{Records: []log.Record{streams.GroupMetadataRecord(&streams.Group{ID: "s"}, 1, 0, 0, nil)}}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code(t, "join empty streams group", h.join(jreq("s", "", 4)).Code, kerr.MemberIDRequired.Code)
+		v, err := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Streams.Owns("s"), nil })
+		if err != nil || v.(bool) {
+			t.Fatalf("the streams group survived the conversion (%v)", err)
+		}
+	})
 }

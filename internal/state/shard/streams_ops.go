@@ -340,3 +340,12 @@ func StreamsDescriptionEpochsOf(group string) runtime.ReadOp[*Machine] {
 		return nil, nil
 	}
 }
+
+// StreamsDescriptionToRelease reports (bool) whether a classic JoinGroup must have the plugin
+// delete the group's topology description before converting it: an empty streams group whose
+// stored epoch is not NONE.
+func StreamsDescriptionToRelease(group string) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		return m.Streams.Owns(group) && m.Streams.IsEmpty(group) && m.Streams.DescriptionHeld(group), nil
+	}
+}
