@@ -17,10 +17,6 @@ func newLogCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "log", Short: "Inspect the shard logs offline"}
 	var path string
 	var sets []string
-	addConfigFlags := func(c *cobra.Command) {
-		c.Flags().StringVar(&path, "config", "", "Java-properties config file (for log.dirs)")
-		c.Flags().StringArrayVar(&sets, "set", nil, "override a key: --set key=value (repeatable)")
-	}
 
 	verify := &cobra.Command{
 		Use:   "verify",
@@ -60,7 +56,7 @@ func newLogCommand() *cobra.Command {
 			return nil
 		},
 	}
-	addConfigFlags(verify)
+	addConfigFlags(verify, &path, &sets)
 
 	var shardID int32
 	var metaLog bool
@@ -80,7 +76,7 @@ func newLogCommand() *cobra.Command {
 			return segment.Dump(filepath.Join(cfg.LogDirs, sub), shardID, cmd.OutOrStdout())
 		},
 	}
-	addConfigFlags(dump)
+	addConfigFlags(dump, &path, &sets)
 	dump.Flags().Int32Var(&shardID, "shard", 0, "group shard to dump")
 	dump.Flags().BoolVar(&metaLog, "meta", false, "dump the metadata shard's log instead")
 

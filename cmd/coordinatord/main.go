@@ -87,8 +87,14 @@ func newConfigCommand() *cobra.Command {
 			return nil
 		},
 	}
-	check.Flags().StringVar(&path, "config", "", "Java-properties config file")
-	check.Flags().StringArrayVar(&sets, "set", nil, "override a key: --set key=value (repeatable)")
+	addConfigFlags(check, &path, &sets)
 	cfgCmd.AddCommand(check)
 	return cfgCmd
+}
+
+// addConfigFlags gives a command the --config file and the repeatable --set key=value overrides
+// that config.Load takes.
+func addConfigFlags(c *cobra.Command, path *string, sets *[]string) {
+	c.Flags().StringVar(path, "config", "", "Java-properties config file")
+	c.Flags().StringArrayVar(sets, "set", nil, "override a key: --set key=value (repeatable)")
 }

@@ -57,8 +57,7 @@ func newServeCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&path, "config", "", "Java-properties config file")
-	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a key: --set key=value (repeatable)")
+	addConfigFlags(cmd, &path, &sets)
 	cmd.Flags().StringVar(&logFormat, "log-format", "json", "log encoding: json or console")
 	return cmd
 }
