@@ -5,6 +5,9 @@ BIN       := bin/coordinatord
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
+# The load tool is a module of its own so the server's module carries none of its dependencies
+# (charts, kfake); `go mod tidy` must leave both modules unchanged.
+BENCH_MOD := cmd/coordbench
 # Fuzz targets: package:Target, each run for FUZZTIME by `make fuzz` (and so by `make test`).
 FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
@@ -22,6 +25,7 @@ test: lint unit fuzz
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd $(BENCH_MOD) && $(GO) test -race -count=1 ./...
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -38,16 +42,21 @@ conformance:
 # Load comparison of coordinatord, Kafka 4.4 (when Java is available) and kfake; rewrites
 # docs/benchmarks.md and its charts. Takes about 5 minutes.
 bench: build
-	$(GO) run ./cmd/coordbench suite --coordinatord $(BIN) --out docs/benchmarks.md --charts docs/img
+	cd $(BENCH_MOD) && $(GO) build -o ../../bin/coordbench .
+	bin/coordbench suite --coordinatord $(BIN) --out docs/benchmarks.md --charts docs/img
 
 # Go micro-benchmarks of single components (storage, assignors, ...).
 microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	cd $(BENCH_MOD) && $(GO) test -run '^$$' -bench . -benchmem ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(BENCH_MOD) && $(GO) vet ./...
+	$(GO) mod tidy -diff
+	cd $(BENCH_MOD) && $(GO) mod tidy -diff
 	$(GO) test -count=1 ./test/layers
 
 clean:

@@ -164,7 +164,7 @@ func suiteCommands(f *suiteFlags) []string {
 		fmt.Sprintf("go run ./cmd/coordbench suite %s%s --out %s --charts %s", common, scen, f.out, f.charts),
 		"",
 		"# the same by hand:",
-		"go build -o bin/coordinatord ./cmd/coordinatord && go build -o bin/coordbench ./cmd/coordbench",
+		"go build -o bin/coordinatord ./cmd/coordinatord && (cd cmd/coordbench && go build -o ../../bin/coordbench .)",
 		"bin/coordinatord serve --set listeners=PLAINTEXT://127.0.0.1:0 --set admin.listener=127.0.0.1:0 --set log.dirs=$(mktemp -d) " +
 			"--set " + strings.Join(sameAsKafka, " --set ") + " &",
 		"#   its \"coordinatord started\" log line gives the port: C_ADDR=127.0.0.1:PORT, C_PID=$!",

@@ -101,3 +101,21 @@ func permitted(dep string, rule []string) bool {
 	}
 	return false
 }
+
+// The server binary links only what serving needs: the load tool's chart and fake-cluster
+// libraries and the second Kafka client the tests use must never reach it, or every deployment
+// carries (and is scanned for) code it never runs.
+func TestServerBinaryLinksNoToolOrTestLibraries(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../../cmd/coordinatord").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	forbidden := []string{"gonum.org/", "github.com/twmb/franz-go/pkg/kfake", "github.com/IBM/sarama", "codeberg.org/go-"}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, f := range forbidden {
+			if strings.HasPrefix(dep, f) {
+				t.Errorf("cmd/coordinatord links %s (prefix %s), which only tools or tests need", dep, f)
+			}
+		}
+	}
+}
