@@ -1,4 +1,4 @@
-// Package layers enforces the import rules of ARCHITECTURE.md §2: imports point down the
+// Package layers enforces the import rules of docs/architecture.md (Packages): imports point down the
 // package table, and nothing imports cmd/ or internal/handlers. `make lint` runs it.
 package layers
 
@@ -13,7 +13,7 @@ import (
 const module = "github.com/coordinatord/coordinatord/"
 
 // allowed lists, per package prefix, the project packages it may import. One addition to the
-// table of ARCHITECTURE.md: state machines may import internal/state/log, because the record
+// table of docs/architecture.md: state machines may import internal/state/log, because the record
 // type every Replay takes (log.Record) lives there. A package matches
 // the longest prefix listed; test/ and cmd/ may import anything.
 var allowed = map[string][]string{
@@ -61,7 +61,7 @@ func TestImportsPointDown(t *testing.T) {
 		}
 		rule, ok := ruleFor(self)
 		if !ok {
-			t.Errorf("%s is not in the package table of ARCHITECTURE.md; add it to the table and to this test", self)
+			t.Errorf("%s is not in the package table of docs/architecture.md; add it to the table and to this test", self)
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -73,7 +73,7 @@ func TestImportsPointDown(t *testing.T) {
 				continue // a package's own subpackages
 			}
 			if !permitted(dep, rule) {
-				t.Errorf("%s imports %s, which ARCHITECTURE.md §2 does not allow", self, dep)
+				t.Errorf("%s imports %s, which the package table of docs/architecture.md does not allow", self, dep)
 			}
 		}
 	}
