@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
 	./internal/state/classic:FuzzGroupRecord
 
-.PHONY: build run test unit fuzz bench microbench lint conformance clean
+.PHONY: build run test unit fuzz bench microbench lint conformance e2e clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
@@ -38,6 +38,11 @@ fuzz:
 # when missing; see test/conformance/README.md).
 conformance:
 	test/conformance/run.sh
+
+# Gateway mode end to end: coordinatord in front of a real Kafka 4.4 broker with real clients
+# (installs Java/Maven and fetches the broker when missing; see docs/gateway.md).
+e2e:
+	test/e2e/run.sh
 
 # Load comparison of coordinatord, Kafka 4.4 (when Java is available) and kfake; rewrites
 # docs/benchmarks.md and its charts. Takes about 5 minutes.

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -152,19 +151,32 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, log)
 	defer stopCleanup()
 	st.waitCatalog(ctx)
-	servers := make([]*wire.Server, len(lns))
-	errc := make(chan error, len(lns))
-	for i, ln := range lns {
-		srv := wire.NewServer(wire.Options{
-			ListenerName:    cfg.Listeners[i].Name,
+	newServer := func(name string, h wire.Handler) *wire.Server {
+		return wire.NewServer(wire.Options{
+			ListenerName:    name,
 			MaxRequestBytes: cfg.MaxRequestBytes,
 			IdleTimeout:     cfg.ConnectionsMaxIdle,
 			MaxConnections:  cfg.MaxConnections,
-			Logger:          log.With(zap.String("listener", cfg.Listeners[i].Name)),
+			Logger:          log.With(zap.String("listener", name)),
 			Metrics:         metrics,
-		}, table)
-		servers[i] = srv
-		go func(ln net.Listener) { errc <- srv.Serve(ln) }(ln)
+		}, h)
+	}
+	ls := &listenerSet{errc: make(chan error, 1)}
+	var handler wire.Handler = table
+	if cfg.Gateway.Enabled() {
+		self := cfg.AdvertisedListeners[0]
+		if self.Port == 0 {
+			self.Port = bound[self.Name]
+		}
+		gm, err := startGateway(ctx, cfg, log, reg, table, st, self, newServer, ls)
+		if err != nil {
+			return gatewayError(err)
+		}
+		defer gm.close(context.Background())
+		handler = gm.gw.SelfHandler()
+	}
+	for i, ln := range lns {
+		ls.serve(newServer(cfg.Listeners[i].Name, handler), ln)
 	}
 	addrs := make([]string, len(lns))
 	for i, ln := range lns {
@@ -179,22 +191,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: draining in-flight requests", zap.Duration("shutdown.timeout.ms", cfg.ShutdownTimeout))
-	case serveErr = <-errc:
+	case serveErr = <-ls.errc:
 		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	for _, srv := range servers {
-		wg.Add(1)
-		go func(srv *wire.Server) {
-			defer wg.Done()
-			if err := srv.Shutdown(shutdownCtx); err != nil {
-				log.Warn("shutdown timed out; closed connections with requests still in flight", zap.Error(err))
-			}
-		}(srv)
-	}
-	wg.Wait()
+	ls.shutdownAll(shutdownCtx, log)
 	stopCleanup()
 	// Connections are closed: nothing new reaches the shards. Let what they appended become
 	// durable before the logs close.

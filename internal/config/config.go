@@ -76,6 +76,9 @@ type Config struct {
 	// TopologyPlugin is the topology description plugin (KIP-1331) configuration.
 	TopologyPlugin TopologyPluginConfig
 
+	// Gateway is gateway mode (upstream.*, gateway.*); off when no upstream is configured.
+	Gateway GatewayConfig
+
 	// values and sources of every key, for `config check`.
 	values  map[string]string
 	sources map[string]Source
@@ -344,7 +347,7 @@ func (c *Config) validate() error {
 			return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"], Reason: "listener name " + a.Name + " is not in listeners"}
 		}
 	}
-	return nil
+	return c.validateGateway()
 }
 
 func parseListeners(v string) ([]Listener, error) {

@@ -120,3 +120,16 @@ func walkCodes(v reflect.Value, fn func(int16)) {
 		}
 	}
 }
+
+// observeForwarded counts a request passed on to an upstream broker; its latency includes the
+// upstream's time, and a failure closes the connection (counted by the close reason).
+func (m *Metrics) observeForwarded(key int16, err error, took time.Duration) {
+	api := kmsg.NameForKey(key)
+	if api == "" {
+		api = strconv.Itoa(int(key))
+	}
+	m.requests.WithLabelValues(api).Inc()
+	if err == nil {
+		m.latency.WithLabelValues(api).Observe(took.Seconds())
+	}
+}

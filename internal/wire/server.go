@@ -45,6 +45,20 @@ type Handler interface {
 	Handle(ctx context.Context, r *Request) kmsg.Response
 }
 
+// Forwarder is implemented by a Handler that passes some requests on without decoding them
+// (gateway mode: everything but the group APIs goes to an upstream Kafka broker).
+type Forwarder interface {
+	// Forwards says whether the request with this header and body is passed on.
+	Forwards(c *Conn, h Header, body []byte) bool
+	// Forward passes frame (header and body, without the size prefix) on and returns the
+	// response frame to write back, size prefix included; nil when the request has none (a
+	// Produce with acks=0). An error closes the client's connection, as a broker failure
+	// looks to a client.
+	Forward(ctx context.Context, c *Conn, h Header, frame []byte) ([]byte, error)
+	// Closed releases what the connection held (its upstream connections).
+	Closed(c *Conn)
+}
+
 // Options are the transport limits, validated by the caller's config.
 type Options struct {
 	ListenerName    string
@@ -220,6 +234,9 @@ func (c *serverConn) run() {
 	defer func() {
 		c.cancel()
 		c.nc.Close()
+		if fwd, ok := s.handler.(Forwarder); ok {
+			fwd.Closed(c.info)
+		}
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
@@ -238,13 +255,25 @@ func (c *serverConn) run() {
 			reason = c.readFailure(err)
 			return
 		}
-		resp, hdr, why := c.serve(frame)
-		if resp == nil {
-			reason = "bad request"
-			c.warn("closing connection", why)
-			return
+		if raw, forwarded, err := c.forward(frame); forwarded {
+			if err != nil {
+				reason = "upstream failed"
+				c.warn("closing connection", err.Error())
+				return
+			}
+			if raw == nil {
+				continue // no response is due (acks=0)
+			}
+			out = append(out[:0], raw...)
+		} else {
+			resp, hdr, why := c.serve(frame)
+			if resp == nil {
+				reason = "bad request"
+				c.warn("closing connection", why)
+				return
+			}
+			out = AppendResponse(out[:0], hdr.CorrelationID, resp)
 		}
-		out = AppendResponse(out[:0], hdr.CorrelationID, resp)
 		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		n, err := c.nc.Write(out)
 		s.metrics.bytesOut.Add(float64(n))
@@ -285,6 +314,23 @@ func (c *serverConn) readFailure(err error) string {
 
 func (c *serverConn) warn(msg, reason string) {
 	c.srv.log.Warn(msg, zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.String("reason", reason))
+}
+
+// forward passes the frame on when the handler is a Forwarder that wants it; forwarded=false
+// leaves the frame to serve.
+func (c *serverConn) forward(frame []byte) (raw []byte, forwarded bool, err error) {
+	fwd, ok := c.srv.handler.(Forwarder)
+	if !ok {
+		return nil, false, nil
+	}
+	hdr, rest, err := ParseHeader(frame)
+	if err != nil || !fwd.Forwards(c.info, hdr, rest) {
+		return nil, false, nil // a bad header is serve's to report
+	}
+	start := time.Now()
+	raw, err = fwd.Forward(c.ctx, c.info, hdr, frame)
+	c.srv.metrics.observeForwarded(hdr.Key, err, time.Since(start))
+	return raw, true, err
 }
 
 // serve decodes one frame and runs the handler. A nil response means close, with why.

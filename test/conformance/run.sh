@@ -21,40 +21,8 @@ cd "$ROOT"
 
 log() { echo "conformance: $*" >&2; }
 
-java_ok() {
-  local j v major
-  j="${KAFKA_JAVA:-}"
-  if [[ -z "$j" && -n "${JAVA_HOME:-}" && -x "${JAVA_HOME}/bin/java" ]]; then j="$JAVA_HOME/bin/java"; fi
-  if [[ -z "$j" ]]; then j="$(command -v java || true)"; fi
-  [[ -n "$j" && -x "$j" ]] || return 1
-  v="$("$j" -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n1)"
-  major="${v%%[.+-]*}"
-  [[ "$major" =~ ^[0-9]+$ ]] && (( major >= 17 ))
-}
-
-install_java_maven() {
-  local -a pkgs=()
-  java_ok || pkgs+=(default-jre-headless)
-  command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
-  (( ${#pkgs[@]} )) || return 0
-  local sudo=""
-  if [[ "$(id -u)" != 0 ]]; then
-    if command -v sudo >/dev/null 2>&1; then
-      sudo="sudo"
-    else
-      log "missing ${pkgs[*]} and not root (no sudo): install Java 17+ and Maven, then rerun"
-      exit 1
-    fi
-  fi
-  if ! command -v apt-get >/dev/null 2>&1; then
-    log "missing ${pkgs[*]} and no apt-get: install Java 17+ and Maven, then rerun"
-    exit 1
-  fi
-  log "installing ${pkgs[*]} (apt-get)"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
-  java_ok || { log "Java 17+ still not found after installing ${pkgs[*]}"; exit 1; }
-}
+# shellcheck source=../kafka/deps.sh
+source "$ROOT/test/kafka/deps.sh"
 
 if [[ -z "${KAFKA_ADDR:-}" ]]; then
   install_java_maven

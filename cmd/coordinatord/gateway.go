@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/gateway"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/upstream"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// listenerSet is every wire server of the process; broker listeners join it while it runs.
+type listenerSet struct {
+	mu      sync.Mutex
+	servers []*wire.Server
+	errc    chan error
+	closed  bool
+}
+
+func (l *listenerSet) serve(srv *wire.Server, ln net.Listener) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		ln.Close()
+		return
+	}
+	l.servers = append(l.servers, srv)
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			select {
+			case l.errc <- err:
+			default:
+			}
+		}
+	}()
+}
+
+// shutdownAll stops every server; no new one joins afterwards.
+func (l *listenerSet) shutdownAll(ctx context.Context, log *zap.Logger) {
+	l.mu.Lock()
+	l.closed = true
+	servers := append([]*wire.Server(nil), l.servers...)
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Add(1)
+		go func(srv *wire.Server) {
+			defer wg.Done()
+			if err := srv.Shutdown(ctx); err != nil {
+				log.Warn("shutdown timed out; closed connections with requests still in flight", zap.Error(err))
+			}
+		}(srv)
+	}
+	wg.Wait()
+}
+
+// gatewayMode is what serve holds in gateway mode.
+type gatewayMode struct {
+	gw *gateway.Gateway
+	up *upstream.Client
+}
+
+func (m *gatewayMode) close(ctx context.Context) {
+	m.up.Close()
+	m.gw.Close(ctx)
+}
+
+// startGateway reaches the upstream (refusing to start when it cannot, after the configured
+// retries), binds a listener per upstream broker and keeps the topic catalog equal to the
+// upstream's.
+func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, local gateway.Local,
+	st *state, self config.Listener, newServer func(name string, h wire.Handler) *wire.Server, ls *listenerSet) (*gatewayMode, error) {
+	g := cfg.Gateway
+	gw, err := gateway.New(gateway.Options{
+		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port),
+		ListenHost: g.ListenHost, AdvertisedHost: g.AdvertisedHost, PortMin: g.PortMin, PortMax: g.PortMax,
+		DataDir: cfg.LogDirs, ConnectTimeout: g.ConnectTimeout, MaxResponseBytes: 1 << 30,
+		Logger: log.With(zap.String("component", "gateway")), Metrics: gateway.NewMetrics(reg),
+		Serve: func(name string, ln net.Listener, h wire.Handler) { ls.serve(newServer(name, h), ln) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	var started bool
+	var startErr error
+	up, err := upstream.New(upstream.Options{
+		Bootstrap: g.Bootstrap, ClientID: g.ClientID, RequestTimeout: g.RequestTimeout,
+		ConnectTimeout: g.ConnectTimeout, MaxAge: g.MetadataMaxAge, Logger: log.With(zap.String("component", "upstream")),
+		OnView: func(v *upstream.View) {
+			if err := gw.OnView(v); err != nil && !started {
+				startErr = err
+				return
+			}
+			mirrorCatalog(st, v, log)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	gw.SetUpstream(up.Refresh, up.RefreshUntil)
+	log.Info("gateway mode: connecting to the upstream cluster", zap.Strings("upstream.bootstrap.servers", g.Bootstrap))
+	if err := up.Start(ctx, g.StartupTimeout); err != nil {
+		up.Close()
+		return nil, err
+	}
+	if startErr != nil {
+		up.Close()
+		return nil, startErr
+	}
+	started = true
+	v := up.Current()
+	log.Info("gateway mode: upstream reached", zap.String("upstream_cluster_id", v.ClusterID),
+		zap.Int("upstream_brokers", len(v.Brokers)), zap.Int("upstream_topics", len(v.Topics)), zap.Any("broker_ports", gw.Ports()))
+	return &gatewayMode{gw: gw, up: up}, nil
+}
+
+// mirrorCatalog writes the upstream's topics into the catalog (ids and partition counts), so
+// group APIs validate against the cluster the clients actually use.
+func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger) {
+	topics := make([]meta.Topic, 0, len(v.Topics))
+	for _, t := range v.Topics {
+		topics = append(topics, meta.Topic{Name: t.Name, ID: t.ID, Partitions: t.Partitions, ReplicationFactor: -1})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfgMirrorTimeout)
+	defer cancel()
+	res, err := st.meta.Write(ctx, meta.Mirror(topics))
+	if err != nil {
+		log.Warn("could not mirror the upstream's topics into the catalog; retrying at the next refresh", zap.Error(err))
+		return
+	}
+	r := res.(meta.MirrorResult)
+	if n := len(r.Created) + len(r.Changed) + len(r.Deleted); n > 0 {
+		log.Info("catalog follows the upstream", zap.Int("created", len(r.Created)), zap.Int("changed", len(r.Changed)),
+			zap.Strings("deleted", r.Deleted))
+	}
+}
+
+func gatewayError(err error) error { return fmt.Errorf("gateway mode: %w", err) }
+
+const cfgMirrorTimeout = 30 * time.Second

@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func keys(ranges map[int16][2]int16) []kmsg.ApiVersionsResponseApiKey {
+	var out []kmsg.ApiVersionsResponseApiKey
+	for k, r := range ranges {
+		v := kmsg.NewApiVersionsResponseApiKey()
+		v.ApiKey, v.MinVersion, v.MaxVersion = k, r[0], r[1]
+		out = append(out, v)
+	}
+	return out
+}
+
+func upstreamVersions(ranges map[int16][2]int16) *kmsg.ApiVersionsResponse {
+	r := kmsg.NewPtrApiVersionsResponse()
+	r.ApiKeys = keys(ranges)
+	return r
+}
+
+func TestAdvertisedVersions(t *testing.T) {
+	local := keys(map[int16][2]int16{3: {0, 13}, 8: {2, 10}, 10: {0, 6}, 18: {0, 4}, 19: {2, 7}, 27: {1, 2}, 88: {0, 1}, 93: {0, 0}})
+	up := upstreamVersions(map[int16][2]int16{
+		0: {0, 14}, 1: {4, 18}, 3: {0, 14}, 4: {0, 7}, 8: {2, 11}, 10: {0, 5}, 18: {0, 5}, 19: {2, 7},
+		24: {0, 5}, 27: {1, 2}, 52: {0, 2}, 68: {0, 1}, 76: {1, 1}, 95: {0, 3},
+	})
+	got := map[int16][2]int16{}
+	for _, k := range mergeVersions(local, []*kmsg.ApiVersionsResponse{up}) {
+		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+	}
+	want := map[int16][2]int16{
+		0:  {0, kmsg.NewPtrProduceRequest().MaxVersion()}, // upstream's min 0 kept, capped at the codec
+		1:  {4, 18},
+		3:  {0, 13}, // forwarded, capped at what the gateway can rewrite
+		8:  {2, 10}, // coordinatord's range, not the upstream's
+		10: {0, 5},  // groups here, transactions upstream: both must work
+		18: {0, 4},
+		19: {2, 7},
+		24: {0, 3}, // v4+ is the broker-only form
+		88: {0, 1}, // served by coordinatord even where the upstream has no streams groups
+		93: {0, 0},
+	}
+	for k, r := range want {
+		if got[k] != r {
+			t.Errorf("key %d advertised as %v, want %v", k, got[k], r)
+		}
+	}
+	for _, never := range []int16{4, 27, 52, 68, 76, 95} {
+		if r, ok := got[never]; ok {
+			t.Errorf("key %d is advertised (%v); clients must never reach it upstream", never, r)
+		}
+	}
+}
+
+func TestOwnPortAdvertisesOnlyWhatEveryBrokerServes(t *testing.T) {
+	a := upstreamVersions(map[int16][2]int16{1: {4, 17}, 44: {0, 1}, 75: {0, 0}})
+	b := upstreamVersions(map[int16][2]int16{1: {4, 18}, 44: {0, 1}})
+	got := map[int16][2]int16{}
+	for _, k := range mergeVersions(nil, []*kmsg.ApiVersionsResponse{a, b}) {
+		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+	}
+	if got[1] != [2]int16{4, 17} || got[44] != [2]int16{0, 1} {
+		t.Fatalf("intersection wrong: %v", got)
+	}
+	if _, ok := got[75]; ok {
+		t.Fatalf("a key only one broker serves is advertised on coordinatord's port: %v", got)
+	}
+}
+
+func TestFeaturesAreUpstreamsButGroupFeaturesOurs(t *testing.T) {
+	up := kmsg.NewPtrApiVersionsResponse()
+	up.FinalizedFeaturesEpoch = 812
+	for _, f := range []struct {
+		name  string
+		level int16
+	}{{"transaction.version", 2}, {"group.version", 1}, {"streams.version", 0}, {"metadata.version", 27}} {
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
+		up.FinalizedFeatures = append(up.FinalizedFeatures, ff)
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = f.name, 0, f.level
+		up.SupportedFeatures = append(up.SupportedFeatures, sf)
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	mergeFeatures(resp, up, 4)
+	finalized := map[string]int16{}
+	for _, f := range resp.FinalizedFeatures {
+		finalized[f.Name] = f.MaxVersionLevel
+	}
+	if finalized["transaction.version"] != 2 || finalized["metadata.version"] != 27 {
+		t.Fatalf("upstream features not passed on: %v", finalized)
+	}
+	if finalized["streams.version"] != 1 {
+		t.Fatalf("streams.version = %d, want coordinatord's 1", finalized["streams.version"])
+	}
+	if _, ok := finalized["group.version"]; ok {
+		t.Fatal("group.version is reported, but coordinatord serves no KIP-848 groups")
+	}
+	if resp.FinalizedFeaturesEpoch != 812 {
+		t.Fatalf("epoch %d, want the upstream broker's", resp.FinalizedFeaturesEpoch)
+	}
+	old := kmsg.NewPtrApiVersionsResponse()
+	mergeFeatures(old, up, 3)
+	for _, f := range old.SupportedFeatures {
+		if f.MinVersion == 0 {
+			t.Fatalf("v3 answer lists %s with min version 0 (KAFKA-17011)", f.Name)
+		}
+	}
+}

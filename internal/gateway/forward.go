@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// clientConn is what one client connection holds upstream: at most one connection per upstream
+// broker, opened on first use. One per client connection, never shared, so the upstream sees
+// the client's own order, pipelining and fetch sessions.
+type clientConn struct {
+	mu     sync.Mutex
+	closed bool
+	ups    map[int32]*upConn
+}
+
+type upConn struct {
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func (c *clientConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for id, u := range c.ups {
+		u.nc.Close()
+		delete(c.ups, id)
+	}
+}
+
+// upstreamFor returns the connection to node id for this client connection, dialing it first.
+func (g *Gateway) upstreamFor(ctx context.Context, connID uint64, id int32) (*upConn, error) {
+	v, _ := g.conns.LoadOrStore(connID, &clientConn{ups: map[int32]*upConn{}})
+	cc := v.(*clientConn)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return nil, errors.New("client connection closed")
+	}
+	if u, ok := cc.ups[id]; ok {
+		return u, nil
+	}
+	view := g.View()
+	if view == nil {
+		return nil, errors.New("no upstream metadata yet")
+	}
+	b, ok := view.Broker(id)
+	if !ok {
+		g.refresh()
+		return nil, fmt.Errorf("upstream broker %d is not in the upstream's metadata", id)
+	}
+	d := net.Dialer{Timeout: g.opts.ConnectTimeout}
+	nc, err := d.DialContext(ctx, "tcp", b.Addr())
+	if err != nil {
+		g.opts.Metrics.dialFailed(id)
+		return nil, fmt.Errorf("connecting to upstream broker %d: %w", id, err)
+	}
+	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10)}
+	cc.ups[id] = u
+	return u, nil
+}
+
+// drop forgets a failed upstream connection; the client's connection closes with it.
+func (g *Gateway) drop(connID uint64, id int32) {
+	if v, ok := g.conns.Load(connID); ok {
+		cc := v.(*clientConn)
+		cc.mu.Lock()
+		if u, ok := cc.ups[id]; ok {
+			u.nc.Close()
+			delete(cc.ups, id)
+		}
+		cc.mu.Unlock()
+	}
+}
+
+// forward sends frame to the upstream broker of this port (or, on coordinatord's own port, the
+// broker pinned for the connection) and returns the answer, rewritten where it names brokers.
+func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte) ([]byte, error) {
+	if node < 0 {
+		b, ok := g.pinnedNode(c.ID)
+		if !ok {
+			return nil, errors.New("no upstream broker known")
+		}
+		node = b.NodeID
+	}
+	start := time.Now()
+	u, err := g.upstreamFor(ctx, c.ID, node)
+	if err != nil {
+		return nil, err
+	}
+	out, err := g.roundTrip(u, h, frame)
+	if err != nil {
+		g.drop(c.ID, node)
+		g.opts.Metrics.failed(node, h.Key)
+		return nil, fmt.Errorf("upstream broker %d: %w", node, err)
+	}
+	if h.Key == 19 || h.Key == 20 || h.Key == 37 {
+		g.afterTopicChange(ctx, h, out)
+	}
+	if out != nil {
+		if out, err = g.rewrite(h, out); err != nil {
+			return nil, fmt.Errorf("rewriting %s v%d answer of upstream broker %d: %w", kmsg.NameForKey(h.Key), h.Version, node, err)
+		}
+	}
+	g.opts.Metrics.forwarded(node, h.Key, len(frame)+4, len(out), time.Since(start))
+	return out, nil
+}
+
+// roundTrip writes the request and reads its answer (size prefix included); nil when the
+// request expects none.
+func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte) ([]byte, error) {
+	var size [4]byte
+	binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
+	bufs := net.Buffers{size[:], frame}
+	if _, err := bufs.WriteTo(u.nc); err != nil {
+		return nil, err
+	}
+	if h.Key == 0 && produceAcks(h.Version, frame) == 0 {
+		return nil, nil // acks=0: the broker answers nothing (it closes the connection on error)
+	}
+	if _, err := io.ReadFull(u.br, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 4 || n > g.opts.MaxResponseBytes {
+		return nil, fmt.Errorf("response frame of %d bytes", n)
+	}
+	out := make([]byte, 4+int(n))
+	copy(out, size[:])
+	if _, err := io.ReadFull(u.br, out[4:]); err != nil {
+		return nil, err
+	}
+	if corr := int32(binary.BigEndian.Uint32(out[4:8])); corr != h.CorrelationID {
+		return nil, fmt.Errorf("correlation id %d answered for request %d", corr, h.CorrelationID)
+	}
+	return out, nil
+}
+
+// produceAcks reads Acks from a Produce request frame; -2 when it cannot be read (then an
+// answer is expected, and a missing one fails the connection rather than hanging it).
+func produceAcks(version int16, frame []byte) int16 {
+	_, rest, err := wire.ParseHeader(frame)
+	if err != nil {
+		return -2
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		if rest, err = wire.SkipHeaderTags(rest); err != nil {
+			return -2
+		}
+	}
+	b := kbin.Reader{Src: rest}
+	if version >= 3 {
+		if req.IsFlexible() {
+			b.CompactNullableString()
+		} else {
+			b.NullableString()
+		}
+	}
+	acks := b.Int16()
+	if !b.Ok() {
+		return -2
+	}
+	return acks
+}

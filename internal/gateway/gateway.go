@@ -1,0 +1,202 @@
+// Package gateway is coordinatord's gateway mode: clients bootstrap to coordinatord, which
+// answers the group APIs itself and passes every other request on to an upstream Kafka cluster.
+// Each upstream broker is reachable only through a listener of its own ("port per broker"), so
+// a client never learns an upstream address: the answers that carry one (Metadata,
+// DescribeCluster, FindCoordinator for transactions, the leader hints of Produce and Fetch) are
+// rewritten on the way back.
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/upstream"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Local is what answers the requests coordinatord serves itself: the handler table.
+type Local interface {
+	wire.Handler
+	// Versions is the local API table, ApiVersions' source.
+	Versions() []kmsg.ApiVersionsResponseApiKey
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Local  Local
+	NodeID int32
+	// SelfHost and SelfPort are coordinatord's own advertised address (its broker entry).
+	SelfHost string
+	SelfPort int32
+	// ListenHost and AdvertisedHost are where broker listeners bind and what clients are told.
+	ListenHost, AdvertisedHost string
+	PortMin, PortMax           int
+	DataDir                    string
+	ConnectTimeout             time.Duration
+	// MaxResponseBytes bounds one upstream response frame.
+	MaxResponseBytes int32
+	Logger           *zap.Logger
+	Metrics          *Metrics
+	// Serve starts a wire server for a broker listener (the caller owns the transport options
+	// and shutdown).
+	Serve func(listenerName string, ln net.Listener, h wire.Handler)
+}
+
+// Gateway holds the broker listeners and the upstream view.
+type Gateway struct {
+	opts  Options
+	lg    *zap.Logger
+	ports *portMap
+
+	mu        sync.RWMutex
+	view      *upstream.View
+	listeners map[int32]int32 // upstream node id -> bound port
+	refresh   func()
+	// refreshUntil fetches upstream metadata until done accepts it (nil in unit tests).
+	refreshUntil func(ctx context.Context, done func(*upstream.View) bool) error
+
+	conns sync.Map // connection id -> *clientConn
+}
+
+// New creates a gateway; Attach connects it to the upstream client.
+func New(opts Options) (*Gateway, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = 1 << 30
+	}
+	pm, err := loadPortMap(opts.DataDir, opts.PortMin, opts.PortMax)
+	if err != nil {
+		return nil, err
+	}
+	return &Gateway{opts: opts, lg: opts.Logger, ports: pm, listeners: map[int32]int32{}, refresh: func() {}}, nil
+}
+
+// SetUpstream gives the gateway its ways to ask for fresh upstream metadata: soon (a response
+// named a broker it does not know), or now and until a change shows.
+func (g *Gateway) SetUpstream(refresh func(), refreshUntil func(ctx context.Context, done func(*upstream.View) bool) error) {
+	g.refresh, g.refreshUntil = refresh, refreshUntil
+}
+
+// OnView takes a new upstream view: it checks that no upstream broker has coordinatord's node
+// id and binds a listener for every broker that has none yet. It returns an error on a node id
+// clash, which refuses a start.
+func (g *Gateway) OnView(v *upstream.View) error {
+	for _, b := range v.Brokers {
+		if b.NodeID == g.opts.NodeID {
+			err := fmt.Errorf("upstream broker %d (%s) has coordinatord's node.id %d: clients could not tell them apart; give coordinatord a node.id no upstream broker uses", b.NodeID, b.Addr(), g.opts.NodeID)
+			g.lg.Error("node id clash with the upstream cluster", zap.Error(err))
+			return err
+		}
+	}
+	for _, b := range v.Brokers {
+		if _, err := g.ensureListener(b.NodeID); err != nil {
+			g.lg.Error("cannot listen for upstream broker; clients cannot reach it", zap.Int32("node_id", b.NodeID), zap.Error(err))
+		}
+	}
+	g.mu.Lock()
+	g.view = v
+	g.mu.Unlock()
+	return nil
+}
+
+// View is the latest upstream view.
+func (g *Gateway) View() *upstream.View {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.view
+}
+
+// ensureListener returns the port clients use for node id, binding it first if needed.
+func (g *Gateway) ensureListener(id int32) (int32, error) {
+	g.mu.RLock()
+	p, ok := g.listeners[id]
+	g.mu.RUnlock()
+	if ok {
+		return p, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p, ok := g.listeners[id]; ok {
+		return p, nil
+	}
+	want := g.ports.portFor(id)
+	if want < 0 {
+		return 0, fmt.Errorf("gateway.broker.port.range %d-%d has no free port left", g.opts.PortMin, g.opts.PortMax)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(g.opts.ListenHost, strconv.Itoa(want)))
+	if err != nil {
+		return 0, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := g.ports.bound(id, port); err != nil {
+		ln.Close()
+		return 0, fmt.Errorf("recording the port of node %d: %w", id, err)
+	}
+	g.listeners[id] = int32(port)
+	g.lg.Info("listening for upstream broker", zap.Int32("node_id", id), zap.String("addr", ln.Addr().String()))
+	g.opts.Serve(fmt.Sprintf("BROKER-%d", id), ln, &portHandler{g: g, node: id})
+	return int32(port), nil
+}
+
+// address returns what clients are told for node id; ok=false when no listener could be bound.
+func (g *Gateway) address(id int32) (host string, port int32, ok bool) {
+	p, err := g.ensureListener(id)
+	if err != nil {
+		return "", 0, false
+	}
+	return g.opts.AdvertisedHost, p, true
+}
+
+// Ports lists the broker listeners, node id -> port (for logs and tests).
+func (g *Gateway) Ports() map[int32]int32 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make(map[int32]int32, len(g.listeners))
+	for k, v := range g.listeners {
+		out[k] = v
+	}
+	return out
+}
+
+// SelfHandler is the handler of coordinatord's own listeners in gateway mode.
+func (g *Gateway) SelfHandler() wire.Handler { return &portHandler{g: g, node: -1} }
+
+// pinnedNode picks the upstream broker that forwarded requests of a connection on
+// coordinatord's own port go to: one per connection, so order and fetch sessions hold.
+func (g *Gateway) pinnedNode(connID uint64) (upstream.Broker, bool) {
+	v := g.View()
+	if v == nil || len(v.Brokers) == 0 {
+		return upstream.Broker{}, false
+	}
+	brokers := append([]upstream.Broker(nil), v.Brokers...)
+	sort.Slice(brokers, func(i, j int) bool { return brokers[i].NodeID < brokers[j].NodeID })
+	return brokers[connID%uint64(len(brokers))], true
+}
+
+// closeConn drops a client connection's upstream connections.
+func (g *Gateway) closeConn(id uint64) {
+	if c, ok := g.conns.LoadAndDelete(id); ok {
+		c.(*clientConn).close()
+	}
+}
+
+// Close closes every upstream connection still open.
+func (g *Gateway) Close(ctx context.Context) {
+	g.conns.Range(func(k, v any) bool {
+		v.(*clientConn).close()
+		g.conns.Delete(k)
+		return true
+	})
+}

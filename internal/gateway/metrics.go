@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Metrics are the forwarding path's series, per upstream broker.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	bytesIn  *prometheus.CounterVec
+	bytesOut *prometheus.CounterVec
+	failures *prometheus.CounterVec
+	dials    *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// NewMetrics creates the series and registers them on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_forwarded_requests_total", Help: "Requests forwarded to the upstream cluster, by upstream node id and API.",
+		}, []string{"node", "api"}),
+		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_forwarded_request_bytes_total", Help: "Request bytes forwarded to each upstream broker.",
+		}, []string{"node"}),
+		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_forwarded_response_bytes_total", Help: "Response bytes relayed back from each upstream broker.",
+		}, []string{"node"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_forward_failures_total", Help: "Forwarded requests whose upstream connection failed (the client's connection was closed), by upstream node id and API.",
+		}, []string{"node", "api"}),
+		dials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_upstream_dial_failures_total", Help: "Upstream connections that could not be opened, by upstream node id.",
+		}, []string{"node"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "coordinatord_gateway_forward_duration_seconds",
+			Help:    "Time from forwarding a request to having its answer ready for the client, by upstream node id (includes the upstream's own time, e.g. a fetch's wait).",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}, []string{"node"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.latency)
+	}
+	return m
+}
+
+func node(id int32) string { return strconv.Itoa(int(id)) }
+
+func apiName(key int16) string {
+	if n := kmsg.NameForKey(key); n != "" {
+		return n
+	}
+	return strconv.Itoa(int(key))
+}
+
+func (m *Metrics) forwarded(id int32, key int16, in, out int, took time.Duration) {
+	n := node(id)
+	m.requests.WithLabelValues(n, apiName(key)).Inc()
+	m.bytesIn.WithLabelValues(n).Add(float64(in))
+	m.bytesOut.WithLabelValues(n).Add(float64(out))
+	m.latency.WithLabelValues(n).Observe(took.Seconds())
+}
+
+func (m *Metrics) failed(id int32, key int16) {
+	m.failures.WithLabelValues(node(id), apiName(key)).Inc()
+}
+
+func (m *Metrics) dialFailed(id int32) { m.dials.WithLabelValues(node(id)).Inc() }

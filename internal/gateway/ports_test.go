@@ -1,0 +1,46 @@
+package gateway
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestPortsAreKeptAcrossRestartsAndNewNodes(t *testing.T) {
+	dir := t.TempDir()
+	m, err := loadPortMap(dir, 20001, 20003)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{7, 3} {
+		if err := m.bound(id, m.portFor(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.portFor(7) != 20001 || m.portFor(3) != 20002 {
+		t.Fatalf("ports %d, %d; want them in order of first sight", m.portFor(7), m.portFor(3))
+	}
+	// After a restart node 3 appears first, and a new node 1 joins: nobody moves.
+	m2, err := loadPortMap(dir, 20001, 20003)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.portFor(3) != 20002 || m2.portFor(7) != 20001 {
+		t.Fatalf("a restart moved ports: 3->%d, 7->%d", m2.portFor(3), m2.portFor(7))
+	}
+	if p := m2.portFor(1); p != 20003 {
+		t.Fatalf("new node 1 got %d, want the free 20003", p)
+	}
+	m2.bound(1, 20003)
+	if p := m2.portFor(9); p != -1 {
+		t.Fatalf("a full range handed out port %d", p)
+	}
+}
+
+func TestCorruptPortFileRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "gateway-ports.json"), []byte(`{"ports":{"x":1}}`), 0o644)
+	if _, err := loadPortMap(dir, 1, 2); err == nil {
+		t.Fatal("a port file with a bad node id was accepted")
+	}
+}

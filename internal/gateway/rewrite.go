@@ -1,0 +1,202 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// rewrite replaces every upstream address in a forwarded answer with the gateway listener of
+// the same node id (rack kept), and adds coordinatord to broker lists. Answers that name no
+// broker are returned as they are, without a copy.
+func (g *Gateway) rewrite(h wire.Header, frame []byte) ([]byte, error) {
+	switch {
+	case h.Key == 3, h.Key == 60, h.Key == 10, h.Key == 0 && h.Version >= 10:
+	case h.Key == 1 && h.Version >= 16:
+		return g.rewriteFetch(h, frame)
+	default:
+		return frame, nil
+	}
+	resp := kmsg.ResponseForKey(h.Key)
+	resp.SetVersion(h.Version)
+	bodyAt := 8
+	if resp.IsFlexible() {
+		bodyAt = 9
+		if len(frame) < bodyAt || frame[8] != 0 {
+			return nil, errors.New("response header carries tagged fields")
+		}
+	}
+	if err := resp.ReadFrom(frame[bodyAt:]); err != nil {
+		return nil, err
+	}
+	changed := true
+	switch r := resp.(type) {
+	case *kmsg.MetadataResponse:
+		r.Brokers = g.rewriteMetadataBrokers(r.Brokers)
+	case *kmsg.DescribeClusterResponse:
+		r.Brokers = g.rewriteClusterBrokers(r.Brokers)
+	case *kmsg.FindCoordinatorResponse:
+		g.rewriteCoordinators(r)
+	case *kmsg.ProduceResponse:
+		changed = len(r.Brokers) > 0
+		r.Brokers = g.rewriteProduceBrokers(r.Brokers)
+	}
+	if !changed {
+		return frame, nil
+	}
+	out := append(make([]byte, 0, len(frame)+64), frame[:bodyAt]...)
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, nil
+}
+
+func (g *Gateway) self() (host string, port int32) { return g.opts.SelfHost, g.opts.SelfPort }
+
+func (g *Gateway) rewriteMetadataBrokers(in []kmsg.MetadataResponseBroker) []kmsg.MetadataResponseBroker {
+	out := in[:0]
+	for _, b := range in {
+		host, port, ok := g.address(b.NodeID)
+		if !ok {
+			continue // never leak an address the client cannot be given a listener for
+		}
+		b.Host, b.Port = host, port
+		out = append(out, b)
+	}
+	s := kmsg.NewMetadataResponseBroker()
+	s.NodeID = g.opts.NodeID
+	s.Host, s.Port = g.self()
+	return append(out, s)
+}
+
+func (g *Gateway) rewriteClusterBrokers(in []kmsg.DescribeClusterResponseBroker) []kmsg.DescribeClusterResponseBroker {
+	out := in[:0]
+	for _, b := range in {
+		host, port, ok := g.address(b.NodeID)
+		if !ok {
+			continue
+		}
+		b.Host, b.Port = host, port
+		out = append(out, b)
+	}
+	s := kmsg.NewDescribeClusterResponseBroker()
+	s.NodeID = g.opts.NodeID
+	s.Host, s.Port = g.self()
+	return append(out, s)
+}
+
+// rewriteCoordinators rewrites transaction coordinators; Kafka's error shape (-1, "", -1) is
+// left alone.
+func (g *Gateway) rewriteCoordinators(r *kmsg.FindCoordinatorResponse) {
+	if r.Version < 4 {
+		if r.ErrorCode == 0 && r.NodeID >= 0 {
+			if host, port, ok := g.address(r.NodeID); ok {
+				r.Host, r.Port = host, port
+			}
+		}
+		return
+	}
+	for i := range r.Coordinators {
+		c := &r.Coordinators[i]
+		if c.ErrorCode == 0 && c.NodeID >= 0 {
+			if host, port, ok := g.address(c.NodeID); ok {
+				c.Host, c.Port = host, port
+			}
+		}
+	}
+}
+
+func (g *Gateway) rewriteProduceBrokers(in []kmsg.ProduceResponseBroker) []kmsg.ProduceResponseBroker {
+	out := in[:0]
+	for _, b := range in {
+		if host, port, ok := g.address(b.NodeID); ok {
+			b.Host, b.Port = host, port
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// rewriteFetch rewrites the leader hints (NodeEndpoints, KIP-951) of a Fetch v16+ answer. They
+// are the answer's last field, a top-level tag after every record set, so the records are
+// walked over by their length prefixes and never decoded; an answer without hints (the
+// common case) is returned as it came.
+func (g *Gateway) rewriteFetch(h wire.Header, frame []byte) ([]byte, error) {
+	const bodyAt = 9 // size, correlation id, empty header tags
+	if len(frame) < bodyAt || frame[8] != 0 {
+		return nil, errors.New("fetch response header carries tagged fields")
+	}
+	body := frame[bodyAt:]
+	headLen, tailAt, err := fetchTail(body)
+	if err != nil {
+		return nil, err
+	}
+	if tailAt == len(body)-1 && body[tailAt] == 0 {
+		return frame, nil // no tagged fields: nothing names a broker
+	}
+	// Decode the head and the tail alone, as an answer with no topics, with kmsg.
+	synthetic := append(append(append(make([]byte, 0, headLen+1+len(body)-tailAt), body[:headLen]...), 1), body[tailAt:]...)
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(h.Version)
+	if err := resp.ReadFrom(synthetic); err != nil {
+		return nil, err
+	}
+	out := resp.Brokers[:0]
+	for _, b := range resp.Brokers {
+		if host, port, ok := g.address(b.NodeID); ok {
+			b.Host, b.Port = host, port
+			out = append(out, b)
+		}
+	}
+	resp.Brokers = out
+	encoded := resp.AppendTo(nil)
+	newTail := encoded[headLen+1:]
+	res := make([]byte, 0, bodyAt+tailAt+len(newTail))
+	res = append(append(res, frame[:bodyAt+tailAt]...), newTail...)
+	binary.BigEndian.PutUint32(res, uint32(len(res)-4))
+	return res, nil
+}
+
+// fetchTail walks a flexible (v12+) Fetch answer body and returns the length of its head
+// (throttle, error code, session id) and where its top-level tagged fields start.
+func fetchTail(body []byte) (headLen, tailAt int, err error) {
+	b := kbin.Reader{Src: body}
+	b.Int32() // ThrottleMillis
+	b.Int16() // ErrorCode
+	b.Int32() // SessionID
+	headLen = len(body) - len(b.Src)
+	topics := b.CompactArrayLen()
+	for i := int32(0); i < topics && b.Ok(); i++ {
+		b.Uuid() // v13+: topics by id
+		parts := b.CompactArrayLen()
+		for j := int32(0); j < parts && b.Ok(); j++ {
+			b.Span(4 + 2 + 8 + 8 + 8) // partition, error, high watermark, last stable, log start
+			aborted := b.CompactArrayLen()
+			for k := int32(0); k < aborted && b.Ok(); k++ {
+				b.Span(16)
+				skipTags(&b)
+			}
+			b.Int32() // preferred read replica
+			// Record batches: compact nullable bytes (length+1, 0 for null), never decoded.
+			if n := int(b.Uvarint()); n > 1 {
+				b.Span(n - 1)
+			}
+			skipTags(&b)
+		}
+		skipTags(&b)
+	}
+	if !b.Ok() {
+		return 0, 0, fmt.Errorf("truncated fetch response")
+	}
+	return headLen, len(body) - len(b.Src), nil
+}
+
+func skipTags(b *kbin.Reader) {
+	for n := b.Uvarint(); n > 0 && b.Ok(); n-- {
+		b.Uvarint()
+		b.Span(int(b.Uvarint()))
+	}
+}

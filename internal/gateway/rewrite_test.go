@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"strconv"
+	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// testGateway maps upstream node n to port 40000+n on gw.example, without binding anything.
+func testGateway(t *testing.T) *Gateway {
+	t.Helper()
+	g, err := New(Options{NodeID: 100, SelfHost: "coord.example", SelfPort: 9092, AdvertisedHost: "gw.example",
+		ListenHost: "127.0.0.1", DataDir: t.TempDir(), Serve: func(string, net.Listener, wire.Handler) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{1, 2, 5} {
+		g.listeners[id] = 40000 + id
+	}
+	return g
+}
+
+func frameOf(corr int32, resp kmsg.Response) []byte {
+	return wire.AppendResponse(nil, corr, resp)
+}
+
+func fetchWithRecords(version int16, records []byte, brokers ...kmsg.FetchResponseBroker) *kmsg.FetchResponse {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(version)
+	resp.SessionID = 77
+	topic := kmsg.NewFetchResponseTopic()
+	topic.TopicID = [16]byte{1, 2, 3}
+	for p := int32(0); p < 3; p++ {
+		part := kmsg.NewFetchResponseTopicPartition()
+		part.Partition, part.HighWatermark, part.RecordBatches = p, 1000+int64(p), records
+		if p == 1 {
+			part.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
+			part.CurrentLeader.LeaderID, part.CurrentLeader.LeaderEpoch = 2, 9
+			part.RecordBatches = nil
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID = 5
+			part.AbortedTransactions = append(part.AbortedTransactions, at)
+		}
+		topic.Partitions = append(topic.Partitions, part)
+	}
+	resp.Topics = append(resp.Topics, topic)
+	resp.Brokers = brokers
+	return resp
+}
+
+func TestFetchLeaderHintsRewrittenWithoutTouchingRecords(t *testing.T) {
+	g := testGateway(t)
+	records := bytes.Repeat([]byte("record-bytes-"), 500)
+	rack := "rack-a"
+	hint := kmsg.NewFetchResponseBroker()
+	hint.NodeID, hint.Host, hint.Port, hint.Rack = 2, "10.1.2.3", 9093, &rack
+	for _, v := range []int16{16, 17, 18} {
+		in := frameOf(42, fetchWithRecords(v, records, hint))
+		out, err := g.rewrite(wire.Header{Key: 1, Version: v, CorrelationID: 42}, append([]byte(nil), in...))
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		if int(binary.BigEndian.Uint32(out)) != len(out)-4 {
+			t.Fatalf("v%d: size prefix %d for a %d byte frame", v, binary.BigEndian.Uint32(out), len(out))
+		}
+		got := kmsg.NewPtrFetchResponse()
+		got.SetVersion(v)
+		if err := got.ReadFrom(out[9:]); err != nil {
+			t.Fatalf("v%d: rewritten answer does not decode: %v", v, err)
+		}
+		if len(got.Brokers) != 1 || got.Brokers[0].Host != "gw.example" || got.Brokers[0].Port != 40002 ||
+			got.Brokers[0].NodeID != 2 || got.Brokers[0].Rack == nil || *got.Brokers[0].Rack != rack {
+			t.Fatalf("v%d: leader hint %+v, want node 2 at gw.example:40002 rack %s", v, got.Brokers, rack)
+		}
+		if bytes.Contains(out, []byte("10.1.2.3")) {
+			t.Fatalf("v%d: the upstream host is still in the answer", v)
+		}
+		want := fetchWithRecords(v, records)
+		want.Brokers = got.Brokers
+		if !bytes.Equal(frameOf(42, want), out) {
+			t.Fatalf("v%d: the answer changed beyond its leader hints", v)
+		}
+	}
+}
+
+func TestFetchWithoutHintsIsPassedOnUncopied(t *testing.T) {
+	g := testGateway(t)
+	in := frameOf(7, fetchWithRecords(17, []byte("abc")))
+	out, err := g.rewrite(wire.Header{Key: 1, Version: 17, CorrelationID: 7}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &out[0] != &in[0] || len(out) != len(in) {
+		t.Fatal("an answer without leader hints was copied")
+	}
+}
+
+func TestTruncatedFetchAnswerIsAnError(t *testing.T) {
+	g := testGateway(t)
+	hint := kmsg.NewFetchResponseBroker()
+	hint.NodeID = 1
+	in := frameOf(7, fetchWithRecords(16, []byte("abcdef"), hint))
+	for cut := 10; cut < len(in)-1; cut += 7 {
+		short := append([]byte(nil), in[:cut]...)
+		binary.BigEndian.PutUint32(short, uint32(len(short)-4))
+		if _, err := g.rewrite(wire.Header{Key: 1, Version: 16}, short); err == nil {
+			t.Fatalf("a fetch answer cut at %d of %d bytes was accepted", cut, len(in))
+		}
+	}
+}
+
+func TestMetadataNamesGatewayPortsAndSelf(t *testing.T) {
+	g := testGateway(t)
+	for _, v := range []int16{0, 1, 7, 12, 13} {
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.SetVersion(v)
+		rack := "r1"
+		for _, id := range []int32{1, 5} {
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port, b.Rack = id, "kafka-"+string(rune('0'+id)), 9092, &rack
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		out, err := g.rewrite(wire.Header{Key: 3, Version: v, CorrelationID: 1}, frameOf(1, resp))
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		got := kmsg.NewPtrMetadataResponse()
+		got.SetVersion(v)
+		at := 8
+		if got.IsFlexible() {
+			at = 9
+		}
+		if err := got.ReadFrom(out[at:]); err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		want := map[int32]string{1: "gw.example:40001", 5: "gw.example:40005", 100: "coord.example:9092"}
+		if len(got.Brokers) != len(want) {
+			t.Fatalf("v%d: brokers %+v", v, got.Brokers)
+		}
+		for _, b := range got.Brokers {
+			if addr := net.JoinHostPort(b.Host, itoa(b.Port)); addr != want[b.NodeID] {
+				t.Fatalf("v%d: node %d at %s, want %s", v, b.NodeID, addr, want[b.NodeID])
+			}
+			if v >= 1 && b.NodeID != 100 && (b.Rack == nil || *b.Rack != rack) {
+				t.Fatalf("v%d: node %d lost its rack", v, b.NodeID)
+			}
+		}
+	}
+}
+
+func TestTransactionCoordinatorRewrittenErrorsKept(t *testing.T) {
+	g := testGateway(t)
+	resp := kmsg.NewPtrFindCoordinatorResponse()
+	resp.SetVersion(4)
+	ok := kmsg.NewFindCoordinatorResponseCoordinator()
+	ok.Key, ok.NodeID, ok.Host, ok.Port = "txn-a", 5, "kafka-5", 9092
+	bad := kmsg.NewFindCoordinatorResponseCoordinator()
+	bad.Key, bad.NodeID, bad.Host, bad.Port, bad.ErrorCode = "txn-b", -1, "", -1, 53
+	resp.Coordinators = []kmsg.FindCoordinatorResponseCoordinator{ok, bad}
+	out, err := g.rewrite(wire.Header{Key: 10, Version: 4, CorrelationID: 3}, frameOf(3, resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := kmsg.NewPtrFindCoordinatorResponse()
+	got.SetVersion(4)
+	if err := got.ReadFrom(out[9:]); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Coordinators[0]; c.Host != "gw.example" || c.Port != 40005 || c.NodeID != 5 {
+		t.Fatalf("transaction coordinator %+v, want node 5 at gw.example:40005", c)
+	}
+	if c := got.Coordinators[1]; c.NodeID != -1 || c.Host != "" || c.Port != -1 || c.ErrorCode != 53 {
+		t.Fatalf("Kafka's error shape was changed: %+v", c)
+	}
+}
+
+func TestProduceAcksIsRead(t *testing.T) {
+	for _, v := range []int16{3, 8, 9, 11, 13} {
+		for _, acks := range []int16{0, 1, -1} {
+			req := kmsg.NewPtrProduceRequest()
+			req.SetVersion(v)
+			tid := "tx"
+			req.TransactionID, req.Acks = &tid, acks
+			frame := requestFrame(req, 9)
+			if got := produceAcks(v, frame); got != acks {
+				t.Fatalf("v%d: acks %d read as %d", v, acks, got)
+			}
+		}
+	}
+	if got := produceAcks(9, []byte{0, 0}); got != -2 {
+		t.Fatalf("a truncated produce request read as acks %d", got)
+	}
+}
+
+func TestFindCoordinatorKeyType(t *testing.T) {
+	for _, v := range []int16{0, 1, 2, 3, 4, 5, 6} {
+		for _, kt := range []int8{0, 1} {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.SetVersion(v)
+			req.CoordinatorKey, req.CoordinatorType = "k", kt
+			req.CoordinatorKeys = []string{"k"}
+			frame := requestFrame(req, 1)
+			_, rest, err := wire.ParseHeader(frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := kt
+			if v == 0 {
+				want = 0
+			}
+			if got := findCoordinatorKeyType(v, rest); got != want {
+				t.Fatalf("v%d: key type %d read as %d", v, kt, got)
+			}
+		}
+	}
+}
+
+func requestFrame(req kmsg.Request, corr int32) []byte {
+	var b []byte
+	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, 0xffff) // null client id
+	if req.IsFlexible() {
+		b = append(b, 0)
+	}
+	return req.AppendTo(b)
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }

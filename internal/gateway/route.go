@@ -1,0 +1,117 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// localKeys are the APIs coordinatord answers itself on every port: the group APIs, and
+// ApiVersions, which every port answers for itself.
+var localKeys = map[int16]bool{
+	8: true, 9: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 18: true,
+	28: true, 42: true, 47: true, 88: true, 89: true, 93: true,
+}
+
+// neverForwarded are the broker-to-broker, controller and privileged APIs (spec gateway §2),
+// and the share-group APIs, which cannot work when coordinatord is every group's coordinator.
+// A client that sends one anyway has its connection closed, as a Kafka broker listener does for
+// a key it does not serve; WriteTxnMarkers is coordinatord's own (the table answers it).
+var neverForwarded = map[int16]bool{
+	4: true, 5: true, 6: true, 7: true, 27: true, 52: true, 53: true, 54: true, 56: true, 58: true,
+	59: true, 62: true, 63: true, 67: true, 70: true, 73: true, 82: true,
+	76: true, 77: true, 78: true, 79: true, 83: true, 84: true, 85: true, 86: true, 87: true,
+	90: true, 91: true, 92: true,
+	// KIP-848 consumer groups: coordinatord is every group's coordinator and does not serve
+	// them yet, so the upstream's range must not show through.
+	68: true, 69: true,
+}
+
+// forwardMax caps forwarded keys below the upstream's maximum where the gateway's rules differ
+// from the codec's: AddPartitionsToTxn v4+ is the broker-only form.
+var forwardMax = map[int16]int16{24: 3}
+
+// portHandler serves one listener: coordinatord's own (node -1) or an upstream broker's.
+type portHandler struct {
+	g    *Gateway
+	node int32
+}
+
+var (
+	_ wire.Handler   = (*portHandler)(nil)
+	_ wire.Forwarder = (*portHandler)(nil)
+)
+
+func (p *portHandler) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
+	return p.g.opts.Local.NewRequest(key, version)
+}
+
+func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response {
+	switch r.Key {
+	case 18:
+		return p.apiVersions(ctx, r)
+	case 16:
+		if p.node >= 0 {
+			// Admin clients ask every broker and concatenate: only coordinatord's own port
+			// lists the groups, so each is listed once.
+			resp := r.Body.ResponseKind().(*kmsg.ListGroupsResponse)
+			resp.SetVersion(r.Version)
+			return resp
+		}
+	}
+	return p.g.opts.Local.Handle(ctx, r)
+}
+
+// Forwards decides per request: group APIs and ApiVersions stay; FindCoordinator stays for
+// groups and goes upstream for transactions; the never-forwarded keys stay (and are refused);
+// everything else goes to the upstream broker of this port.
+func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
+	switch {
+	case localKeys[h.Key], neverForwarded[h.Key]:
+		return false
+	case h.Key == 10:
+		return findCoordinatorKeyType(h.Version, rest) == 1
+	}
+	if max, ok := forwardMax[h.Key]; ok && h.Version > max {
+		return false
+	}
+	req := kmsg.RequestForKey(h.Key)
+	return req != nil && h.Version <= req.MaxVersion()
+}
+
+func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, frame []byte) ([]byte, error) {
+	return p.g.forward(ctx, p.node, c, h, frame)
+}
+
+func (p *portHandler) Closed(c *wire.Conn) { p.g.closeConn(c.ID) }
+
+// findCoordinatorKeyType reads KeyType from a FindCoordinator request body (v1+; v0 is always
+// a group), skipping the header's tagged fields first for flexible versions.
+func findCoordinatorKeyType(version int16, rest []byte) int8 {
+	if version < 1 {
+		return 0
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		var err error
+		if rest, err = wire.SkipHeaderTags(rest); err != nil {
+			return 0
+		}
+	}
+	b := kbin.Reader{Src: rest}
+	if version <= 3 {
+		if version >= 3 {
+			_ = b.CompactString()
+		} else {
+			_ = b.String()
+		}
+	}
+	kt := b.Int8()
+	if !b.Ok() {
+		return 0
+	}
+	return kt
+}

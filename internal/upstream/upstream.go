@@ -1,0 +1,254 @@
+// Package upstream is coordinatord's own client of the upstream Kafka cluster in gateway mode:
+// it keeps the cluster's view (brokers with their real addresses, topics with their ids, each
+// broker's ApiVersions) fresh, so the gateway can map ports and rewrite answers, and the topic
+// catalog can mirror the cluster.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Broker is one upstream broker as the upstream advertises it.
+type Broker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	Rack   *string
+}
+
+// Addr is the broker's real address, for the gateway's own connections only.
+func (b Broker) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) }
+
+// Topic is one upstream topic.
+type Topic struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+	Internal   bool
+}
+
+// View is one consistent picture of the upstream cluster.
+type View struct {
+	ClusterID string
+	Brokers   []Broker // sorted by node id
+	Topics    []Topic  // sorted by name
+	// Versions is each broker's ApiVersions answer, by node id (missing while unknown).
+	Versions map[int32]*kmsg.ApiVersionsResponse
+	Fetched  time.Time
+}
+
+// Broker looks a broker up by node id.
+func (v *View) Broker(id int32) (Broker, bool) {
+	i := sort.Search(len(v.Brokers), func(i int) bool { return v.Brokers[i].NodeID >= id })
+	if i < len(v.Brokers) && v.Brokers[i].NodeID == id {
+		return v.Brokers[i], true
+	}
+	return Broker{}, false
+}
+
+// Options configure a Client.
+type Options struct {
+	Bootstrap      []string
+	ClientID       string
+	RequestTimeout time.Duration
+	ConnectTimeout time.Duration
+	MaxAge         time.Duration
+	Logger         *zap.Logger
+	// OnView is called (from the refresh goroutine) with every new view, before Current
+	// returns it; the gateway binds listeners for new brokers there.
+	OnView func(*View)
+}
+
+// Client keeps the upstream view fresh.
+type Client struct {
+	opts Options
+	kc   *kgo.Client
+	lg   *zap.Logger
+	// fetching serializes fetches, so views are published in the order they were taken.
+	fetching sync.Mutex
+
+	mu      sync.Mutex
+	view    *View
+	refresh chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// New creates the client; Start reaches the upstream.
+func New(opts Options) (*Client, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	kc, err := kgo.NewClient(
+		kgo.SeedBrokers(opts.Bootstrap...),
+		kgo.ClientID(opts.ClientID),
+		kgo.RequestTimeoutOverhead(opts.RequestTimeout),
+		kgo.DialTimeout(opts.ConnectTimeout),
+		kgo.MetadataMaxAge(opts.MaxAge),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{opts: opts, kc: kc, lg: opts.Logger, refresh: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// Start fetches the first view, retrying with a progress log until timeout, then refreshes
+// every MaxAge (or at once on Refresh) until Close.
+func (c *Client) Start(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := c.fetch(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("upstream %v not reachable after %d attempts: %w", c.opts.Bootstrap, attempt, err)
+		}
+		c.lg.Warn("upstream not reachable yet; retrying", zap.Strings("upstream.bootstrap.servers", c.opts.Bootstrap),
+			zap.Int("attempt", attempt), zap.Duration("retry_in", backoff), zap.Error(err))
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	go c.loop()
+	return nil
+}
+
+func (c *Client) loop() {
+	defer close(c.done)
+	t := time.NewTicker(c.opts.MaxAge)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		case <-c.refresh:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
+		if err := c.fetch(ctx); err != nil {
+			c.lg.Warn("upstream metadata refresh failed; keeping the previous view", zap.Error(err))
+		}
+		cancel()
+	}
+}
+
+// Refresh asks for a new view soon (a request named a topic or broker the view lacks).
+func (c *Client) Refresh() {
+	select {
+	case c.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// RefreshUntil fetches views until done accepts one or ctx ends: a topic just created or
+// deleted through the gateway reaches the upstream's metadata a moment after the answer.
+func (c *Client) RefreshUntil(ctx context.Context, done func(*View) bool) error {
+	for {
+		if err := c.fetch(ctx); err != nil {
+			return err
+		}
+		if done(c.Current()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Current is the latest view (nil before Start succeeded).
+func (c *Client) Current() *View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.view
+}
+
+// Close stops refreshing and closes the upstream connections.
+func (c *Client) Close() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+		select {
+		case <-c.done:
+		case <-time.After(c.opts.RequestTimeout):
+		}
+	}
+	c.kc.Close()
+}
+
+func (c *Client) fetch(ctx context.Context) error {
+	c.fetching.Lock()
+	defer c.fetching.Unlock()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = nil // all topics
+	resp, err := req.RequestWith(ctx, c.kc)
+	if err != nil {
+		return err
+	}
+	if len(resp.Brokers) == 0 {
+		return errors.New("upstream metadata lists no brokers")
+	}
+	v := &View{Fetched: time.Now(), Versions: map[int32]*kmsg.ApiVersionsResponse{}}
+	if resp.ClusterID != nil {
+		v.ClusterID = *resp.ClusterID
+	}
+	for _, b := range resp.Brokers {
+		v.Brokers = append(v.Brokers, Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	sort.Slice(v.Brokers, func(i, j int) bool { return v.Brokers[i].NodeID < v.Brokers[j].NodeID })
+	for _, t := range resp.Topics {
+		if t.Topic == nil || kerr.ErrorForCode(t.ErrorCode) != nil {
+			continue
+		}
+		v.Topics = append(v.Topics, Topic{Name: *t.Topic, ID: t.TopicID, Partitions: int32(len(t.Partitions)), Internal: t.IsInternal})
+	}
+	sort.Slice(v.Topics, func(i, j int) bool { return v.Topics[i].Name < v.Topics[j].Name })
+	prev := c.Current()
+	for _, b := range v.Brokers {
+		// A broker's versions change only when it restarts on a new build; keep what we had
+		// unless it is missing, so a refresh costs one request, not one per broker.
+		if prev != nil && prev.Versions[b.NodeID] != nil {
+			v.Versions[b.NodeID] = prev.Versions[b.NodeID]
+			continue
+		}
+		avReq := kmsg.NewPtrApiVersionsRequest()
+		avReq.ClientSoftwareName, avReq.ClientSoftwareVersion = "coordinatord", "1"
+		av, err := avReq.RequestWith(ctx, c.kc.Broker(int(b.NodeID)))
+		if err != nil {
+			c.lg.Warn("upstream broker did not answer ApiVersions", zap.Int32("node_id", b.NodeID), zap.Error(err))
+			continue
+		}
+		if err := kerr.ErrorForCode(av.ErrorCode); err != nil {
+			c.lg.Warn("upstream broker refused ApiVersions", zap.Int32("node_id", b.NodeID), zap.Error(err))
+			continue
+		}
+		v.Versions[b.NodeID] = av
+	}
+	if c.opts.OnView != nil {
+		c.opts.OnView(v)
+	}
+	c.mu.Lock()
+	c.view = v
+	c.mu.Unlock()
+	return nil
+}

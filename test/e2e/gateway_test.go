@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A franz-go producer and consumer group bootstrapped to coordinatord: topics are created,
+// records produced and fetched upstream through the broker's gateway port, while the group and
+// its offsets live in coordinatord; no client ever learns or reaches the upstream's address.
+func TestGateway_ProduceConsumeCommitThroughGateway(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cl := newClient(t, g.Addr)
+	adm := kadm.NewClient(cl)
+	topic := "gw-orders-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatalf("CreateTopics through the gateway: %v", err)
+	}
+
+	// Metadata names the upstream broker by its own node id at a gateway port, plus
+	// coordinatord itself, and nothing else.
+	meta := metadata(t, ctx, cl)
+	seen := map[int32]string{}
+	for _, b := range meta.Brokers {
+		addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		seen[b.NodeID] = addr
+		if addr == upstreamAddr {
+			t.Fatalf("Metadata leaks the upstream address %s for node %d", addr, b.NodeID)
+		}
+	}
+	if seen[nodeID] != g.Addr {
+		t.Fatalf("Metadata lists coordinatord (node %d) at %q, want %s; brokers %v", nodeID, seen[nodeID], g.Addr, seen)
+	}
+	if addr, ok := seen[1]; !ok || !g.isBrokerPort(addr) {
+		t.Fatalf("upstream node 1 is listed at %q, want a port of the gateway's range %d-%d; brokers %v", addr, g.PortMin, g.PortMax, seen)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("Metadata lists brokers %v, want upstream node 1 and coordinatord", seen)
+	}
+
+	const records = 300
+	for i := 0; i < records; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("order-%03d", i))}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("producing through the gateway: %v", err)
+	}
+
+	group := "gw-billing"
+	consumer := newClient(t, g.Addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	got := map[string]bool{}
+	for len(got) < records {
+		fs := consumer.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records: %v", len(got), records, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
+	}
+	if err := consumer.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("committing through the gateway: %v", err)
+	}
+
+	// The group and its offsets are coordinatord's: the gateway answers, the upstream never
+	// heard of the group.
+	offsets, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	offsets.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != records {
+		t.Fatalf("committed offsets of %s sum to %d, want %d", group, sum, records)
+	}
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil || described[group].State != "Stable" {
+		t.Fatalf("DescribeGroups through the gateway: %v, %+v", err, described[group])
+	}
+
+	// Every connection the upstream has from outside is the gateway's.
+	if n := connectionsTo(t, os.Getpid(), upstreamAddr); n != 0 {
+		t.Fatalf("the test's clients hold %d connections to the upstream %s directly", n, upstreamAddr)
+	}
+	if n := connectionsTo(t, g.pid(), upstreamAddr); n == 0 {
+		t.Fatalf("the gateway holds no connection to the upstream %s, yet data flowed", upstreamAddr)
+	}
+	consumer.Close()
+
+	direct := kadm.NewClient(newClient(t, upstreamAddr))
+	listed, err := direct.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed[group]; ok {
+		t.Fatalf("the upstream knows group %s: group requests leaked upstream", group)
+	}
+}
+
+// Admin clients ask every broker for its groups and concatenate: each group is listed once.
+func TestGateway_ListGroupsListsEachGroupOnce(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := newClient(t, g.Addr)
+	adm := kadm.NewClient(cl)
+	topic := "gw-list-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	group := "gw-listed"
+	resp, err := adm.CommitOffsets(ctx, group, kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 0, Offset: 4}))
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	// An admin client asks every broker in Metadata and concatenates the answers (kadm merges
+	// them into a map, so ask each broker here as the Java Admin does and count).
+	count := 0
+	for _, b := range metadata(t, ctx, cl).Brokers {
+		resp, err := kmsg.NewPtrListGroupsRequest().RequestWith(ctx, cl.Broker(int(b.NodeID)))
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("ListGroups on node %d: %v (code %d)", b.NodeID, err, resp.ErrorCode)
+		}
+		for _, l := range resp.Groups {
+			if l.Group == group {
+				count++
+			}
+		}
+	}
+	if count != 1 {
+		t.Fatalf("group %s listed %d times across the brokers in Metadata, want once", group, count)
+	}
+}
+
+// A restart keeps every upstream node on its port, so clients' cached addresses and fetch
+// sessions stay valid.
+func TestGateway_BrokerPortsSurviveRestart(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := brokerAddrs(t, ctx, g.Addr)
+	g.kill()
+	g.start()
+	after := brokerAddrs(t, ctx, g.Addr)
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("broker addresses changed across a restart: %v, then %v", before, after)
+	}
+	if _, err := os.Stat(filepath.Join(g.DataDir, "gateway-ports.json")); err != nil {
+		t.Fatalf("the port mapping is not kept in log.dirs: %v", err)
+	}
+}
+
+func brokerAddrs(t *testing.T, ctx context.Context, addr string) map[int32]string {
+	out := map[int32]string{}
+	for _, b := range metadata(t, ctx, newClient(t, addr)).Brokers {
+		out[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	return out
+}
+
+func (g *gateway) isBrokerPort(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return err == nil && host == "127.0.0.1" && p >= g.PortMin && p <= g.PortMax
+}
+
+func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func metadata(t *testing.T, ctx context.Context, cl *kgo.Client) *kmsg.MetadataResponse {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// connectionsTo counts the established TCP connections process pid holds to addr, from
+// /proc/net/tcp and the socket inodes among the process's file descriptors.
+func connectionsTo(t *testing.T, pid int, addr string) int {
+	t.Helper()
+	_, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	n := 0
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "01" { // 01: ESTABLISHED
+				continue
+			}
+			_, remPort, ok := strings.Cut(f[2], ":")
+			p, err := strconv.ParseInt(remPort, 16, 32)
+			if ok && err == nil && int(p) == port && inodes[f[9]] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// coordinatord's node id must differ from every upstream broker's, or clients could not tell
+// the coordinator from the broker: such a gateway refuses to start, with an ERROR saying so.
+func TestGateway_NodeIDClashRefusesStart(t *testing.T) {
+	requireE2E(t)
+	base := freePortRange(t, 3)
+	cmd := exec.Command(binaryPath, "serve",
+		"--set", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", base), "--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs="+t.TempDir(), "--set", "node.id=1", // the reference broker's id
+		"--set", "upstream.bootstrap.servers="+upstreamAddr,
+		"--set", fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+2))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("coordinatord started with the node id of an upstream broker:\n%s", out)
+	}
+	if !strings.Contains(string(out), "node id clash with the upstream cluster") || strings.Contains(string(out), "coordinatord started") {
+		t.Fatalf("no clear refusal:\n%s", out)
+	}
+}

@@ -1,0 +1,52 @@
+package integration
+
+import (
+	"bytes"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A gateway whose upstream cannot be reached retries for upstream.startup.timeout.ms with a
+// progress line per attempt, then refuses to start with one line that says why; it never
+// serves clients a cluster it cannot reach.
+func TestGatewayRefusesToStartWithoutUpstream(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+
+	cmd := exec.Command(binaryPath, "serve",
+		"--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs="+t.TempDir(), "--set", "upstream.bootstrap.servers="+dead,
+		"--set", "upstream.startup.timeout.ms=1500", "--set", "upstream.socket.connection.setup.timeout.ms=200")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("coordinatord kept running without an upstream")
+	}
+	if err == nil {
+		t.Fatal("coordinatord exited 0 without an upstream")
+	}
+	if !strings.Contains(stdout.String(), "upstream not reachable yet; retrying") {
+		t.Errorf("no progress line while retrying; stdout:\n%s", stdout.String())
+	}
+	if strings.Contains(stdout.String(), "coordinatord started") {
+		t.Error("coordinatord said it started although its upstream was unreachable")
+	}
+	if last := stderr.String(); !strings.Contains(last, "gateway mode") || !strings.Contains(last, dead) || !strings.Contains(last, "not reachable") {
+		t.Errorf("the refusal does not name the mode, the address and the reason: %q", last)
+	}
+}
