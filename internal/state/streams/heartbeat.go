@@ -513,13 +513,9 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		if l == nil {
 			continue
 		}
-		mm := make(map[Task]int64, len(l))
-		for _, o := range l {
-			t := Task{Subtopology: o.SubtopologyID, Partition: o.Partition}
-			if _, dup := mm[t]; dup {
-				return fail(kerr.InvalidRequest, "Task offsets contain a duplicate entry for subtopology %s and partition %d.", o.SubtopologyID, o.Partition)
-			}
-			mm[t] = o.Offset
+		mm, err := taskOffsetsOf(l, configured)
+		if err != nil {
+			return fail(kerr.InvalidRequest, "%s", err.Error())
 		}
 		if i == 0 {
 			offsets = mm
@@ -677,6 +673,37 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		out.ToCreate = configured.ToCreate
 	}
 	return out
+}
+
+// taskOffsetsOf turns a reported TaskOffsets or TaskEndOffsets list into what the group keeps
+// for the member. A duplicate (subtopology, partition) is INVALID_REQUEST, as in Kafka
+// (MemberTaskOffsets). Unlike Kafka, only entries naming a task of the ready configured topology
+// are kept, so the soft state a member can make the shard hold is bounded by the topology's task
+// count whatever the request carries; the rest is dropped rather than refused because a Streams
+// client reports offsets for every task it has state for on disk, which after a topology or
+// partition-count change can include tasks the group no longer has. Without a ready topology
+// no entry can be checked, so none is kept (the assignor is not called then either).
+func taskOffsetsOf(l []kmsg.TaskOffset, configured *Configured) (map[Task]int64, error) {
+	var tasks map[string]int32
+	if configured.Ready() {
+		tasks = make(map[string]int32, len(configured.Subtopologies))
+		for _, st := range configured.Subtopologies {
+			tasks[st.ID] = st.Tasks
+		}
+	}
+	seen := make(map[Task]struct{}, len(l))
+	out := map[Task]int64{}
+	for _, o := range l {
+		t := Task{Subtopology: o.SubtopologyID, Partition: o.Partition}
+		if _, dup := seen[t]; dup {
+			return nil, fmt.Errorf("Task offsets contain a duplicate entry for subtopology %s and partition %d.", o.SubtopologyID, o.Partition)
+		}
+		seen[t] = struct{}{}
+		if n, ok := tasks[o.SubtopologyID]; ok && o.Partition >= 0 && o.Partition < n {
+			out[t] = o.Offset
+		}
+	}
+	return out, nil
 }
 
 // ownedSubset: every owned task is in the member's assigned tasks of that role.
