@@ -530,6 +530,16 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	if !equalConfigs(acfg, g.AssignmentConfigs) {
 		bump = true
 	}
+	// The assignor's view of task progress: every member's last report, this heartbeat's applied.
+	viewOffsets, viewEndOffsets := copyOffsets(g.soft.taskOffsets), copyOffsets(g.soft.taskEndOffsets)
+	viewOffsets[m.ID], viewEndOffsets[m.ID] = offsets, endOffsets
+	// A warm-up that has caught up is released by the next assignment (spec §6.7), so it needs
+	// one: bump unless an assignment is already pending. Only targets with warm-ups can ask for
+	// it, so the sticky assignor's groups bump exactly as in Kafka 4.4 (spec §4.2).
+	if !bump && g.AssignmentEpoch >= g.Epoch && configured.Ready() &&
+		followUpDue(targets, members, viewOffsets, viewEndOffsets, cfg.AcceptableRecoveryLag) {
+		bump = true
+	}
 	groupEpoch := g.Epoch
 	var groupRec []log.Record
 	if bump {
@@ -557,10 +567,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	case g.AssignmentTimestamp != 0 && cfg.AssignmentInterval > 0 && now < g.AssignmentTimestamp+cfg.AssignmentInterval.Milliseconds():
 		statuses = append(statuses, Status{StatusAssignmentDelayed, "Assignment delayed due to the configured assignment interval."})
 	default:
-		soft := g.soft
-		to, te := copyOffsets(soft.taskOffsets), copyOffsets(soft.taskEndOffsets)
-		to[m.ID], te[m.ID] = offsets, endOffsets
-		newTargets, err := computeTargets(members, configured, cfg, assignConfigs(cfg), to, te)
+		newTargets, err := computeTargets(members, configured, cfg, assignConfigs(cfg), viewOffsets, viewEndOffsets)
 		if err != nil {
 			return fail(kerr.UnknownServerError, "")
 		}
@@ -754,16 +761,9 @@ func computeTargets(members map[string]*Member, configured *Configured, cfg Conf
 	if err != nil {
 		return nil, err
 	}
-	in := assign.Input{Configs: ac}
+	in := assign.Input{Configs: ac, Members: assignMembers(members, offsets, endOffsets)}
 	for _, st := range configured.Subtopologies {
 		in.Subtopologies = append(in.Subtopologies, assign.Subtopology{ID: st.ID, Tasks: st.Tasks, Stateful: st.Stateful})
-	}
-	for _, id := range sortedMemberIDs(members) {
-		m := members[id]
-		am := assign.Member{ID: id, ProcessID: m.ProcessID, InstanceID: m.InstanceID, RackID: m.RackID, ClientTags: m.ClientTags,
-			Active: toTaskSet(m.Assigned[Active]), Standby: toTaskSet(m.Assigned[Standby]), Warmup: toTaskSet(m.Assigned[Warmup]),
-			TaskOffsets: offsets[id], TaskEndOffsets: endOffsets[id]}
-		in.Members = append(in.Members, am)
 	}
 	res, err := safeAssign(a, in)
 	if err != nil {
@@ -774,7 +774,9 @@ func computeTargets(members map[string]*Member, configured *Configured, cfg Conf
 			continue
 		}
 		var r Roles
-		for role, ts := range []assign.TaskSet{ma.Active, ma.Standby} { // warm-ups are never assigned in 4.4
+		// Kafka 4.4's sticky assignor never returns warm-ups; the highavailability one does
+		// (spec §6.7), and they reach the member like any other role.
+		for role, ts := range []assign.TaskSet{ma.Active, ma.Standby, ma.Warmup} {
 			for sub, ps := range ts {
 				for _, p := range ps {
 					r.add(Role(role), Task{Subtopology: sub, Partition: p}, 0)
@@ -784,6 +786,42 @@ func computeTargets(members map[string]*Member, configured *Configured, cfg Conf
 		out[id] = r
 	}
 	return out, nil
+}
+
+// assignMembers is the membership view as the assignor sees it (spec §6.1): assigned tasks
+// without those pending revocation, and the last reported task offsets.
+func assignMembers(members map[string]*Member, offsets, endOffsets map[string]map[Task]int64) []assign.Member {
+	out := make([]assign.Member, 0, len(members))
+	for _, id := range sortedMemberIDs(members) {
+		m := members[id]
+		out = append(out, assign.Member{ID: id, ProcessID: m.ProcessID, InstanceID: m.InstanceID, RackID: m.RackID, ClientTags: m.ClientTags,
+			Active: toTaskSet(m.Assigned[Active]), Standby: toTaskSet(m.Assigned[Standby]), Warmup: toTaskSet(m.Assigned[Warmup]),
+			TaskOffsets: offsets[id], TaskEndOffsets: endOffsets[id]})
+	}
+	return out
+}
+
+// followUpDue reports whether the target has a warm-up that is now caught up (assign.FollowUpDue).
+// It runs on every heartbeat, so it costs nothing for a target without warm-ups and otherwise
+// looks only at the warm-ups and the members' processes and offsets.
+func followUpDue(targets map[string]Roles, members map[string]*Member, offsets, endOffsets map[string]map[Task]int64, lag int64) bool {
+	var warm assign.Output
+	for id, r := range targets {
+		if len(r[Warmup]) > 0 {
+			if warm == nil {
+				warm = assign.Output{}
+			}
+			warm[id] = assign.MemberAssignment{Warmup: toTaskSet(r[Warmup])}
+		}
+	}
+	if warm == nil {
+		return false
+	}
+	view := make([]assign.Member, 0, len(members))
+	for id, m := range members {
+		view = append(view, assign.Member{ID: id, ProcessID: m.ProcessID, TaskOffsets: offsets[id], TaskEndOffsets: endOffsets[id]})
+	}
+	return assign.FollowUpDue(warm, view, lag)
 }
 
 func safeAssign(a assign.Assignor, in assign.Input) (out assign.Output, err error) {

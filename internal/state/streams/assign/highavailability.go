@@ -138,3 +138,37 @@ func NeedsFollowUp(out Output) bool {
 	}
 	return false
 }
+
+// FollowUpDue reports whether a group whose current target is out must run its assignor again
+// now: out has warm-up tasks (NeedsFollowUp) and one of them is caught up on its member's process,
+// i.e. some member of that process reports it within lag, as Assign's refinement judges it. Run
+// on the same members and offsets, Assign never returns a warm-up this reports caught up, so a
+// follow-up that a caught-up warm-up causes cannot repeat itself.
+func FollowUpDue(out Output, members []Member, lag int64) bool {
+	if !NeedsFollowUp(out) {
+		return false
+	}
+	byID := make(map[string]*Member, len(members))
+	byProc := make(map[string][]*Member, len(members))
+	for i := range members {
+		m := &members[i]
+		byID[m.ID] = m
+		byProc[m.ProcessID] = append(byProc[m.ProcessID], m)
+	}
+	for id, a := range out {
+		m := byID[id]
+		if m == nil {
+			continue
+		}
+		for sub, ps := range a.Warmup {
+			for _, p := range ps {
+				for _, peer := range byProc[m.ProcessID] {
+					if CaughtUp(peer, Task{Subtopology: sub, Partition: p}, lag) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
