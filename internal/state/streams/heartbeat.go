@@ -698,16 +698,23 @@ func taskOffsetsOf(l []kmsg.TaskOffset, configured *Configured) (map[Task]int64,
 			tasks[st.ID] = st.Tasks
 		}
 	}
-	seen := make(map[Task]struct{}, len(l))
 	out := map[Task]int64{}
+	var dropped map[Task]struct{} // only to find duplicates among entries that are not kept
 	for _, o := range l {
 		t := Task{Subtopology: o.SubtopologyID, Partition: o.Partition}
-		if _, dup := seen[t]; dup {
-			return nil, fmt.Errorf("Task offsets contain a duplicate entry for subtopology %s and partition %d.", o.SubtopologyID, o.Partition)
-		}
-		seen[t] = struct{}{}
+		dup := false
 		if n, ok := tasks[o.SubtopologyID]; ok && o.Partition >= 0 && o.Partition < n {
+			_, dup = out[t]
 			out[t] = o.Offset
+		} else {
+			if dropped == nil {
+				dropped = map[Task]struct{}{}
+			}
+			_, dup = dropped[t]
+			dropped[t] = struct{}{}
+		}
+		if dup {
+			return nil, fmt.Errorf("Task offsets contain a duplicate entry for subtopology %s and partition %d.", o.SubtopologyID, o.Partition)
 		}
 	}
 	return out, nil
