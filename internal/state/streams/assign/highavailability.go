@@ -21,7 +21,8 @@ package assign
 //     or receives a warm-up of the same task are deferred.
 //
 // Once a warm-up is reported caught up, the next call moves the active. NeedsFollowUp tells the
-// coordinator when to run the assignor again as task offsets change. MaxWarmupReplicas ≤ 0 means
+// coordinator that it must watch task offsets, and FollowUpDue that a call is due now (the streams
+// heartbeat then bumps the group epoch, which runs the assignor). MaxWarmupReplicas ≤ 0 means
 // no warm-ups: every move is direct (without warm-ups in the input, the sticky outcome), rather
 // than no stateful move ever.
 type HighAvailability struct{}
