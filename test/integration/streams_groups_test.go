@@ -400,3 +400,76 @@ func TestStreamsSpec5_5_InternalTopicCreationFailure(t *testing.T) {
 		t.Fatalf("state %s", g.State)
 	}
 }
+
+// Issue 10 defect 1 (spec §6.7) on the real binary: with the highavailability assignor, three
+// processes run 8 stateful tasks with one standby; a fourth process joins and reports caught-up
+// offsets for everything it holds. It first gets warm-ups, then those tasks as actives, and the
+// group is balanced (2 actives each, one standby per task on another process) within a bounded
+// number of heartbeat rounds, with no task ever active on two members. Rounds are counted, not
+// timed: every member heartbeats once per round and the assignment interval is 0.
+func TestStreamsHighAvailabilityMovesActivesToNewProcess(t *testing.T) {
+	d := startStreamsDaemon(t, "group.streams.assignors=highavailability", "group.streams.num.standby.replicas=1",
+		"group.streams.assignment.interval.ms=0", "group.streams.session.timeout.ms=60000")
+	createStreamsTopics(t, d.Addr, 8, "ha-in-0")
+	app := newStreamsApp(t, d.Addr, "ha", streamsTopology("ha-in", 1))
+	var live []*simMember
+	round := func() {
+		for _, m := range live {
+			m.heartbeat()
+		}
+		app.checkInvariant()
+	}
+	untilConverged := func(limit int) int {
+		t.Helper()
+		why := ""
+		for r := 1; r <= limit; r++ {
+			round()
+			var ok bool
+			if ok, why = app.converged(live, 1, 8, 1); ok {
+				return r
+			}
+		}
+		for _, m := range live {
+			a, s, e, _ := m.snapshot()
+			t.Logf("%s: epoch %d errors %v active %v standby %v warm-up %v", m.id, e, m.errors, a, s, m.owned[2])
+		}
+		t.Fatalf("not converged after %d rounds: %s", limit, why)
+		return 0
+	}
+	for _, id := range []string{"a", "b", "c"} { // they report their restored state too
+		m := app.newMember(id, "process-"+id, nil)
+		m.caughtUp = true
+		live = append(live, m)
+	}
+	// The three join within the initial rebalance delay, so the first target spreads the tasks
+	// over them directly (nobody holds a task yet); wait for that timer before counting rounds.
+	round()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if g := describeStreams(t, d.Addr, "ha"); g.AssignmentEpoch == g.Epoch && len(g.Members) == 3 && len(g.Members[0].TargetAssignment.ActiveTasks) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the initial rebalance delay never ended")
+		}
+	}
+	untilConverged(10)
+	nd := app.newMember("d", "process-d", nil)
+	nd.caughtUp = true
+	live = append(live, nd)
+	rounds := untilConverged(10)
+	if nd.firstWarmup == 0 || nd.firstActive <= nd.firstWarmup {
+		t.Fatalf("d first held a warm-up on beat %d and an active on beat %d; want warm-ups first", nd.firstWarmup, nd.firstActive)
+	}
+	for _, m := range live {
+		if a, _, _, _ := m.snapshot(); len(a) != 2 {
+			t.Fatalf("%s holds %d active tasks, want 2", m.id, len(a))
+		}
+		if len(m.errors) != 0 {
+			t.Fatalf("%s got errors %v", m.id, m.errors)
+		}
+	}
+	if g := describeStreams(t, d.Addr, "ha"); g.State != "Stable" || *g.AssignorName != "highavailability" {
+		t.Fatalf("describe: state %s assignor %s", g.State, *g.AssignorName)
+	}
+	t.Logf("balanced %d rounds after d joined", rounds)
+}

@@ -80,17 +80,23 @@ type simMember struct {
 	process  string
 	instance *string
 
-	mu      sync.Mutex
-	conn    net.Conn
-	corr    int32
-	epoch   int32
-	owned   [3]map[streamsTask]bool // active, standby, warm-up
-	joined  bool
-	errors  map[int16]int
-	last    *kmsg.StreamsGroupHeartbeatResponse
-	beats   int
-	stop    chan struct{}
-	stopped chan struct{}
+	mu     sync.Mutex
+	conn   net.Conn
+	corr   int32
+	epoch  int32
+	owned  [3]map[streamsTask]bool // active, standby, warm-up
+	joined bool
+	errors map[int16]int
+	last   *kmsg.StreamsGroupHeartbeatResponse
+	beats  int
+	// caughtUp: every heartbeat reports TaskOffsets equal to TaskEndOffsets for every task the
+	// member holds, as a Streams instance whose state stores are restored does.
+	caughtUp bool
+	// The beat on which the member first held a warm-up task and first held an active task (0:
+	// never).
+	firstWarmup, firstActive int
+	stop                     chan struct{}
+	stopped                  chan struct{}
 }
 
 func (a *streamsApp) newMember(id, process string, instance *string) *simMember {
@@ -257,6 +263,16 @@ func (m *simMember) heartbeat() bool {
 	} else {
 		req.MemberEpoch, req.RebalanceTimeoutMillis = m.epoch, -1
 		req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = ownedWire(m.owned[0]), ownedWire(m.owned[1]), ownedWire(m.owned[2])
+		if m.caughtUp {
+			req.TaskOffsets, req.TaskEndOffsets = []kmsg.TaskOffset{}, []kmsg.TaskOffset{}
+			for _, set := range m.owned {
+				for t := range set {
+					o := kmsg.NewTaskOffset()
+					o.SubtopologyID, o.Partition, o.Offset = t.sub, t.part, 4242
+					req.TaskOffsets, req.TaskEndOffsets = append(req.TaskOffsets, o), append(req.TaskEndOffsets, o)
+				}
+			}
+		}
 	}
 	resp, err := m.roundTrip(req)
 	if err != nil {
@@ -305,6 +321,12 @@ func (m *simMember) heartbeat() bool {
 				changed = true
 			}
 		}
+	}
+	if len(m.owned[2]) > 0 && m.firstWarmup == 0 {
+		m.firstWarmup = m.beats
+	}
+	if len(m.owned[0]) > 0 && m.firstActive == 0 {
+		m.firstActive = m.beats
 	}
 	return changed
 }

@@ -513,13 +513,9 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		if l == nil {
 			continue
 		}
-		mm := make(map[Task]int64, len(l))
-		for _, o := range l {
-			t := Task{Subtopology: o.SubtopologyID, Partition: o.Partition}
-			if _, dup := mm[t]; dup {
-				return fail(kerr.InvalidRequest, "Task offsets contain a duplicate entry for subtopology %s and partition %d.", o.SubtopologyID, o.Partition)
-			}
-			mm[t] = o.Offset
+		mm, err := taskOffsetsOf(l, configured)
+		if err != nil {
+			return fail(kerr.InvalidRequest, "%s", err.Error())
 		}
 		if i == 0 {
 			offsets = mm
@@ -532,6 +528,16 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 	acfg := cfg.assignmentConfigs()
 	if !equalConfigs(acfg, g.AssignmentConfigs) {
+		bump = true
+	}
+	// The assignor's view of task progress: every member's last report, this heartbeat's applied.
+	viewOffsets, viewEndOffsets := copyOffsets(g.soft.taskOffsets), copyOffsets(g.soft.taskEndOffsets)
+	viewOffsets[m.ID], viewEndOffsets[m.ID] = offsets, endOffsets
+	// A warm-up that has caught up is released by the next assignment (spec §6.7), so it needs
+	// one: bump unless an assignment is already pending. Only targets with warm-ups can ask for
+	// it, so the sticky assignor's groups bump exactly as in Kafka 4.4 (spec §4.2).
+	if !bump && g.AssignmentEpoch >= g.Epoch && configured.Ready() &&
+		followUpDue(targets, members, viewOffsets, viewEndOffsets, cfg.AcceptableRecoveryLag) {
 		bump = true
 	}
 	groupEpoch := g.Epoch
@@ -561,10 +567,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	case g.AssignmentTimestamp != 0 && cfg.AssignmentInterval > 0 && now < g.AssignmentTimestamp+cfg.AssignmentInterval.Milliseconds():
 		statuses = append(statuses, Status{StatusAssignmentDelayed, "Assignment delayed due to the configured assignment interval."})
 	default:
-		soft := g.soft
-		to, te := copyOffsets(soft.taskOffsets), copyOffsets(soft.taskEndOffsets)
-		to[m.ID], te[m.ID] = offsets, endOffsets
-		newTargets, err := computeTargets(members, configured, cfg, assignConfigs(cfg), to, te)
+		newTargets, err := computeTargets(members, configured, cfg, assignConfigs(cfg), viewOffsets, viewEndOffsets)
 		if err != nil {
 			return fail(kerr.UnknownServerError, "")
 		}
@@ -679,6 +682,44 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	return out
 }
 
+// taskOffsetsOf turns a reported TaskOffsets or TaskEndOffsets list into what the group keeps
+// for the member. A duplicate (subtopology, partition) is INVALID_REQUEST, as in Kafka
+// (MemberTaskOffsets). Unlike Kafka, only entries naming a task of the ready configured topology
+// are kept, so the soft state a member can make the shard hold is bounded by the topology's task
+// count whatever the request carries; the rest is dropped rather than refused because a Streams
+// client reports offsets for every task it has state for on disk, which after a topology or
+// partition-count change can include tasks the group no longer has. Without a ready topology
+// no entry can be checked, so none is kept (the assignor is not called then either).
+func taskOffsetsOf(l []kmsg.TaskOffset, configured *Configured) (map[Task]int64, error) {
+	var tasks map[string]int32
+	if configured.Ready() {
+		tasks = make(map[string]int32, len(configured.Subtopologies))
+		for _, st := range configured.Subtopologies {
+			tasks[st.ID] = st.Tasks
+		}
+	}
+	out := map[Task]int64{}
+	var dropped map[Task]struct{} // only to find duplicates among entries that are not kept
+	for _, o := range l {
+		t := Task{Subtopology: o.SubtopologyID, Partition: o.Partition}
+		dup := false
+		if n, ok := tasks[o.SubtopologyID]; ok && o.Partition >= 0 && o.Partition < n {
+			_, dup = out[t]
+			out[t] = o.Offset
+		} else {
+			if dropped == nil {
+				dropped = map[Task]struct{}{}
+			}
+			_, dup = dropped[t]
+			dropped[t] = struct{}{}
+		}
+		if dup {
+			return nil, fmt.Errorf("Task offsets contain a duplicate entry for subtopology %s and partition %d.", o.SubtopologyID, o.Partition)
+		}
+	}
+	return out, nil
+}
+
 // ownedSubset: every owned task is in the member's assigned tasks of that role.
 func ownedSubset(owned, assigned Roles) bool {
 	for role := range owned {
@@ -727,16 +768,9 @@ func computeTargets(members map[string]*Member, configured *Configured, cfg Conf
 	if err != nil {
 		return nil, err
 	}
-	in := assign.Input{Configs: ac}
+	in := assign.Input{Configs: ac, Members: assignMembers(members, offsets, endOffsets)}
 	for _, st := range configured.Subtopologies {
 		in.Subtopologies = append(in.Subtopologies, assign.Subtopology{ID: st.ID, Tasks: st.Tasks, Stateful: st.Stateful})
-	}
-	for _, id := range sortedMemberIDs(members) {
-		m := members[id]
-		am := assign.Member{ID: id, ProcessID: m.ProcessID, InstanceID: m.InstanceID, RackID: m.RackID, ClientTags: m.ClientTags,
-			Active: toTaskSet(m.Assigned[Active]), Standby: toTaskSet(m.Assigned[Standby]), Warmup: toTaskSet(m.Assigned[Warmup]),
-			TaskOffsets: offsets[id], TaskEndOffsets: endOffsets[id]}
-		in.Members = append(in.Members, am)
 	}
 	res, err := safeAssign(a, in)
 	if err != nil {
@@ -747,7 +781,9 @@ func computeTargets(members map[string]*Member, configured *Configured, cfg Conf
 			continue
 		}
 		var r Roles
-		for role, ts := range []assign.TaskSet{ma.Active, ma.Standby} { // warm-ups are never assigned in 4.4
+		// Kafka 4.4's sticky assignor never returns warm-ups; the highavailability one does
+		// (spec §6.7), and they reach the member like any other role.
+		for role, ts := range []assign.TaskSet{ma.Active, ma.Standby, ma.Warmup} {
 			for sub, ps := range ts {
 				for _, p := range ps {
 					r.add(Role(role), Task{Subtopology: sub, Partition: p}, 0)
@@ -757,6 +793,42 @@ func computeTargets(members map[string]*Member, configured *Configured, cfg Conf
 		out[id] = r
 	}
 	return out, nil
+}
+
+// assignMembers is the membership view as the assignor sees it (spec §6.1): assigned tasks
+// without those pending revocation, and the last reported task offsets.
+func assignMembers(members map[string]*Member, offsets, endOffsets map[string]map[Task]int64) []assign.Member {
+	out := make([]assign.Member, 0, len(members))
+	for _, id := range sortedMemberIDs(members) {
+		m := members[id]
+		out = append(out, assign.Member{ID: id, ProcessID: m.ProcessID, InstanceID: m.InstanceID, RackID: m.RackID, ClientTags: m.ClientTags,
+			Active: toTaskSet(m.Assigned[Active]), Standby: toTaskSet(m.Assigned[Standby]), Warmup: toTaskSet(m.Assigned[Warmup]),
+			TaskOffsets: offsets[id], TaskEndOffsets: endOffsets[id]})
+	}
+	return out
+}
+
+// followUpDue reports whether the target has a warm-up that is now caught up (assign.FollowUpDue).
+// It runs on every heartbeat, so it costs nothing for a target without warm-ups and otherwise
+// looks only at the warm-ups and the members' processes and offsets.
+func followUpDue(targets map[string]Roles, members map[string]*Member, offsets, endOffsets map[string]map[Task]int64, lag int64) bool {
+	var warm assign.Output
+	for id, r := range targets {
+		if len(r[Warmup]) > 0 {
+			if warm == nil {
+				warm = assign.Output{}
+			}
+			warm[id] = assign.MemberAssignment{Warmup: toTaskSet(r[Warmup])}
+		}
+	}
+	if warm == nil {
+		return false
+	}
+	view := make([]assign.Member, 0, len(members))
+	for id, m := range members {
+		view = append(view, assign.Member{ID: id, ProcessID: m.ProcessID, TaskOffsets: offsets[id], TaskEndOffsets: endOffsets[id]})
+	}
+	return assign.FollowUpDue(warm, view, lag)
 }
 
 func safeAssign(a assign.Assignor, in assign.Input) (out assign.Output, err error) {

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -1118,5 +1119,74 @@ func TestSpec12_30_PartitionCountChange(t *testing.T) {
 	e.now = e.now.Add(2 * time.Second)
 	if r := e.hb(beat("g", "m", 3)); r.MemberEpoch != 4 {
 		t.Fatalf("recreated topic: epoch %d", r.MemberEpoch)
+	}
+}
+
+// Spec §3 step 8 (defect 9 of issue 10): what a member reports as task offsets is kept only for
+// tasks of the group's configured topology, so a client cannot make the shard hold more than one
+// entry per task; duplicates stay INVALID_REQUEST as in Kafka.
+func TestSpec3_8_TaskOffsetsBoundedByTopology(t *testing.T) {
+	e := newEnv(t, topics("foo", 3, "bar", 2), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "s1", sources: []string{"foo"}}, sub{id: "s2", sources: []string{"bar"}}))))
+	off := func(sub string, p int32, o int64) kmsg.TaskOffset {
+		t := kmsg.NewTaskOffset()
+		t.SubtopologyID, t.Partition, t.Offset = sub, p, o
+		return t
+	}
+	stored := func() (map[Task]int64, map[Task]int64) {
+		g := e.s.Groups["g"]
+		return g.soft.taskOffsets["m"], g.soft.taskEndOffsets["m"]
+	}
+	for _, c := range []struct {
+		name string
+		bad  kmsg.TaskOffset
+	}{
+		{"unknown subtopology", off("s9", 0, 5)},
+		{"negative partition", off("s1", -1, 5)},
+		{"partition past the task count", off("s2", 2, 5)},
+		{"partition far past the task count", off("s1", 1<<30, 5)},
+	} {
+		r := beat("g", "m", 2)
+		r.TaskOffsets = []kmsg.TaskOffset{off("s1", 0, 10), c.bad}
+		r.TaskEndOffsets = []kmsg.TaskOffset{c.bad, off("s2", 1, 20)}
+		mustOK(t, e.hb(r))
+		o, eo := stored()
+		if !reflect.DeepEqual(o, map[Task]int64{tk("s1", 0): 10}) || !reflect.DeepEqual(eo, map[Task]int64{tk("s2", 1): 20}) {
+			t.Fatalf("%s: stored offsets %v, end offsets %v", c.name, o, eo)
+		}
+		d := e.s.Describe("g", false, e.cat, e.cfg, false)
+		if len(d.Members[0].TaskOffsets) != 1 || len(d.Members[0].TaskEndOffsets) != 1 {
+			t.Fatalf("%s: described %+v %+v", c.name, d.Members[0].TaskOffsets, d.Members[0].TaskEndOffsets)
+		}
+	}
+
+	// Many entries: at most one per task is kept (5 tasks here).
+	r := beat("g", "m", 2)
+	for p := int32(0); p < 10000; p++ {
+		r.TaskOffsets = append(r.TaskOffsets, off("s1", p, 1), off("s2", p, 1), off(fmt.Sprint("x", p), 0, 1))
+	}
+	mustOK(t, e.hb(r))
+	if o, _ := stored(); len(o) != 5 {
+		t.Fatalf("kept %d task offsets for a topology of 5 tasks", len(o))
+	}
+
+	// A duplicate is refused even when the entry names no task (Kafka checks every entry), and
+	// the refused heartbeat stores nothing.
+	for _, dup := range []kmsg.TaskOffset{off("s1", 1, 3), off("s9", 0, 3), off("s1", -1, 3)} {
+		r = beat("g", "m", 2)
+		r.TaskEndOffsets = []kmsg.TaskOffset{dup, off("s1", 2, 4), dup}
+		mustErr(t, e.hb(r), kerr.InvalidRequest.Code, fmt.Sprintf("Task offsets contain a duplicate entry for subtopology %s and partition %d.", dup.SubtopologyID, dup.Partition))
+		if _, eo := stored(); !reflect.DeepEqual(eo, map[Task]int64{tk("s2", 1): 20}) {
+			t.Fatalf("a refused heartbeat changed the end offsets: %v", eo)
+		}
+	}
+
+	// Without a ready topology (a source topic deleted) nothing can be checked, so nothing is kept.
+	delete(e.cat, "bar")
+	r = beat("g", "m", 2)
+	r.TaskOffsets = []kmsg.TaskOffset{off("s1", 0, 10)}
+	mustOK(t, e.hb(r))
+	if o, _ := stored(); len(o) != 0 {
+		t.Fatalf("kept %v without a ready topology", o)
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Architecture §6 invariant 1 for streams groups: random sequences of joins, heartbeats with
@@ -18,14 +20,30 @@ import (
 // replayed in any key order) rebuilds the same state.
 func TestRandomOperationsKeepInvariants(t *testing.T) {
 	for seed := int64(1); seed <= 10; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, seed, false) })
 	}
 }
 
-func randomRun(t *testing.T, seed int64) {
+// The same with the highavailability assignor (spec §6.7): warm-ups are handed out, owned,
+// acknowledged and promoted while members report caught-up, lagging or no task offsets, and
+// two members share a process.
+func TestRandomOperationsWithWarmupsKeepInvariants(t *testing.T) {
+	for seed := int64(1); seed <= 10; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, seed, true) })
+	}
+}
+
+func randomRun(t *testing.T, seed int64, warmups bool) {
 	rng := rand.New(rand.NewSource(seed))
-	e := newEnv(t, topics("a", 5, "b", 3, "a-cl", 5, "b-cl", 3), roundRobin{"sticky"})
+	var e *env
+	if warmups {
+		e = newEnv(t, topics("a", 5, "b", 3, "a-cl", 5, "b-cl", 3), assign.HighAvailability{})
+		e.cfg.Assignors = []string{assign.HighAvailabilityName}
+	} else {
+		e = newEnv(t, topics("a", 5, "b", 3, "a-cl", 5, "b-cl", 3), roundRobin{"sticky"})
+	}
 	e.cfg.NumStandbyReplicas = 1
+	sawWarmup := false
 	tp := topo(0, sub{id: "0", sources: []string{"a"}, changelogs: []string{"a-cl"}}, sub{id: "1", sources: []string{"b"}, changelogs: []string{"b-cl"}})
 	ids := []string{"m0", "m1", "m2", "m3", "m4"}
 	inst := map[string]string{"m3": "i3", "m4": "i4"}
@@ -43,6 +61,10 @@ func randomRun(t *testing.T, seed int64) {
 		switch op := rng.Intn(10); {
 		case m == nil || op == 0:
 			r := join("g", id, tp)
+			if warmups && (id == "m1" || id == "m2") {
+				p := "process-m12"
+				r.ProcessID = &p
+			}
 			if i := inst[id]; i != "" {
 				r.InstanceID = &i
 				if m != nil && m.ID != id { // the instance is held under another id
@@ -51,8 +73,19 @@ func randomRun(t *testing.T, seed int64) {
 			}
 			e.hb(r)
 		case op <= 5: // heartbeat acknowledging the current assignment
-			r := owning(beat("g", m.ID, m.Epoch), tasksOf(m.Assigned[Active]), tasksOf(m.Assigned[Standby]), nil)
+			r := owning(beat("g", m.ID, m.Epoch), tasksOf(m.Assigned[Active]), tasksOf(m.Assigned[Standby]), tasksOf(m.Assigned[Warmup]))
 			r.InstanceID = m.InstanceID
+			if warmups && rng.Intn(2) == 0 {
+				lag := []int64{0, 10_000, 10_001, 1 << 40}[rng.Intn(4)]
+				for _, role := range m.Assigned {
+					for task := range role {
+						o, eo := kmsg.NewTaskOffset(), kmsg.NewTaskOffset()
+						o.SubtopologyID, o.Partition, o.Offset = task.Subtopology, task.Partition, 1<<41-lag
+						eo.SubtopologyID, eo.Partition, eo.Offset = task.Subtopology, task.Partition, 1<<41
+						r.TaskOffsets, r.TaskEndOffsets = append(r.TaskOffsets, o), append(r.TaskEndOffsets, eo)
+					}
+				}
+			}
 			e.hb(r)
 		case op == 6: // heartbeat without owned lists
 			r := beat("g", m.ID, m.Epoch)
@@ -77,6 +110,14 @@ func randomRun(t *testing.T, seed int64) {
 			}
 		}
 		checkNoDoubleActive(t, e.s)
+		if g := e.s.Groups["g"]; g != nil {
+			for _, m := range g.Members {
+				sawWarmup = sawWarmup || len(m.Assigned[Warmup]) > 0
+			}
+		}
+	}
+	if warmups && !sawWarmup {
+		t.Errorf("no member ever held a warm-up task")
 	}
 	if g := e.s.Groups["g"]; g != nil {
 		n := 0

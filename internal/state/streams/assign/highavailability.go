@@ -21,7 +21,8 @@ package assign
 //     or receives a warm-up of the same task are deferred.
 //
 // Once a warm-up is reported caught up, the next call moves the active. NeedsFollowUp tells the
-// coordinator when to run the assignor again as task offsets change. MaxWarmupReplicas ≤ 0 means
+// coordinator that it must watch task offsets, and FollowUpDue that a call is due now (the streams
+// heartbeat then bumps the group epoch, which runs the assignor). MaxWarmupReplicas ≤ 0 means
 // no warm-ups: every move is direct (without warm-ups in the input, the sticky outcome), rather
 // than no stateful move ever.
 type HighAvailability struct{}
@@ -133,6 +134,40 @@ func NeedsFollowUp(out Output) bool {
 		for _, parts := range a.Warmup {
 			if len(parts) > 0 {
 				return true
+			}
+		}
+	}
+	return false
+}
+
+// FollowUpDue reports whether a group whose current target is out must run its assignor again
+// now: out has warm-up tasks (NeedsFollowUp) and one of them is caught up on its member's process,
+// i.e. some member of that process reports it within lag, as Assign's refinement judges it. Run
+// on the same members and offsets, Assign never returns a warm-up this reports caught up, so a
+// follow-up that a caught-up warm-up causes cannot repeat itself.
+func FollowUpDue(out Output, members []Member, lag int64) bool {
+	if !NeedsFollowUp(out) {
+		return false
+	}
+	byID := make(map[string]*Member, len(members))
+	byProc := make(map[string][]*Member, len(members))
+	for i := range members {
+		m := &members[i]
+		byID[m.ID] = m
+		byProc[m.ProcessID] = append(byProc[m.ProcessID], m)
+	}
+	for id, a := range out {
+		m := byID[id]
+		if m == nil {
+			continue
+		}
+		for sub, ps := range a.Warmup {
+			for _, p := range ps {
+				for _, peer := range byProc[m.ProcessID] {
+					if CaughtUp(peer, Task{Subtopology: sub, Partition: p}, lag) {
+						return true
+					}
+				}
 			}
 		}
 	}

@@ -225,3 +225,34 @@ func TestSpec6_7_StaleWarmupDropped(t *testing.T) {
 		"C": {warmup: []int32{0}},
 	})
 }
+
+// FollowUpDue: a target's warm-up asks for a new assignment once some member of its member's
+// process reports it within the acceptable lag, and never right after Assign ran on the same
+// offsets.
+func TestSpec6_7_FollowUpDue(t *testing.T) {
+	out := Output{"C": {Warmup: parts(4, 5)}, "A": {Active: parts(0, 4)}}
+	c, c2, a := member("C", "pc"), member("C2", "pc"), member("A", "pa")
+	if FollowUpDue(out, []Member{a, c, c2}, 100) {
+		t.Fatal("nothing reported, yet a follow-up is due")
+	}
+	a.TaskOffsets, a.TaskEndOffsets = offsets(4, 100), offsets(4, 100) // another process's copy does not count
+	c.TaskOffsets, c.TaskEndOffsets = offsets(4, 0, 5, 0), offsets(4, 101, 5, -1)
+	if FollowUpDue(out, []Member{a, c, c2}, 100) {
+		t.Fatal("lag 101 > 100 and an unknown end offset count as caught up")
+	}
+	c2.TaskOffsets, c2.TaskEndOffsets = offsets(5, 900), offsets(5, 1000)
+	if !FollowUpDue(out, []Member{a, c, c2}, 100) {
+		t.Fatal("C2, on C's process, reports 0_5 caught up, yet no follow-up is due")
+	}
+	if FollowUpDue(Output{"A": {Active: parts(0)}}, []Member{a, c, c2}, 100) {
+		t.Fatal("a target without warm-ups needs no follow-up")
+	}
+
+	// After Assign on the same input, its own warm-ups are never due.
+	in := e17Input()
+	in.Members[2].TaskOffsets, in.Members[2].TaskEndOffsets = offsets(4, 95_000), offsets(4, 100_000)
+	got := mustAssign(t, HighAvailability{}, in)
+	if !NeedsFollowUp(got) || FollowUpDue(got, in.Members, in.Configs.AcceptableRecoveryLag) {
+		t.Fatalf("right after Assign: NeedsFollowUp %v, FollowUpDue %v (%s)", NeedsFollowUp(got), FollowUpDue(got, in.Members, in.Configs.AcceptableRecoveryLag), render(got))
+	}
+}

@@ -172,6 +172,11 @@ func TestSpec6_4_PropertyInvariants(t *testing.T) {
 			if err := checkInvariants(in, out); err != nil {
 				t.Fatalf("seed %d %s: %v\n%s", seed, a.Name(), err, render(out))
 			}
+			// A follow-up is due only once offsets change (spec §6.7): otherwise the coordinator
+			// would re-assign forever.
+			if FollowUpDue(out, in.Members, in.Configs.AcceptableRecoveryLag) {
+				t.Fatalf("seed %d %s: a follow-up is due right after assigning\n%s", seed, a.Name(), render(out))
+			}
 			again, _ := a.Assign(in)
 			if !reflect.DeepEqual(out, again) {
 				t.Fatalf("seed %d %s: not deterministic", seed, a.Name())
