@@ -17,6 +17,7 @@ package conformance
 // determined by the balance rule even where which ones is not).
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -326,4 +327,69 @@ func maskTasks(v any, key int16) {
 			}
 		}
 	}
+}
+
+// checkSticky checks check-assignment's keeps=<var> and within=<var> on a heartbeat answer:
+// the variables hold task lists this server gave the member earlier (capture of
+// ActiveTasks), so the check is about each server's own assignment, never the other's.
+func (r *Run) checkSticky(raw any, key int16, ck *Check) []string {
+	if ck.Keeps == "" && ck.Within == "" {
+		return nil
+	}
+	o, ok := raw.(*Obj)
+	if key != 88 || !ok {
+		return []string{"check-assignment: keeps= and within= apply to StreamsGroupHeartbeat answers"}
+	}
+	now, err := taskList(o.Vals["ActiveTasks"])
+	if err != nil {
+		return []string{"check-assignment: ActiveTasks: " + err.Error()}
+	}
+	if now == nil {
+		return []string{"check-assignment: keeps=/within= need ActiveTasks in the answer, it is null"}
+	}
+	var fails []string
+	for _, c := range []struct{ name, rel string }{{ck.Keeps, "keeps"}, {ck.Within, "within"}} {
+		if c.name == "" {
+			continue
+		}
+		text, ok := r.vars[c.name]
+		if !ok {
+			fails = append(fails, fmt.Sprintf("check-assignment: %s=%s: no such variable", c.rel, c.name))
+			continue
+		}
+		var entries []struct {
+			SubtopologyID string
+			Partitions    []int64
+		}
+		if err := json.Unmarshal([]byte(text), &entries); err != nil {
+			fails = append(fails, fmt.Sprintf("check-assignment: %s=%s is not a task list: %v", c.rel, c.name, err))
+			continue
+		}
+		before := []task{}
+		for _, e := range entries {
+			for _, p := range e.Partitions {
+				before = append(before, task{e.SubtopologyID, p})
+			}
+		}
+		// keeps: every earlier task is still held; within: every task held was held before.
+		super, sub := now, before
+		if c.rel == "within" {
+			super, sub = before, now
+		}
+		have := map[task]bool{}
+		for _, t := range super {
+			have[t] = true
+		}
+		var lost []task
+		for _, t := range sub {
+			if !have[t] {
+				lost = append(lost, t)
+			}
+		}
+		if len(lost) > 0 {
+			fails = append(fails, fmt.Sprintf("check-assignment: not sticky: ActiveTasks %s, %s %s %s (differs in %s)",
+				taskText(now), c.rel, c.name, taskText(before), taskText(lost)))
+		}
+	}
+	return fails
 }

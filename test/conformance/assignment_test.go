@@ -143,3 +143,43 @@ check-assignment 0:6 1:2 active=3 [streams-assignment]
 		}
 	}
 }
+
+// TestCheckSticky: keeps= fails when a member lost a task it held, within= when it got a task it
+// did not hold, and both read the server's own captured list.
+func TestCheckSticky(t *testing.T) {
+	hb := func(parts ...int32) any {
+		r := kmsg.NewPtrStreamsGroupHeartbeatResponse()
+		r.ActiveTasks = tasks("0", parts...)
+		return toTree(r)
+	}
+	r := &Run{vars: map[string]string{"before": `[{"SubtopologyID":"0","Partitions":[0,1,2]}]`}}
+	cases := []struct {
+		name string
+		ck   Check
+		resp any
+		want string // "" = passes
+	}{
+		{"keeps, gained", Check{Keeps: "before"}, hb(0, 1, 2, 3), ""},
+		{"keeps, lost one", Check{Keeps: "before"}, hb(0, 1, 3), "differs in [0/2]"},
+		{"within, gave some", Check{Within: "before"}, hb(0, 2), ""},
+		{"within, took another", Check{Within: "before"}, hb(0, 5), "differs in [0/5]"},
+		{"no such variable", Check{Within: "nope"}, hb(0), "no such variable"},
+		{"null list", Check{Keeps: "before"}, toTree(kmsg.NewPtrStreamsGroupHeartbeatResponse()), "is null"},
+	}
+	for _, c := range cases {
+		got := strings.Join(r.checkSticky(c.resp, 88, &c.ck), "\n")
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: failures %q, want %q", c.name, got, c.want)
+		}
+	}
+	if fails := r.checkSticky(hb(0), 89, &Check{Keeps: "before"}); len(fails) != 1 {
+		t.Errorf("keeps= on a describe answer: %v", fails)
+	}
+	f, err := Parse("x.txt", "scenario s\ncall c1 StreamsGroupHeartbeat v1\ncheck-assignment 0:6 active=3 keeps=a within=b [streams-assignment]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck := f.Scenarios[0].Steps[0].Checks[0]; ck.Keeps != "a" || ck.Within != "b" || ck.Active != 3 {
+		t.Fatalf("parsed %+v", ck)
+	}
+}

@@ -440,6 +440,7 @@ func (r *Run) receive(i int, st *Step, c *clientConn, key, version int16) (fails
 			continue
 		}
 		fs, note := checkAssignment(raw, key, ck.Tasks, ck.Active)
+		fs = append(fs, r.checkSticky(raw, key, ck)...)
 		for _, f := range fs {
 			failf(ck.Line, "%s v%d: %s", stepText(st), version, f)
 		}

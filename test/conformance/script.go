@@ -95,6 +95,11 @@ type Check struct {
 	Tasks map[string]int
 	// Active is check-assignment's active=<n> (-1 when not given).
 	Active int
+	// Keeps and Within are check-assignment's keeps=<var> and within=<var>: variables holding
+	// a task list (captured ActiveTasks) that a heartbeat's ActiveTasks must contain, or must
+	// lie within: the sticky assignor's promise that a member losing tasks keeps the rest and
+	// a member gaining tasks keeps what it had.
+	Keeps, Within string
 }
 
 // Sort orders the array at Path by the value of Field.
@@ -520,7 +525,17 @@ func (p *parser) check(l *line, kind, only string, args []string, tag string) er
 		if len(l.body) > 0 {
 			return fmt.Errorf("check-assignment takes no indented body")
 		}
-		tasks, active, err := taskCounts(args)
+		var rest []string
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "keeps="); ok && namePattern.MatchString(v) {
+				c.Keeps = v
+			} else if v, ok := strings.CutPrefix(a, "within="); ok && namePattern.MatchString(v) {
+				c.Within = v
+			} else {
+				rest = append(rest, a)
+			}
+		}
+		tasks, active, err := taskCounts(rest)
 		if err != nil {
 			return err
 		}

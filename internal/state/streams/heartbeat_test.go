@@ -901,6 +901,19 @@ func TestSpec12_60_62_Describe(t *testing.T) {
 	}
 }
 
+// TestDescribeEmptyTopology: a topology without subtopologies is described with an empty,
+// non-null list, ready or not (Kafka 4.4 sends [], conformance streams_validation.txt).
+func TestDescribeEmptyTopology(t *testing.T) {
+	e := newEnv(t, topics("foo", 1), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", topo(0))))
+	for _, cat := range []Catalog{e.cat, nil} {
+		d := e.s.Describe("g", false, cat, e.cfg, false)
+		if d.ErrorCode != 0 || d.Topology == nil || d.Topology.Subtopologies == nil {
+			t.Fatalf("describe %+v", d)
+		}
+	}
+}
+
 func TestSpec12_63_GroupStates(t *testing.T) {
 	e := newEnv(t, topics("foo", 6), roundRobin{"sticky"})
 	tp := topo(0, sub{id: "s", sources: []string{"foo"}, changelogs: []string{"cl"}})

@@ -154,6 +154,9 @@ func topicInfosToWire(ts []TopicInfo) []kmsg.TopicInfo {
 func describeTopology(t *Topology, cat Catalog) *kmsg.StreamsGroupDescribeResponseGroupTopology {
 	out := kmsg.NewStreamsGroupDescribeResponseGroupTopology()
 	out.Epoch = t.Epoch
+	// The field is nullable on the wire: a topology without subtopologies is [] there (as
+	// Kafka sends it), never null.
+	out.Subtopologies = []kmsg.StreamsGroupDescribeResponseGroupTopologySubtopology{}
 	var configured *Configured
 	if cat != nil {
 		configured, _ = Configure(t, cat)
