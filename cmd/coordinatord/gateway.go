@@ -145,3 +145,25 @@ func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger) {
 func gatewayError(err error) error { return fmt.Errorf("gateway mode: %w", err) }
 
 const cfgMirrorTimeout = 30 * time.Second
+
+// createUpstream creates Streams internal topics in the upstream cluster, where the clients'
+// data lives, instead of in the catalog; the catalog learns them from the refresh that
+// CreateTopics waits for.
+func (m *gatewayMode) createUpstream(ctx context.Context, topics []meta.NewTopic) ([]meta.TopicResult, error) {
+	nts := make([]upstream.NewTopic, len(topics))
+	for i, t := range topics {
+		nts[i] = upstream.NewTopic{Name: t.Name, Partitions: t.Partitions, ReplicationFactor: t.ReplicationFactor, Configs: t.Configs}
+		if nts[i].ReplicationFactor == 0 {
+			nts[i].ReplicationFactor = -1
+		}
+	}
+	rs, err := m.up.CreateTopics(ctx, nts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]meta.TopicResult, len(rs))
+	for i, r := range rs {
+		out[i] = meta.TopicResult{Name: r.Name, Code: r.Code, Message: r.Message}
+	}
+	return out, nil
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/handlers"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -127,8 +128,18 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer st.close(log)
+	// In gateway mode Streams internal topics are created upstream; gm is set before any
+	// listener serves, so no heartbeat can reach createTopics earlier.
+	var gm *gatewayMode
+	var createTopics func(context.Context, []meta.NewTopic) ([]meta.TopicResult, error)
+	if cfg.Gateway.Enabled() {
+		createTopics = func(ctx context.Context, ts []meta.NewTopic) ([]meta.TopicResult, error) {
+			return gm.createUpstream(ctx, ts)
+		}
+	}
 	table := handlers.New(handlers.Deps{
-		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
+		CreateTopics: createTopics,
+		Node:         node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classic.Config{
 			MinSessionTimeoutMs: cfg.GroupMinSessionTimeoutMs, MaxSessionTimeoutMs: cfg.GroupMaxSessionTimeoutMs,
 			InitialRebalanceDelayMs: cfg.GroupInitialRebalanceDelayMs, MaxSize: cfg.GroupMaxSize,
@@ -168,7 +179,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		if self.Port == 0 {
 			self.Port = bound[self.Name]
 		}
-		gm, err := startGateway(ctx, cfg, log, reg, table, st, self, newServer, ls)
+		gm, err = startGateway(ctx, cfg, log, reg, table, st, self, newServer, ls)
 		if err != nil {
 			return gatewayError(err)
 		}

@@ -67,12 +67,16 @@ func (t *Table) createInternalTopics(ctx context.Context, topics []streams.Inter
 		}
 		nts[i] = nt
 	}
-	v, err := t.deps.Meta.Write(ctx, meta.CreateTopics(nts, false, t.metaDefaults()))
+	create := t.deps.CreateTopics
+	if create == nil {
+		create = t.createInCatalog
+	}
+	results, err := create(ctx, nts)
 	if err != nil {
 		return fmt.Sprintf("%s (%s)", topics[0].Name, errName(availabilityCode(err)))
 	}
 	var failed []string
-	for _, res := range v.([]meta.TopicResult) {
+	for _, res := range results {
 		if res.Code != 0 && res.Code != kerr.TopicAlreadyExists.Code {
 			failed = append(failed, fmt.Sprintf("%s (%s)", res.Name, errName(res.Code)))
 		}
@@ -85,6 +89,16 @@ func (t *Table) createInternalTopics(ctx context.Context, topics []streams.Inter
 		return fmt.Sprintf("%s and %d more", strings.Join(failed[:3], ", "), len(failed)-3)
 	}
 	return strings.Join(failed, ", ")
+}
+
+// createInCatalog creates topics in the local catalog (standalone mode, where the catalog is
+// the only cluster there is).
+func (t *Table) createInCatalog(ctx context.Context, topics []meta.NewTopic) ([]meta.TopicResult, error) {
+	v, err := t.deps.Meta.Write(ctx, meta.CreateTopics(topics, false, t.metaDefaults()))
+	if err != nil {
+		return nil, err
+	}
+	return v.([]meta.TopicResult), nil
 }
 
 func errName(code int16) string {

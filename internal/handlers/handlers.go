@@ -69,6 +69,10 @@ type Deps struct {
 	Streams streams.Config
 	// Topology is the topology description plugin (KIP-1331); nil when none is configured.
 	Topology *plugin.Caller
+	// CreateTopics creates the internal topics streams topologies need where the data lives:
+	// nil creates them in the catalog (standalone); in gateway mode, in the upstream cluster,
+	// returning once the catalog shows them. An error is an availability error.
+	CreateTopics func(ctx context.Context, topics []meta.NewTopic) ([]meta.TopicResult, error)
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response

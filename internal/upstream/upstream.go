@@ -252,3 +252,72 @@ func (c *Client) fetch(ctx context.Context) error {
 	c.mu.Unlock()
 	return nil
 }
+
+// NewTopic is a topic to create upstream.
+type NewTopic struct {
+	Name              string
+	Partitions        int32 // -1: the upstream's default
+	ReplicationFactor int16 // -1: the upstream's default
+	Configs           map[string]*string
+}
+
+// TopicResult is the upstream's answer for one topic.
+type TopicResult struct {
+	Name    string
+	Code    int16
+	Message string
+}
+
+// topicsVisibleWait bounds how long CreateTopics waits for created topics to show in metadata.
+const topicsVisibleWait = 5 * time.Second
+
+// CreateTopics creates topics in the upstream cluster (Streams internal topics: a Streams
+// client never creates them under the streams protocol) and returns once the view, and so the
+// catalog, shows the ones that exist now.
+func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) ([]TopicResult, error) {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = int32(c.opts.RequestTimeout.Milliseconds())
+	for _, t := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.Partitions, t.ReplicationFactor
+		for k, v := range t.Configs {
+			rc := kmsg.NewCreateTopicsRequestTopicConfig()
+			rc.Name, rc.Value = k, v
+			rt.Configs = append(rt.Configs, rc)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, c.kc)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicResult, 0, len(resp.Topics))
+	want := map[string]bool{}
+	for _, t := range resp.Topics {
+		r := TopicResult{Name: t.Topic, Code: t.ErrorCode}
+		if t.ErrorMessage != nil {
+			r.Message = *t.ErrorMessage
+		}
+		out = append(out, r)
+		if t.ErrorCode == 0 || t.ErrorCode == kerr.TopicAlreadyExists.Code {
+			want[t.Topic] = true
+		}
+	}
+	if len(want) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, topicsVisibleWait)
+		defer cancel()
+		err := c.RefreshUntil(wctx, func(v *View) bool {
+			n := 0
+			for _, t := range v.Topics {
+				if want[t.Name] {
+					n++
+				}
+			}
+			return n == len(want)
+		})
+		if err != nil {
+			c.lg.Warn("created topics did not show in the upstream's metadata in time", zap.Error(err))
+		}
+	}
+	return out, nil
+}
