@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/config"
@@ -25,8 +26,10 @@ type state struct {
 }
 
 // openState opens the logs and starts loading every shard; requests for a shard that is still
-// loading get COORDINATOR_LOAD_IN_PROGRESS.
-func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*state, error) {
+// loading get COORDINATOR_LOAD_IN_PROGRESS. volatileDescriptions says the topology description
+// plugin started empty (topologyplugin.Volatile), so the stored epochs the shards load are
+// reset once.
+func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, volatileDescriptions bool) (*state, error) {
 	storeOpts := func(dir string, shards int32) segment.Options {
 		return segment.Options{
 			Dir: dir, Shards: shards, SegmentBytes: cfg.LogSegmentBytes, FlushInterval: cfg.LogFlushInterval,
@@ -65,11 +68,15 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (
 			return func(topic string) bool { _, ok := snap.Topic(topic); return ok }, nil
 		},
 	}
+	forgotten := make([]atomic.Bool, cfg.ShardCount)
 	s.groups = shard.NewSet(shard.SetOptions{
 		Count: cfg.ShardCount, Backend: groupStore, Logger: log, Metrics: metrics, LoadSlots: slots,
 		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg),
 		OnLoaded: func(c *rt.Ctx[*shard.Machine], _ *shard.Machine) {
 			shard.ArmRetention(c, retention)
+			if volatileDescriptions {
+				shard.ForgetVolatileDescriptions(c, &forgotten[c.ShardID()], log)
+			}
 		},
 	})
 	// The catalog loads first: group requests validate topics against it.

@@ -190,6 +190,10 @@ func (c *Caller) Backoff() *Backoff { return c.backoff }
 // Metrics are the caller's series, for the coordinator's own counts.
 func (c *Caller) Metrics() *Metrics { return c.metrics }
 
+// Volatile reports whether the plugin declared that its contents do not survive a restart
+// (topologyplugin.Volatile): every stored epoch loaded from the log is then stale.
+func (c *Caller) Volatile() bool { return c != nil && topologyplugin.IsVolatile(c.plugin) }
+
 // Plugin is the wrapped plugin (for tests and tools; call it through the Caller).
 func (c *Caller) Plugin() topologyplugin.Plugin { return c.plugin }
 

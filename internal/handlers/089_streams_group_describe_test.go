@@ -1,0 +1,79 @@
+package handlers
+
+import (
+	"context"
+	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/plugin"
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Issue 10 defect 14: once a describe found the plugin without the description the stored
+// epoch claims, the next committed heartbeat asks a member again, under the usual back-off:
+// one member per window, and an active window (a member asked and not yet pushed) is not
+// cut short by the loss.
+func TestTopologyDescription14_LostDescriptionIsAskedUnderBackoff(t *testing.T) {
+	groups := shard.NewSet(shard.SetOptions{Count: 2, Backend: memlog.New()})
+	groups.Start()
+	groups.WaitReady(context.Background())
+	defer groups.Close(context.Background())
+	tbl := &Table{deps: Deps{Groups: groups, Topology: memoryCaller(t)}, log: zap.NewNop()}
+	ctx := context.Background()
+	for _, id := range []string{"lost", "windowed"} {
+		g := &streams.Group{ID: id, StoredDescriptionEpoch: 3, FailedDescriptionEpoch: -1}
+		_, err := groups.For(id).Write(ctx, func(*runtime.Ctx[*shard.Machine], *shard.Machine) runtime.Result {
+			return runtime.Result{Records: []log.Record{
+				streams.GroupMetadataRecord(g, 1, 0, 3, nil), streams.TopologyRecord(id, &streams.Topology{Epoch: 3}),
+			}}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	epochs := func(id string) streams.DescriptionEpochs {
+		v, err := groups.For(id).Read(ctx, shard.StreamsDescriptionEpochsOf(id))
+		if err != nil || v == nil {
+			t.Fatalf("%s: %v %v", id, v, err)
+		}
+		return v.(streams.DescriptionEpochs)
+	}
+	asked := func(id string) bool {
+		req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch = id, "m", 1
+		resp := kmsg.NewPtrStreamsGroupHeartbeatResponse()
+		tbl.maybeSolicitTopologyDescription(ctx, 1, req, streams.HeartbeatOutput{Response: resp, Description: epochs(id)})
+		return resp.TopologyDescriptionRequired
+	}
+	if asked("lost") || asked("windowed") {
+		t.Fatal("asked while the stored epoch is the topology epoch")
+	}
+	// "windowed" has a solicitation window at epoch 3 running already.
+	tbl.deps.Topology.Backoff().Solicit("windowed", 3)
+
+	tbl.descriptionsLost(ctx, []plugin.GetRequest{{Group: "lost", Epoch: 3}, {Group: "windowed", Epoch: 3}, {Group: "gone", Epoch: 3}})
+	for _, id := range []string{"lost", "windowed"} {
+		if d := epochs(id); d.Stored != streams.DescriptionUncertain || d.Topology != 3 {
+			t.Fatalf("%s after the loss: %+v", id, d)
+		}
+	}
+	if !asked("lost") {
+		t.Fatal("not asked after the loss")
+	}
+	if asked("lost") {
+		t.Fatal("asked twice in one back-off window")
+	}
+	if asked("windowed") {
+		t.Fatal("the loss cut a running back-off window short")
+	}
+	// A loss reported for an epoch the group no longer claims changes nothing.
+	tbl.descriptionsLost(ctx, []plugin.GetRequest{{Group: "lost", Epoch: 2}})
+	if d := epochs("lost"); d.Stored != streams.DescriptionUncertain {
+		t.Fatalf("after a stale loss report: %+v", d)
+	}
+}
