@@ -161,3 +161,32 @@ func TestTopologyDescription3_4_LateSetOfRemovedGroupIsDeleted(t *testing.T) {
 		t.Fatal("the description of a group still UNCERTAIN was deleted")
 	}
 }
+
+// The cleanup cycle drops the back-off entries of groups that no longer exist (removed by
+// member expiry and the offsets sweep, which never touch the plugin), instead of leaving them
+// to the back-off's lazy prune; entries of live groups keep their window.
+func TestTopologyDescription2_3_CleanupPrunesBackoffOfRemovedGroups(t *testing.T) {
+	groups := shard.NewSet(shard.SetOptions{Count: 2, Backend: memlog.New()})
+	groups.Start()
+	groups.WaitReady(context.Background())
+	defer groups.Close(context.Background())
+	tbl := &Table{deps: Deps{Groups: groups, Topology: memoryCaller(t)}, log: zap.NewNop()}
+	ctx := context.Background()
+	g := &streams.Group{ID: "live", StoredDescriptionEpoch: streams.DescriptionNone, FailedDescriptionEpoch: -1}
+	if _, err := groups.For("live").Write(ctx, func(*runtime.Ctx[*shard.Machine], *shard.Machine) runtime.Result {
+		return runtime.Result{Records: []log.Record{streams.GroupMetadataRecord(g, 1, 0, 3, nil)}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := tbl.deps.Topology.Backoff()
+	for _, id := range []string{"live", "gone-1", "gone-2"} {
+		b.Solicit(id, 3)
+	}
+	tbl.TopologyCleanup(ctx)
+	if got := b.Groups(); len(got) != 1 || got[0] != "live" || b.Len() != 1 {
+		t.Fatalf("back-off entries after the cleanup: %v (len %d), want only live", got, b.Len())
+	}
+	if b.Solicit("live", 3) {
+		t.Fatal("the live group's window was cut short")
+	}
+}

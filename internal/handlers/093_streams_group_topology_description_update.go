@@ -327,6 +327,7 @@ func (t *Table) TopologyCleanup(ctx context.Context) int {
 	caller.Metrics().CleanupCycle()
 	// Recount every shard: groups also leave by routes that never call the plugin.
 	t.RecountStoredDescriptions(ctx)
+	t.pruneBackoff(ctx)
 	var eligible []string
 	for i := int32(0); i < t.deps.Groups.Count(); i++ {
 		if ctx.Err() != nil {
@@ -350,6 +351,30 @@ func (t *Table) TopologyCleanup(ctx context.Context) int {
 		t.log.Warn("topology description cleanup could not mark a group; retried next cycle", zap.String("group", g), zap.Error(err))
 	}
 	return len(eligible)
+}
+
+// pruneBackoff drops the solicitation back-off entries of groups that no longer exist: groups
+// removed by routes that never touch the plugin (members expired, then the offsets sweep
+// tombstoned the group; classic conversion of a group that held nothing) would otherwise keep
+// their entry until the back-off's own lazy prune, up to backoff.max.ms after their window
+// ended. A group created again with the same id meanwhile only loses its window: it starts
+// from scratch, as a new group should. It runs once per cleanup cycle.
+func (t *Table) pruneBackoff(ctx context.Context) {
+	b := t.deps.Topology.Backoff()
+	byShard := map[*runtime.Shard[*shard.Machine]][]string{}
+	for _, g := range b.Groups() {
+		sh := t.deps.Groups.For(g)
+		byShard[sh] = append(byShard[sh], g)
+	}
+	for sh, groups := range byShard {
+		v, err := sh.Read(ctx, shard.StreamsGroupsAbsent(groups))
+		if err != nil {
+			continue // a loading or failed shard: next cycle
+		}
+		for _, g := range v.([]string) {
+			b.ClearGroup(g)
+		}
+	}
 }
 
 // preDeleteTopologyDescriptions is DeleteGroups' plugin step (spec topology-description §4):

@@ -326,6 +326,19 @@ func ForgetVolatileDescriptions(c *runtime.Ctx[*Machine], done *atomic.Bool, lg 
 	c.Schedule(volatileDescriptionsTimer, 0, step)
 }
 
+// StreamsGroupsAbsent lists, from durable state, which of the ids no streams group has.
+func StreamsGroupsAbsent(groups []string) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		var out []string
+		for _, id := range groups {
+			if !m.Streams.Owns(id) {
+				out = append(out, id)
+			}
+		}
+		return out, nil
+	}
+}
+
 // StreamsDescriptionDeletable lists, from committed state, which of the ids are empty streams
 // groups whose plugin description must be deleted before their tombstone (spec §4 step 2;
 // non-empty groups are skipped: they fail with NON_EMPTY_GROUP anyway).
