@@ -149,7 +149,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	admin := &http.Server{Handler: adminMux(reg, st.ready), ReadHeaderTimeout: 10 * time.Second}
 	go admin.Serve(adminLn)
 
-	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, log)
+	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, st.descriptionsSettled, log)
 	defer stopCleanup()
 	st.waitCatalog(ctx)
 	servers := make([]*wire.Server, len(lns))

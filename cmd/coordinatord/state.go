@@ -23,6 +23,20 @@ type state struct {
 	metaStore  *segment.Store
 	groups     *shard.Set
 	meta       *rt.Shard[*meta.Catalog]
+	// forgotten is set per group shard once a volatile plugin's reset is durable (nil when the
+	// plugin is not volatile).
+	forgotten []atomic.Bool
+}
+
+// descriptionsSettled reports whether every group shard's stored description epochs can be
+// trusted: always, unless the plugin is volatile and a shard's reset is not yet durable.
+func (s *state) descriptionsSettled() bool {
+	for i := range s.forgotten {
+		if !s.forgotten[i].Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // openState opens the logs and starts loading every shard; requests for a shard that is still
@@ -68,14 +82,16 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 			return func(topic string) bool { _, ok := snap.Topic(topic); return ok }, nil
 		},
 	}
-	forgotten := make([]atomic.Bool, cfg.ShardCount)
+	if volatileDescriptions {
+		s.forgotten = make([]atomic.Bool, cfg.ShardCount)
+	}
 	s.groups = shard.NewSet(shard.SetOptions{
 		Count: cfg.ShardCount, Backend: groupStore, Logger: log, Metrics: metrics, LoadSlots: slots,
 		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg),
 		OnLoaded: func(c *rt.Ctx[*shard.Machine], _ *shard.Machine) {
 			shard.ArmRetention(c, retention)
 			if volatileDescriptions {
-				shard.ForgetVolatileDescriptions(c, &forgotten[c.ShardID()], log)
+				shard.ForgetVolatileDescriptions(c, &s.forgotten[c.ShardID()], log)
 			}
 		},
 	})

@@ -69,14 +69,17 @@ func TestTopologyDescription14_FilePluginLostDirectoryAsksAgain(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
+	wantStoredGroups(t, d, 1, "after the push")
 	if g := describeTopo(t, d.Addr, "lostf")[0]; g.ErrorCode != 0 || g.TopologyDescriptionStatus != 1 {
 		t.Fatalf("describe after the loss: code %d status %d, want NOT_STORED", g.ErrorCode, g.TopologyDescriptionStatus)
 	}
+	wantStoredGroups(t, d, 0, "after the describe found the loss")
 	waitFor(t, "the member asked again after the loss", func() bool { return m.beat().TopologyDescriptionRequired })
 	if m.beat().TopologyDescriptionRequired {
 		t.Fatal("asked twice within one back-off window")
 	}
 	repushAndDescribe(t, d, m, desc)
+	wantStoredGroups(t, d, 1, "after the re-push")
 	// Later describes find it again: nothing more is reset.
 	if m.beat().TopologyDescriptionRequired {
 		t.Fatal("asked again after the re-push")
