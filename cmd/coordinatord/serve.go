@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer topology.Close() // after the shards: the coordinator has stopped serving
-	st, err := openState(cfg, log, reg)
+	st, err := openState(cfg, log, reg, topology.Volatile())
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	admin := &http.Server{Handler: adminMux(reg, st.ready), ReadHeaderTimeout: 10 * time.Second}
 	go admin.Serve(adminLn)
 
-	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, log)
+	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, st.descriptionsSettled, log)
 	defer stopCleanup()
 	st.waitCatalog(ctx)
 	newServer := func(name string, h wire.Handler) *wire.Server {

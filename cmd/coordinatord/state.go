@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/config"
@@ -22,11 +23,27 @@ type state struct {
 	metaStore  *segment.Store
 	groups     *shard.Set
 	meta       *rt.Shard[*meta.Catalog]
+	// forgotten is set per group shard once a volatile plugin's reset is durable (nil when the
+	// plugin is not volatile).
+	forgotten []atomic.Bool
+}
+
+// descriptionsSettled reports whether every group shard's stored description epochs can be
+// trusted: always, unless the plugin is volatile and a shard's reset is not yet durable.
+func (s *state) descriptionsSettled() bool {
+	for i := range s.forgotten {
+		if !s.forgotten[i].Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // openState opens the logs and starts loading every shard; requests for a shard that is still
-// loading get COORDINATOR_LOAD_IN_PROGRESS.
-func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*state, error) {
+// loading get COORDINATOR_LOAD_IN_PROGRESS. volatileDescriptions says the topology description
+// plugin started empty (topologyplugin.Volatile), so the stored epochs the shards load are
+// reset once.
+func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, volatileDescriptions bool) (*state, error) {
 	storeOpts := func(dir string, shards int32) segment.Options {
 		return segment.Options{
 			Dir: dir, Shards: shards, SegmentBytes: cfg.LogSegmentBytes, FlushInterval: cfg.LogFlushInterval,
@@ -65,11 +82,17 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (
 			return func(topic string) bool { _, ok := snap.Topic(topic); return ok }, nil
 		},
 	}
+	if volatileDescriptions {
+		s.forgotten = make([]atomic.Bool, cfg.ShardCount)
+	}
 	s.groups = shard.NewSet(shard.SetOptions{
 		Count: cfg.ShardCount, Backend: groupStore, Logger: log, Metrics: metrics, LoadSlots: slots,
 		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg),
 		OnLoaded: func(c *rt.Ctx[*shard.Machine], _ *shard.Machine) {
 			shard.ArmRetention(c, retention)
+			if volatileDescriptions {
+				shard.ForgetVolatileDescriptions(c, &s.forgotten[c.ShardID()], log)
+			}
 		},
 	})
 	// The catalog loads first: group requests validate topics against it.

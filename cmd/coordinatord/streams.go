@@ -43,8 +43,10 @@ func openTopologyPlugin(cfg *config.Config, log *zap.Logger, reg prometheus.Regi
 // topology-description §6) every offsets.retention.check.interval.ms, first one interval after
 // start, in a goroutine of its own: it calls the plugin, which never happens on a shard. A
 // tick that finds the previous cycle still running is skipped (single flight). The returned
-// function stops the cycle and waits for it; it is a no-op without a plugin.
-func startTopologyCleanup(table *handlers.Table, caller *plugin.Caller, interval time.Duration, log *zap.Logger) (stop func()) {
+// function stops the cycle and waits for it; it is a no-op without a plugin. settled reports
+// whether the loaded stored epochs are final (a volatile plugin's reset is durable), so that
+// the first count of the stored-groups gauge does not count what the plugin lost.
+func startTopologyCleanup(table *handlers.Table, caller *plugin.Caller, interval time.Duration, settled func() bool, log *zap.Logger) (stop func()) {
 	if !caller.Enabled() || interval <= 0 {
 		return func() {}
 	}
@@ -53,7 +55,7 @@ func startTopologyCleanup(table *handlers.Table, caller *plugin.Caller, interval
 	running := make(chan struct{}, 1)
 	// The stored-groups gauge starts from the loaded state: recount until every shard answers.
 	wg.Go(func() {
-		for !table.RecountStoredDescriptions(ctx) {
+		for !settled() || !table.RecountStoredDescriptions(ctx) {
 			select {
 			case <-ctx.Done():
 				return

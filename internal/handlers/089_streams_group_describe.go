@@ -2,11 +2,14 @@ package handlers
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -56,6 +59,7 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 		resp.Groups = append(resp.Groups, g)
 	}
 	if len(gets) > 0 {
+		var lost []plugin.GetRequest
 		for i, res := range t.deps.Topology.GetMany(ctx, gets) {
 			g := &resp.Groups[getAt[i]]
 			switch {
@@ -63,14 +67,41 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 				g.TopologyDescriptionStatus = topologyDescriptionError
 				t.log.Warn("topology description plugin get failed", zap.String("group", g.Group), zap.Error(res.Err))
 			case res.Description == nil:
-				t.log.Warn("topology description plugin holds no description of the stored epoch", zap.String("group", g.Group), zap.Int32("topology_epoch", gets[i].Epoch))
+				t.log.Warn("topology description plugin holds no description of the stored epoch; a member will be asked to push it again",
+					zap.String("group", g.Group), zap.Int32("topology_epoch", gets[i].Epoch))
+				lost = append(lost, gets[i])
 			default:
 				g.TopologyDescriptionStatus = topologyDescriptionAvailable
 				g.TopologyDescription = DescriptionToWire(res.Description)
 			}
 		}
+		t.descriptionsLost(ctx, lost)
 	}
 	return resp
+}
+
+// descriptionsLost resets the stored epoch of groups whose description the plugin no longer
+// has (issue 10 defect 14; Kafka keeps describing NOT_STORED and never asks again). The write
+// is done before the describe answers, so a heartbeat that follows it solicits a push; a
+// failed write is only logged, as the next describe finds the loss again.
+func (t *Table) descriptionsLost(ctx context.Context, lost []plugin.GetRequest) {
+	if len(lost) == 0 {
+		return
+	}
+	byShard := map[*runtime.Shard[*shard.Machine]]map[string]int32{}
+	for _, l := range lost {
+		sh := t.deps.Groups.For(l.Group)
+		if byShard[sh] == nil {
+			byShard[sh] = map[string]int32{}
+		}
+		byShard[sh][l.Group] = l.Epoch
+	}
+	for sh, groups := range byShard {
+		if _, err := sh.Write(ctx, shard.StreamsDescriptionLost(groups)); err != nil {
+			t.log.Warn("recording a lost topology description failed; the next describe retries", zap.Error(err))
+		}
+	}
+	t.RecountStoredDescriptions(context.WithoutCancel(ctx), slices.Collect(maps.Keys(byShard))...)
 }
 
 // isStreamsGroup reports whether a streams group has the id (DescribeGroups, spec §11.2).

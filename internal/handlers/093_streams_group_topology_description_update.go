@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/coordinatord/coordinatord/pkg/topologyplugin"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -145,6 +147,37 @@ func (t *Table) releaseOrphanedDescription(ctx context.Context, sh *runtime.Shar
 	if _, err := sh.Write(ctx, shard.StreamsDescriptionBarrier([]string{group}, false)); err != nil {
 		t.log.Warn("marking a re-created group after an orphan delete failed", zap.String("group", group), zap.Error(err))
 	}
+}
+
+// lateDescriptionSetTimeout bounds the bookkeeping after a late plugin set (shard ops and the
+// plugin delete, which has its own call timeout too).
+const lateDescriptionSetTimeout = time.Minute
+
+// lateDescriptionSet runs when a plugin set succeeded after its push had stopped waiting for it
+// (call timeout): the push answered 135 and recorded no outcome, so its barrier left the group
+// UNCERTAIN, and a DeleteGroups or cleanup may have deleted the group's description meanwhile,
+// before this set landed, and released or removed the group. If the group is gone or holds
+// nothing (NONE), no cleanup will ever delete the description now stored: delete it, as for a
+// push whose group vanished (releaseOrphanedDescription). An UNCERTAIN group is still released
+// by a later delete or cleanup; a group with a real epoch holds this epoch or a newer one,
+// which the plugin keeps over this older set.
+func (t *Table) lateDescriptionSet(group string, epoch int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), lateDescriptionSetTimeout)
+	defer cancel()
+	sh := t.deps.Groups.For(group)
+	v, err := sh.Read(ctx, shard.StreamsDescriptionEpochsOf(group))
+	if err != nil {
+		t.log.Warn("a topology description stored after its push timed out could not be checked; it may stay in the plugin",
+			zap.String("group", group), zap.Int32("topology_epoch", epoch), zap.Error(err))
+		return
+	}
+	if d, ok := v.(streams.DescriptionEpochs); ok && d.Stored != streams.DescriptionNone {
+		return
+	}
+	t.log.Info("a topology description stored after its push timed out belongs to a group released meanwhile; deleting it",
+		zap.String("group", group), zap.Int32("topology_epoch", epoch))
+	t.releaseOrphanedDescription(ctx, sh, group)
+	t.RecountStoredDescriptions(ctx, sh)
 }
 
 // DescriptionFromWire converts a pushed description to the plugin form, canonicalised as
@@ -294,6 +327,7 @@ func (t *Table) TopologyCleanup(ctx context.Context) int {
 	caller.Metrics().CleanupCycle()
 	// Recount every shard: groups also leave by routes that never call the plugin.
 	t.RecountStoredDescriptions(ctx)
+	t.pruneBackoff(ctx)
 	var eligible []string
 	for i := int32(0); i < t.deps.Groups.Count(); i++ {
 		if ctx.Err() != nil {
@@ -317,6 +351,30 @@ func (t *Table) TopologyCleanup(ctx context.Context) int {
 		t.log.Warn("topology description cleanup could not mark a group; retried next cycle", zap.String("group", g), zap.Error(err))
 	}
 	return len(eligible)
+}
+
+// pruneBackoff drops the solicitation back-off entries of groups that no longer exist: groups
+// removed by routes that never touch the plugin (members expired, then the offsets sweep
+// tombstoned the group; classic conversion of a group that held nothing) would otherwise keep
+// their entry until the back-off's own lazy prune, up to backoff.max.ms after their window
+// ended. A group created again with the same id meanwhile only loses its window: it starts
+// from scratch, as a new group should. It runs once per cleanup cycle.
+func (t *Table) pruneBackoff(ctx context.Context) {
+	b := t.deps.Topology.Backoff()
+	byShard := map[*runtime.Shard[*shard.Machine]][]string{}
+	for _, g := range b.Groups() {
+		sh := t.deps.Groups.For(g)
+		byShard[sh] = append(byShard[sh], g)
+	}
+	for sh, groups := range byShard {
+		v, err := sh.Read(ctx, shard.StreamsGroupsAbsent(groups))
+		if err != nil {
+			continue // a loading or failed shard: next cycle
+		}
+		for _, g := range v.([]string) {
+			b.ClearGroup(g)
+		}
+	}
 }
 
 // preDeleteTopologyDescriptions is DeleteGroups' plugin step (spec topology-description §4):

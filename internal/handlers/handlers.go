@@ -100,6 +100,7 @@ func New(deps Deps) *Table {
 		deps.Streams.Lookup = assign.Lookup
 	}
 	t := &Table{deps: deps, log: deps.Logger, apis: map[int16]api{}}
+	deps.Topology.OnLateSet(t.lateDescriptionSet)
 	t.add(18, 0, 4, t.apiVersions)
 	t.add(3, 0, 13, t.metadata)
 	t.add(10, 0, 6, t.findCoordinator)

@@ -195,6 +195,21 @@ func (b *Backoff) Entry(group string) (epoch int32, attempts int, next time.Time
 	return e.epoch, e.attempts, e.next, ok
 }
 
+// Groups lists the groups with an entry, so that the coordinator can drop those of groups that
+// no longer exist (ClearGroup) without waiting for the lazy prune.
+func (b *Backoff) Groups() []string {
+	out := make([]string, 0, b.Len())
+	for i := range b.stripes {
+		s := &b.stripes[i]
+		s.mu.Lock()
+		for g := range s.m {
+			out = append(out, g)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
 // Len is the number of groups with an entry.
 func (b *Backoff) Len() int { return int(b.size.Load()) }
 

@@ -150,6 +150,7 @@ type Caller struct {
 	closed  atomic.Bool
 	once    sync.Once
 	err     error
+	lateSet atomic.Pointer[func(group string, epoch int32)]
 }
 
 // NewCaller wraps p. Its metrics are registered on reg (nil: not registered).
@@ -190,6 +191,10 @@ func (c *Caller) Backoff() *Backoff { return c.backoff }
 // Metrics are the caller's series, for the coordinator's own counts.
 func (c *Caller) Metrics() *Metrics { return c.metrics }
 
+// Volatile reports whether the plugin declared that its contents do not survive a restart
+// (topologyplugin.Volatile): every stored epoch loaded from the log is then stale.
+func (c *Caller) Volatile() bool { return c != nil && topologyplugin.IsVolatile(c.plugin) }
+
 // Plugin is the wrapped plugin (for tests and tools; call it through the Caller).
 func (c *Caller) Plugin() topologyplugin.Plugin { return c.plugin }
 
@@ -197,13 +202,29 @@ func (c *Caller) Plugin() topologyplugin.Plugin { return c.plugin }
 // epoch (spec §3.3); on success or a permanent failure the back-off is left for the coordinator
 // to clear once its outcome record is durable (Backoff().Clear).
 func (c *Caller) Set(ctx context.Context, group string, epoch int32, d *topologyplugin.Description) error {
+	late := func() {
+		if fn := c.lateSet.Load(); fn != nil {
+			(*fn)(group, epoch)
+		}
+	}
 	_, err := call(c, ctx, MethodSet, group, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, c.plugin.Set(ctx, group, epoch, d)
-	})
+	}, late)
 	if err != nil && topologyplugin.KindOf(err) == topologyplugin.KindTransient {
 		c.backoff.Extend(group, epoch)
 	}
 	return err
+}
+
+// OnLateSet registers fn to run when a Set that its caller had given up on (call timeout,
+// cancellation, shutdown) returns success after all: the plugin now holds a description the
+// coordinator recorded no outcome for, and the group may have been released and removed in the
+// meantime (Kafka applies no deadline, so it never has this case). fn runs on the finished
+// call's goroutine after its worker slot is free, so it may call the plugin itself.
+func (c *Caller) OnLateSet(fn func(group string, epoch int32)) {
+	if c != nil {
+		c.lateSet.Store(&fn)
+	}
 }
 
 // Get calls the plugin's Get. (nil, nil) means the plugin holds nothing for (group, epoch):
@@ -217,7 +238,7 @@ func (c *Caller) Get(ctx context.Context, group string, epoch int32) (*topologyp
 			}
 		}
 		return d, err
-	})
+	}, nil)
 }
 
 type invalidError struct{ error }
@@ -229,7 +250,7 @@ func (e *invalidError) Unwrap() error { return e.error }
 func (c *Caller) Delete(ctx context.Context, group string) error {
 	_, err := call(c, ctx, MethodDelete, group, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, c.plugin.Delete(ctx, group)
-	})
+	}, nil)
 	if err == nil {
 		c.backoff.ClearGroup(group)
 	}
@@ -279,8 +300,9 @@ type result[T any] struct {
 	err error
 }
 
-// call runs fn on a worker with the call timeout, the panic guard and the metrics.
-func call[T any](c *Caller, ctx context.Context, method Method, group string, fn func(context.Context) (T, error)) (T, error) {
+// call runs fn on a worker with the call timeout, the panic guard and the metrics. late, if
+// not nil, runs when fn succeeds after the caller stopped waiting for it.
+func call[T any](c *Caller, ctx context.Context, method Method, group string, fn func(context.Context) (T, error), late func()) (T, error) {
 	var zero T
 	start := time.Now()
 	fail := func(cause Cause, kind topologyplugin.Kind, err error) (T, error) {
@@ -312,31 +334,43 @@ func call[T any](c *Caller, ctx context.Context, method Method, group string, fn
 		return fail(ctxCause(c, ctx), topologyplugin.KindTransient, fmt.Errorf("waiting for a free plugin worker: %w", ctx.Err()))
 	}
 	done := make(chan result[T], 1)
+	// Who settles the call first: the worker with its answer (1), or the caller giving up (2).
+	var settled atomic.Int32
 	spawned = true
 	c.metrics.inflight.Inc()
 	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				c.log.Error("topology description plugin panicked; treated as a transient failure",
-					zap.String("method", string(method)), zap.String("group", group),
-					zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-				done <- result[T]{err: &panicError{value: r}}
-			}
-			c.metrics.inflight.Dec()
-			<-c.sem
-			c.workers.Done()
+		var r result[T]
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					c.log.Error("topology description plugin panicked; treated as a transient failure",
+						zap.String("method", string(method)), zap.String("group", group),
+						zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+					r = result[T]{err: &panicError{value: p}}
+				}
+			}()
+			v, err := fn(ctx)
+			r = result[T]{v: v, err: err}
 		}()
-		v, err := fn(ctx)
-		done <- result[T]{v: v, err: err}
+		done <- r
+		abandoned := !settled.CompareAndSwap(0, 1)
+		c.metrics.inflight.Dec()
+		<-c.sem
+		c.workers.Done()
+		if abandoned && r.err == nil && late != nil {
+			c.log.Info("topology description plugin call succeeded after it had been given up",
+				zap.String("method", string(method)), zap.String("group", group))
+			late()
+		}
 	}()
 
 	var r result[T]
 	select {
 	case r = <-done:
 	case <-ctx.Done():
-		select {
-		case r = <-done: // finished at the same moment: prefer the real answer
-		default:
+		if !settled.CompareAndSwap(0, 2) {
+			r = <-done // finished at the same moment: prefer the real answer
+		} else {
 			cause := ctxCause(c, ctx)
 			if cause == CauseTimeout {
 				c.log.Warn("topology description plugin call timed out; treated as a transient failure",

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -408,4 +409,56 @@ func mustSetCaller(t *testing.T, c *Caller, group string, epoch int32) {
 	if err := c.Set(context.Background(), group, epoch, desc(group)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A Set the caller gave up on (timeout) that then succeeds is reported to OnLateSet, after its
+// worker is free (the hook may call the plugin); one answered in time, one that fails late and
+// late Gets and Deletes are not.
+func TestCallerReportsLateSuccessfulSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		hang := func(ctx context.Context, group string) error {
+			if strings.HasPrefix(group, "hang") {
+				<-release // ignores ctx on purpose
+			}
+			if strings.HasSuffix(group, "fails") {
+				return errors.New("backend offline")
+			}
+			return nil
+		}
+		f := &fake{set: hang, del: hang,
+			get: func(ctx context.Context, group string) (*topologyplugin.Description, error) {
+				return nil, hang(ctx, group)
+			}}
+		c, _, _ := newTestCaller(t, f, time.Second, 4)
+		defer c.Close()
+		var mu sync.Mutex
+		var late []string
+		c.OnLateSet(func(group string, epoch int32) {
+			// The hook may use the plugin: the finished call's worker is free again.
+			if err := c.Delete(context.Background(), "from-hook"); err != nil {
+				t.Errorf("plugin call from the hook: %v", err)
+			}
+			mu.Lock()
+			late = append(late, fmt.Sprintf("%s@%d", group, epoch))
+			mu.Unlock()
+		})
+		ctx := context.Background()
+		if err := c.Set(ctx, "fast", 1, desc("x")); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { c.Set(ctx, "hang-ok", 7, desc("x")) })
+		wg.Go(func() { c.Set(ctx, "hang-fails", 7, desc("x")) })
+		wg.Go(func() { c.Get(ctx, "hang-get", 7) })
+		wg.Go(func() { c.Delete(ctx, "hang-del") })
+		wg.Wait() // all four given up at their deadline
+		close(release)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(late) != 1 || late[0] != "hang-ok@7" {
+			t.Fatalf("late sets reported: %v, want only hang-ok@7", late)
+		}
+	})
 }

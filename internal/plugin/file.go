@@ -240,8 +240,19 @@ func (f *File) Set(ctx context.Context, group string, epoch int32, d *topologypl
 }
 
 // writeAtomic writes data to path via a synced temporary file, a rename and a directory sync.
+// A directory removed behind the plugin's back is created again (and its parent synced), so
+// that the descriptions the coordinator asks for again after such a loss can be stored.
 func writeAtomic(dir, path string, data []byte) (err error) {
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("file plugin: create %s again: %w", dir, err)
+		}
+		if err = syncDir(filepath.Dir(dir)); err != nil {
+			return err
+		}
+		tmp, err = os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	}
 	if err != nil {
 		return fmt.Errorf("file plugin: create temporary file: %w", err)
 	}
@@ -299,7 +310,15 @@ func (f *File) Get(ctx context.Context, group string, epoch int32) (*topologyplu
 	path := f.path(key, epoch)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil // removed behind our back: the data is lost, not an error
+		// Removed behind our back: the data is lost, not an error. Forget it, so that its
+		// bytes no longer count against max.bytes; the coordinator asks for it again.
+		f.mu.Lock()
+		if now, ok := f.index[key]; ok && now == cur {
+			delete(f.index, key)
+			f.total -= cur.size
+		}
+		f.mu.Unlock()
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("file plugin: read %s: %w", path, err)

@@ -179,3 +179,29 @@ func TestFilePluginConfigErrors(t *testing.T) {
 		t.Fatal("a file as dir must fail")
 	}
 }
+
+// Issue 10 defect 14: when the whole directory is lost, Get reports nothing (the coordinator
+// then asks for the description again), the lost bytes stop counting against max.bytes, and
+// the re-push is stored: the directory is created again.
+func TestFilePluginLostDirectoryTakesTheRepush(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "descriptions")
+	f := newFile(t, topologyplugin.Config{"dir": dir})
+	defer f.Close()
+	mustSet(t, f, "g", 1, desc("g"))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := f.Get(context.Background(), "g", 1); d != nil || err != nil {
+		t.Fatalf("lost directory: want (nil, nil), got %v, %v", d, err)
+	}
+	if st := f.Stats(); st.Descriptions != 0 || st.Bytes != 0 {
+		t.Fatalf("lost description still counted: %+v", st)
+	}
+	mustSet(t, f, "g", 1, desc("g"))
+	if d, err := f.Get(context.Background(), "g", 1); d == nil || err != nil {
+		t.Fatalf("after the re-push: %v, %v", d, err)
+	}
+	if st := f.Stats(); st.Descriptions != 1 {
+		t.Fatalf("after the re-push: %+v", st)
+	}
+}

@@ -14,8 +14,9 @@ import (
 // a lower epoch than the stored one is ignored (and succeeds), so a late push cannot replace
 // newer data, and the plugin holds at most max.groups entries and max.bytes bytes (sizes are
 // wire-encoded lengths), dropping the least recently used entry (Set and Get both count as use).
-// An evicted group describes as NOT_STORED until its topology epoch advances. Nothing survives
-// a restart.
+// Nothing survives a restart, which the plugin declares (topologyplugin.Volatile) so that the
+// coordinator asks for the descriptions again after one; an evicted group is asked again once
+// a describe finds its description gone.
 type Memory struct {
 	maxGroups int
 	maxBytes  int64
@@ -148,6 +149,9 @@ func (m *Memory) Close() error {
 	m.bytes = 0
 	return nil
 }
+
+// Volatile implements topologyplugin.Volatile: a new process starts empty.
+func (m *Memory) Volatile() bool { return true }
 
 // Stats implements topologyplugin.StatsReporter.
 func (m *Memory) Stats() topologyplugin.Stats {

@@ -123,3 +123,21 @@ func TestMemoryDescriptionLimitFollowsMaxBytes(t *testing.T) {
 		t.Fatalf("want permanent, got %v", err)
 	}
 }
+
+// Issue 10 defect 14: memory declares that nothing survives a restart; file does not.
+func TestMemoryDeclaresItselfVolatile(t *testing.T) {
+	if !topologyplugin.IsVolatile(newMemory(t, topologyplugin.Config{})) {
+		t.Fatal("memory is not volatile")
+	}
+	f := newFile(t, topologyplugin.Config{"dir": t.TempDir()})
+	defer f.Close()
+	if topologyplugin.IsVolatile(f) {
+		t.Fatal("file is volatile")
+	}
+	c := NewCaller(Options{Plugin: newMemory(t, topologyplugin.Config{}), Name: "memory"}, nil)
+	defer c.Close()
+	var none *Caller
+	if !c.Volatile() || none.Volatile() {
+		t.Fatal("Caller.Volatile")
+	}
+}

@@ -16,7 +16,10 @@
 //   - Classify Set failures: Permanent (never acceptable at this epoch, e.g. too large) or
 //     anything else, which is transient. The message of a Set error reaches the client.
 //   - Get returns the description only for the exact epoch asked, and (nil, nil) when it has
-//     none; errors are for backend failures.
+//     none; errors are for backend failures. Nothing where the coordinator recorded a
+//     description makes it ask the group's members for it again.
+//   - A plugin that starts empty after a restart implements Volatile, so that the coordinator
+//     asks for every description again rather than trusting its records.
 //   - Return promptly and honour ctx: the coordinator cuts every call off at
 //     group.streams.topology.description.plugin.call.timeout.ms and counts that as transient.
 //   - Bound its own state; an in-process plugin shares the coordinator's memory.

@@ -60,6 +60,23 @@ type StatsReporter interface {
 	Stats() Stats
 }
 
+// Volatile is optionally implemented by a Plugin whose descriptions do not survive a restart
+// of coordinatord (the built-in memory plugin). The coordinator's record of which epoch the
+// plugin holds is durable, so after a restart it would claim descriptions the plugin no longer
+// has; when Volatile reports true, the coordinator instead marks every such group's description
+// as unknown as its groups load, and asks a member of each live group to push again (under the
+// usual back-off). A plugin that loses data at other times needs nothing: a Get that returns
+// (nil, nil) for the epoch the coordinator recorded has the same effect for that group.
+type Volatile interface {
+	Volatile() bool
+}
+
+// IsVolatile reports whether p implements Volatile and reports true.
+func IsVolatile(p Plugin) bool {
+	v, ok := p.(Volatile)
+	return ok && v.Volatile()
+}
+
 // Factory builds a plugin from its configuration: the keys
 // group.streams.topology.description.plugin.<name>.* of the server configuration, with that
 // prefix removed (group.streams.topology.description.plugin.acme.url arrives as "url"). It is

@@ -1,7 +1,10 @@
 package shard
 
 import (
+	"maps"
+	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log"
@@ -9,6 +12,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // Streams group operations (spec streams-groups): the state machine in internal/state/streams
@@ -263,6 +267,75 @@ func StreamsDescriptionRejected(group string, epoch int32) runtime.WriteOp[*Mach
 func StreamsDescriptionFinalize(groups []string) runtime.WriteOp[*Machine] {
 	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		return runtime.Result{Records: m.Streams.FinalizeDescriptionDelete(groups)}
+	}
+}
+
+// StreamsDescriptionLost resets to UNCERTAIN the stored epoch of each group that still claims
+// the epoch the plugin was found not to hold (group → epoch), so that a member is asked to push
+// again (streams.State.DescriptionLost). It answers how many groups were reset (int).
+func StreamsDescriptionLost(lost map[string]int32) runtime.WriteOp[*Machine] {
+	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		recs := m.Streams.DescriptionLost(lost)
+		return runtime.Result{Records: recs, Response: len(recs)}
+	}
+}
+
+// volatileDescriptionsTimer runs ForgetVolatileDescriptions' reset right after a load.
+const volatileDescriptionsTimer = "topology-description-volatile"
+
+// volatileResetBatch bounds the groups one reset op rewrites, so that its batch stays far below
+// the log's batch limit whatever the number of groups; the op continues with the rest at once.
+const volatileResetBatch = 500
+
+// ForgetVolatileDescriptions is called from OnLoaded when the topology description plugin
+// declared itself volatile (topologyplugin.Volatile): the plugin started empty with this
+// process, whatever the log says it holds, so every group with a real stored epoch is reset
+// to UNCERTAIN (StreamsDescriptionLost) and its members are asked to push again. It runs until
+// the reset is durable, once per process and shard: done is set then, and a later reload of the
+// shard, when the plugin may hold newer pushes, skips it.
+func ForgetVolatileDescriptions(c *runtime.Ctx[*Machine], done *atomic.Bool, lg *zap.Logger) {
+	if done.Load() {
+		return
+	}
+	total := 0
+	var step runtime.WriteOp[*Machine]
+	step = func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		stored := m.Streams.StoredDescriptionEpochs()
+		more := len(stored) > volatileResetBatch
+		if more {
+			ids := slices.Sorted(maps.Keys(stored))
+			for _, id := range ids[volatileResetBatch:] {
+				delete(stored, id)
+			}
+		}
+		recs, shardID := m.Streams.DescriptionLost(stored), c.ShardID()
+		total += len(recs)
+		if more {
+			c.Schedule(volatileDescriptionsTimer, 0, step)
+			return runtime.Result{Records: recs}
+		}
+		c.AfterDurable(func() {
+			done.Store(true)
+			if total > 0 && lg != nil {
+				lg.Info("topology description plugin is volatile: stored descriptions were lost with the restart; members will be asked to push them again",
+					zap.Int32("shard", shardID), zap.Int("groups", total))
+			}
+		})
+		return runtime.Result{Records: recs}
+	}
+	c.Schedule(volatileDescriptionsTimer, 0, step)
+}
+
+// StreamsGroupsAbsent lists, from durable state, which of the ids no streams group has.
+func StreamsGroupsAbsent(groups []string) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		var out []string
+		for _, id := range groups {
+			if !m.Streams.Owns(id) {
+				out = append(out, id)
+			}
+		}
+		return out, nil
 	}
 }
 

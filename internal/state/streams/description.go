@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -142,6 +143,47 @@ func (s *State) FinalizeDescriptionDelete(groups []string) []log.Record {
 		}
 	}
 	return recs
+}
+
+// DescriptionLost records that the plugin no longer holds the description its stored epoch
+// claims (issue 10 defect 14): a describe's Get found nothing at that epoch, or the plugin is
+// volatile and the process restarted. Kafka keeps the claim, so the group is not asked again
+// until its topology changes; here each group whose stored epoch is still the one found
+// missing (epochs[group]) becomes UNCERTAIN: the next heartbeat solicits (spec §2.2 rule 6 no
+// longer holds) and delete and cleanup still release it (the plugin may hold some other epoch
+// or a late write). A group whose stored epoch moved since (a push's barrier or outcome) is
+// left alone: that push settles it.
+func (s *State) DescriptionLost(epochs map[string]int32) []log.Record {
+	var recs []log.Record
+	for _, id := range sortedGroupIDs(epochs) {
+		g := s.Groups[id]
+		if g == nil || g.StoredDescriptionEpoch < 0 || g.StoredDescriptionEpoch != epochs[id] {
+			continue
+		}
+		recs = append(recs, descriptionRecord(g, DescriptionUncertain, g.FailedDescriptionEpoch))
+	}
+	return recs
+}
+
+// StoredDescriptionEpochs maps every group whose stored epoch is real to that epoch: what a
+// volatile plugin lost at a restart (DescriptionLost).
+func (s *State) StoredDescriptionEpochs() map[string]int32 {
+	out := map[string]int32{}
+	for id, g := range s.Groups {
+		if g.StoredDescriptionEpoch >= 0 {
+			out[id] = g.StoredDescriptionEpoch
+		}
+	}
+	return out
+}
+
+func sortedGroupIDs(m map[string]int32) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // DescriptionHeld reports whether a plugin delete is needed before the group may go: it is a

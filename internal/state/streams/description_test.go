@@ -148,3 +148,51 @@ func TestTopologyDescription4_FinalizeAfterDelete(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10 defect 14: a stored epoch the plugin was found not to hold becomes UNCERTAIN by a
+// record, so the reset survives a restart: replaying the log from scratch gives the reset
+// group, with its other metadata and its failed epoch unchanged. Only the exact claim found
+// missing is reset: a group whose stored epoch moved since (a push's barrier or outcome) or
+// that holds nothing is left alone.
+func TestTopologyDescription14_LostDescriptionResetReplays(t *testing.T) {
+	s := descriptionState(t, 3, 2, "m")
+	before := *s.Groups["g"]
+	for _, tc := range []struct {
+		name  string
+		lost  map[string]int32
+		reset bool
+	}{
+		{"another epoch found missing", map[string]int32{"g": 2}, false},
+		{"unknown group", map[string]int32{"nope": 3}, false},
+		{"the stored epoch", map[string]int32{"g": 3, "nope": 3}, true},
+	} {
+		recs := s.DescriptionLost(tc.lost)
+		if (len(recs) == 1) != tc.reset || len(recs) > 1 {
+			t.Fatalf("%s: %d records", tc.name, len(recs))
+		}
+	}
+	recs := s.DescriptionLost(map[string]int32{"g": 3})
+	// The restarted process: every record of the group, then the reset, replayed afresh.
+	fresh := descriptionState(t, 3, 2, "m")
+	applyAll(t, fresh, recs)
+	g := fresh.Groups["g"]
+	if g.StoredDescriptionEpoch != DescriptionUncertain || g.FailedDescriptionEpoch != 2 {
+		t.Fatalf("after replay: stored %d failed %d", g.StoredDescriptionEpoch, g.FailedDescriptionEpoch)
+	}
+	if g.Epoch != before.Epoch || g.ValidatedTopologyEpoch != before.ValidatedTopologyEpoch || g.Topology.Epoch != 3 || len(g.Members) != 1 {
+		t.Fatalf("the reset changed other state: %+v", g)
+	}
+	if d, _ := fresh.DescriptionEpochs("g"); d.Stored == d.Topology || !fresh.DescriptionHeld("g") {
+		t.Fatalf("epochs %+v: the group must be asked again and still be released on delete", d)
+	}
+	// A second loss report of the same claim writes nothing more.
+	if more := fresh.DescriptionLost(map[string]int32{"g": 3}); len(more) != 0 {
+		t.Fatalf("UNCERTAIN reset again: %d records", len(more))
+	}
+	// The volatile-plugin path resets every real claim and nothing else.
+	v := descriptionState(t, 5, -1)
+	applyAll(t, v, []logRecord{GroupMetadataRecord(&Group{ID: "none", StoredDescriptionEpoch: DescriptionNone, FailedDescriptionEpoch: -1}, 1, 0, -1, nil)})
+	if got := v.StoredDescriptionEpochs(); len(got) != 1 || got["g"] != 5 {
+		t.Fatalf("stored epochs %v", got)
+	}
+}
