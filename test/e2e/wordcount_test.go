@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// An unmodified Kafka Streams 4.4 word count with group.protocol=streams runs through the
+// gateway in front of a broker whose own streams groups are off: coordinatord is its group
+// coordinator and creates its repartition and changelog topics upstream. It scales 1 -> 3 -> 1
+// instances with input flowing, tasks spread while three run, and the final counts are exact.
+func TestGateway_StreamsWordCountScalesAndCountsExactly(t *testing.T) {
+	requireE2E(t)
+	wordCountClasspath(t) // build before any clock starts
+	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cl := newClient(t, g.Addr)
+	adm := kadm.NewClient(cl)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	appID, in, out := "wc-"+run, "wc-in-"+run, "wc-out-"+run
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, out); err != nil {
+		t.Fatal(err)
+	}
+
+	expected := map[string]int64{}
+	produce := func(batch int) {
+		lines, counts := wordCountInput(batch, 200)
+		for _, l := range lines {
+			cl.Produce(ctx, &kgo.Record{Topic: in, Value: []byte(l)}, nil)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		addCounts(expected, counts)
+	}
+
+	start := time.Now()
+	a1 := startWordCount(t, "instance-1", g.Addr, appID, in, out, "streams")
+	a1.waitState("RUNNING", 90*time.Second)
+	t.Logf("1 instance RUNNING %.1f s after start", time.Since(start).Seconds())
+	produce(1)
+
+	a2 := startWordCount(t, "instance-2", g.Addr, appID, in, out, "streams")
+	a3 := startWordCount(t, "instance-3", g.Addr, appID, in, out, "streams")
+	a2.waitState("RUNNING", 90*time.Second)
+	a3.waitState("RUNNING", 90*time.Second)
+	produce(2)
+	waitSpread(t, ctx, cl, appID, 3)
+
+	a2.stop()
+	a3.stop()
+	produce(3)
+	waitCounts(t, ctx, g.Addr, out, expected)
+
+	// The internal topics exist upstream, where the data is, created by coordinatord.
+	direct := kadm.NewClient(newClient(t, upstreamAddr))
+	topics, err := direct.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{appID + "-counts-changelog", appID + "-counts-repartition"} {
+		if !topics.Has(want) {
+			t.Errorf("internal topic %s was not created upstream (topics: %v)", want, topics.Names())
+		}
+	}
+	a1.stop()
+}
+
+// waitSpread waits until the streams group has n members that each own active tasks.
+func waitSpread(t *testing.T, ctx context.Context, cl *kgo.Client, group string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		req := kmsg.NewPtrStreamsGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(ctx, cl.Broker(nodeID))
+		if err == nil && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 {
+			members := resp.Groups[0].Members
+			withTasks := 0
+			last = ""
+			for _, m := range members {
+				tasks := 0
+				for _, a := range m.Assignment.ActiveTasks {
+					tasks += len(a.Partitions)
+				}
+				if tasks > 0 {
+					withTasks++
+				}
+				last += fmt.Sprintf("%s: %d active; ", m.MemberID, tasks)
+			}
+			if len(members) == n && withTasks == n {
+				return
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("tasks never spread over %d members: %s", n, last)
+}
+
+// waitCounts reads the output topic from the start until the latest count of every word is the
+// expected one.
+func waitCounts(t *testing.T, ctx context.Context, addr, topic string, expected map[string]int64) {
+	t.Helper()
+	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]int64{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) == 8 {
+				got[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
+			}
+		})
+		if equalCounts(got, expected) {
+			return
+		}
+	}
+	t.Fatalf("final counts %v, want %v", got, expected)
+}
+
+func equalCounts(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		if a[k] != v {
+			return false
+		}
+	}
+	return true
+}
