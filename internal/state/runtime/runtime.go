@@ -122,6 +122,8 @@ type Shard[M Machine] struct {
 	promises map[*Promise]struct{}
 	asyncCtx context.Context
 	asyncEnd context.CancelFunc
+	// compacting: a Compact of this generation's log runs on its own goroutine.
+	compacting bool
 }
 
 type pendingRecord struct {
@@ -152,6 +154,7 @@ const (
 	evFailed
 	evLost
 	evClose
+	evCompacted
 )
 
 type event[M Machine] struct {
@@ -340,6 +343,10 @@ func (s *Shard[M]) handle(e event[M]) {
 		if e.gen == s.gen {
 			s.storageFailed(e.kind == evLost, e.err)
 		}
+	case evCompacted:
+		if e.gen == s.gen {
+			s.compacting = false
+		}
 	}
 }
 
@@ -403,18 +410,35 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 	reply(done, w.out)
 }
 
-// compact rewrites the log's sealed history; it runs on the shard goroutine because the log's
-// methods are single-caller.
+// compact starts a compaction of the log's sealed history on a goroutine of its own: its reads,
+// writes and fsyncs must not hold the shard's requests. The log swaps the result in itself
+// (only sealed segments are rewritten; appends go on meanwhile) and Close waits for it, so a
+// reload or shutdown never runs beside it. At most one runs per shard.
 func (s *Shard[M]) compact() {
-	if s.State() != StateActive || s.log == nil {
+	if s.State() != StateActive || s.log == nil || s.compacting {
 		return
 	}
-	start := time.Now()
-	if err := s.log.Compact(); err != nil {
-		s.lg.Warn("log compaction failed; will retry after log.cleaner.backoff.ms", zap.Error(err))
-		return
-	}
-	s.m.compactSeconds.Observe(time.Since(start).Seconds())
+	s.compacting = true
+	l, gen := s.log, s.gen
+	go func() {
+		start := time.Now()
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("compaction panicked: %v", r)
+				}
+			}()
+			return l.Compact()
+		}()
+		if err != nil {
+			if !errors.Is(err, log.ErrClosed) {
+				s.lg.Warn("log compaction failed; will retry after log.cleaner.backoff.ms", zap.Error(err))
+			}
+		} else {
+			s.m.compactSeconds.Observe(time.Since(start).Seconds())
+		}
+		s.post(s.prio, event[M]{kind: evCompacted, gen: gen})
+	}()
 }
 
 // markDurable moves records up to offset into the durable machine and answers the operations
@@ -509,6 +533,7 @@ func (s *Shard[M]) load() {
 	s.pending, s.waiters = nil, nil
 	s.timers = map[string]*timer[M]{}
 	s.promises = map[*Promise]struct{}{}
+	s.compacting = false // the previous log's Close waited for its compaction
 	s.asyncCtx, s.asyncEnd = context.WithCancel(context.Background())
 	l, err := s.opts.Backend.Open(s.opts.Shard, log.Callbacks{
 		Durable: func(offset int64) { s.post(s.prio, event[M]{kind: evDurable, gen: gen, offset: offset}) },
