@@ -54,6 +54,13 @@ var (
 	ErrNotDurable = errors.New("write was not made durable")
 )
 
+// ErrRecordTooLarge is not retriable: the operation's records exceed the log's batch limit
+// (message.max.bytes), so the same request would fail again. Nothing of it stays. Handlers map it
+// per API as Kafka does for RECORD_LIST_TOO_LARGE (UNKNOWN_SERVER_ERROR, or
+// INVALID_COMMIT_OFFSET_SIZE on commit paths), never to a code a client retries forever. The
+// error also matches log.ErrBatchTooLarge.
+var ErrRecordTooLarge = errors.New("records too large for the log")
+
 // Result is what a write operation returns. Records are appended as one atomic batch; Response
 // and Err are delivered to the caller once the records (or, when there are none, everything the
 // operation may have read) are durable. A *Promise response makes the caller wait for it too.
@@ -364,7 +371,10 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 	if len(res.Records) > 0 {
 		if bc, ok := s.log.(log.BatchChecker); ok {
 			if err := bc.CheckBatch(res.Records); err != nil {
-				// Refused before anything changed: only this operation fails.
+				// Refused before anything changed: only this operation fails, and a response it
+				// parked would never be completed.
+				err = fmt.Errorf("shard %d: %w: %w", s.opts.Shard, ErrRecordTooLarge, err)
+				c.dropPromises(err)
 				reply(done, outcome{err: err})
 				return
 			}

@@ -450,8 +450,19 @@ func TestOversizeBatchFailsOnlyItsOperation(t *testing.T) {
 	big := func(_ *Ctx[*counters], _ *counters) Result {
 		return Result{Records: []log.Record{setRecord("a", 9), setRecord("b", 9), setRecord("c", 9)}}
 	}
-	if _, err := s.Write(ctx, big); !errors.Is(err, log.ErrBatchTooLarge) {
-		t.Fatalf("oversize batch: %v, want ErrBatchTooLarge", err)
+	if _, err := s.Write(ctx, big); !errors.Is(err, log.ErrBatchTooLarge) || !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("oversize batch: %v, want ErrRecordTooLarge wrapping ErrBatchTooLarge", err)
+	}
+	// An operation that parks its response (a JoinGroup) and is refused leaves no promise behind.
+	parked := func(c *Ctx[*counters], _ *counters) Result {
+		p := c.NewPromise()
+		return Result{Records: []log.Record{setRecord("a", 9), setRecord("b", 9), setRecord("c", 9)}, Response: p}
+	}
+	if _, err := s.Write(ctx, parked); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("oversize parked op: %v", err)
+	}
+	if n, _ := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { return Result{Response: len(c.s.promises)} }); n != 0 {
+		t.Fatalf("%v promises left by refused operations", n)
 	}
 	if s.State() != StateActive {
 		t.Fatalf("shard %s after an oversize batch; it must keep serving", s.State())
