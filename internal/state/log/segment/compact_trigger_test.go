@@ -211,10 +211,18 @@ func TestCloseStopsRunningCompaction(t *testing.T) {
 	<-held
 	closed := make(chan error, 1)
 	go func() { closed <- o.log.Close() }()
+	for !o.log.(*shardLog).stop.Load() { // Close has asked the compaction to stop
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) while the compaction still ran", err)
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned (%v) while the compaction still ran", err)
-	case <-time.After(10 * time.Millisecond):
+	default:
 	}
 	release()
 	if err := <-errc; !errors.Is(err, log.ErrClosed) {
