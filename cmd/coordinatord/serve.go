@@ -18,6 +18,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/handlers"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,7 +86,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err := os.MkdirAll(cfg.LogDirs, 0o755); err != nil {
 		return fmt.Errorf("create log.dirs %s: %w", cfg.LogDirs, err)
 	}
-	clusterID, err := loadClusterID(cfg)
+	clusterID, err := loadClusterID(segment.OSFS{}, cfg)
 	if err != nil {
 		return err
 	}
@@ -236,13 +237,14 @@ func adminMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
 }
 
 // loadClusterID returns the configured cluster id, or the one generated on first start and
-// kept beside the data so that it is stable across restarts.
-func loadClusterID(cfg *config.Config) (string, error) {
+// kept beside the data so that it is stable across restarts, crashes included: clients that
+// cached the id treat a different one as a different cluster.
+func loadClusterID(fs segment.FS, cfg *config.Config) (string, error) {
 	if cfg.ClusterID != "" {
 		return cfg.ClusterID, nil
 	}
 	path := filepath.Join(cfg.LogDirs, "cluster.id")
-	b, err := os.ReadFile(path)
+	b, err := segment.ReadSmallFile(fs, path, 4096)
 	if err == nil {
 		id := strings.TrimSpace(string(b))
 		if id == "" {
@@ -258,28 +260,8 @@ func loadClusterID(cfg *config.Config) (string, error) {
 		return "", err
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw[:])
-	tmp := path + ".tmp"
-	if err := writeFileSync(tmp, []byte(id+"\n")); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := segment.WriteFileDurable(fs, path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("persist cluster id: %w", err)
 	}
 	return id, nil
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -47,7 +47,8 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 	storeOpts := func(dir string, shards int32) segment.Options {
 		return segment.Options{
 			Dir: dir, Shards: shards, SegmentBytes: cfg.LogSegmentBytes, FlushInterval: cfg.LogFlushInterval,
-			DeleteRetention: cfg.LogCleanerDeleteRetention, Logger: log.With(zap.String("log", filepath.Base(dir))),
+			DeleteRetention: cfg.LogCleanerDeleteRetention, MinCleanableRatio: cfg.LogCleanerMinCleanableRatio,
+			MaxBatchBytes: cfg.MessageMaxBytes, Logger: log.With(zap.String("log", filepath.Base(dir))),
 		}
 	}
 	groupStore, err := segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "groups"), cfg.ShardCount))

@@ -69,6 +69,11 @@ type Config struct {
 	LogSegmentBytes           int64
 	LogCleanerDeleteRetention time.Duration
 	LogCleanerBackoff         time.Duration
+	// LogCleanerMinCleanableRatio: a shard log is compacted only when more than this share of
+	// its sealed bytes is new since the last compaction (or a kept tombstone expired).
+	LogCleanerMinCleanableRatio float64
+	// MessageMaxBytes is the largest batch of records one operation may append to a shard log.
+	MessageMaxBytes int
 
 	// StreamsGroup is the streams groups' configuration (group.streams.*).
 	StreamsGroup StreamsGroupConfig
@@ -259,6 +264,21 @@ var keys = []key{
 		func(c *Config, v string) (err error) { c.LogCleanerDeleteRetention, err = parseMillis(v, 0); return }},
 	{"log.cleaner.backoff.ms", "15000", "Pause between compaction checks of a shard.",
 		func(c *Config, v string) (err error) { c.LogCleanerBackoff, err = parseMillis(v, 1); return }},
+	{"log.cleaner.min.cleanable.ratio", "0.5", "A shard log is compacted only when more than this share of its sealed bytes was written since the last compaction, or a tombstone it kept has outlived log.cleaner.delete.retention.ms; a log with nothing to drop is never rewritten. Between 0 and 1.",
+		func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(f >= 0 && f <= 1) {
+				return errors.New("must be a number between 0 and 1")
+			}
+			c.LogCleanerMinCleanableRatio = f
+			return nil
+		}},
+	{"message.max.bytes", "1048588", "Largest record batch one request may append to a shard log (encoded size), as Kafka's limit on __consumer_offsets appends. A larger one (a JoinGroup with huge protocol metadata, a huge streams topology, an offset commit of very many partitions) is refused with the API's non-retriable error; at most 67108864.",
+		func(c *Config, v string) (err error) {
+			n, err := parseInt32(v, 64, 64<<20)
+			c.MessageMaxBytes = int(n)
+			return err
+		}},
 }
 
 func lookup(name string) (key, bool) {

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
-	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -86,7 +86,7 @@ func coordinatorCode(err error) int16 {
 // commitWriteCode is coordinatorCode for the records of an offset commit: a batch the store
 // refuses for its size is INVALID_COMMIT_OFFSET_SIZE (spec coordinator-apis §3.2 step 5).
 func commitWriteCode(err error) int16 {
-	if errors.Is(err, log.ErrBatchTooLarge) {
+	if errors.Is(err, runtime.ErrRecordTooLarge) {
 		return kerr.InvalidCommitOffsetSize.Code
 	}
 	return coordinatorCode(err)

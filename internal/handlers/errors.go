@@ -12,11 +12,16 @@ import (
 // availabilityCode maps a shard runtime error to the coordinator code Kafka uses for it
 // (spec coordinator-apis §5.4): loading is COORDINATOR_LOAD_IN_PROGRESS; a failed, closed,
 // overloaded shard or a write that was not made durable is COORDINATOR_NOT_AVAILABLE, which
-// every client retries after finding the coordinator again.
+// every client retries after finding the coordinator again. Records too large for the log are
+// UNKNOWN_SERVER_ERROR, as Kafka's CoordinatorOperationExceptionHelper answers
+// RECORD_LIST_TOO_LARGE: retrying the same request cannot help (commit paths use
+// commitWriteCode instead).
 func availabilityCode(err error) int16 {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, runtime.ErrRecordTooLarge):
+		return kerr.UnknownServerError.Code
 	case errors.Is(err, runtime.ErrLoading):
 		return kerr.CoordinatorLoadInProgress.Code
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

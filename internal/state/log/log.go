@@ -51,8 +51,9 @@ type Backend interface {
 	Open(shard int32, cb Callbacks) (Log, error)
 }
 
-// Log is one shard's record log. Methods other than the callbacks are called from a single
-// goroutine (the shard's).
+// Log is one shard's record log. Load, Append and Close are called from a single goroutine (the
+// shard's); Compact runs on another one, concurrently with Append, one call at a time, and Close
+// waits for it.
 type Log interface {
 	// Load replays every durable record in offset order and returns the offset the next appended
 	// record will get. fn returning an error stops the load with that error.
@@ -62,7 +63,9 @@ type Log interface {
 	// there or none. It fails at once if the log has failed or is closed.
 	Append(recs []Record) (last int64, err error)
 	// Compact rewrites sealed history so that only the newest record per key remains and old
-	// tombstones are dropped; replay time then follows live state, not history.
+	// tombstones are dropped; replay time then follows live state, not history. It does nothing
+	// when there is nothing to drop. Records appended meanwhile are unaffected, and it returns
+	// early (ErrClosed) when Close is called.
 	Compact() error
 	// Close waits for in-flight appends to become durable (or fail) and releases the log.
 	Close() error

@@ -12,6 +12,7 @@ type Ctx[M Machine] struct {
 	s            *Shard[M]
 	now          time.Time
 	afterDurable []func()
+	promises     []*Promise // created by this operation
 }
 
 // Now is the time the operation started; use it instead of time.Now so that one operation sees
@@ -84,7 +85,16 @@ func (c *Ctx[M]) Go(work func(ctx context.Context) WriteOp[M]) {
 func (c *Ctx[M]) NewPromise() *Promise {
 	p := &Promise{ch: make(chan outcome, 1)}
 	c.s.promises[p] = struct{}{}
+	c.promises = append(c.promises, p)
 	return p
+}
+
+// dropPromises fails the promises this operation created, when its records were refused.
+func (c *Ctx[M]) dropPromises(err error) {
+	for _, p := range c.promises {
+		delete(c.s.promises, p)
+		p.resolve(outcome{err: err})
+	}
 }
 
 // Resolve completes a promise created on this shard. Call it from an operation, normally inside

@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 		compactSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "coordinatord_shard_compaction_seconds", Help: "Time a shard log compaction took (the shard serves nothing meanwhile).",
+			Name: "coordinatord_shard_compaction_seconds", Help: "Time a shard log compaction took, deciding included (it runs beside the shard, which keeps serving).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}),
 	}

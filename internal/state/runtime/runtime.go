@@ -54,6 +54,13 @@ var (
 	ErrNotDurable = errors.New("write was not made durable")
 )
 
+// ErrRecordTooLarge is not retriable: the operation's records exceed the log's batch limit
+// (message.max.bytes), so the same request would fail again. Nothing of it stays. Handlers map it
+// per API as Kafka does for RECORD_LIST_TOO_LARGE (UNKNOWN_SERVER_ERROR, or
+// INVALID_COMMIT_OFFSET_SIZE on commit paths), never to a code a client retries forever. The
+// error also matches log.ErrBatchTooLarge.
+var ErrRecordTooLarge = errors.New("records too large for the log")
+
 // Result is what a write operation returns. Records are appended as one atomic batch; Response
 // and Err are delivered to the caller once the records (or, when there are none, everything the
 // operation may have read) are durable. A *Promise response makes the caller wait for it too.
@@ -122,6 +129,8 @@ type Shard[M Machine] struct {
 	promises map[*Promise]struct{}
 	asyncCtx context.Context
 	asyncEnd context.CancelFunc
+	// compacting: a Compact of this generation's log runs on its own goroutine.
+	compacting bool
 }
 
 type pendingRecord struct {
@@ -152,6 +161,7 @@ const (
 	evFailed
 	evLost
 	evClose
+	evCompacted
 )
 
 type event[M Machine] struct {
@@ -340,6 +350,10 @@ func (s *Shard[M]) handle(e event[M]) {
 		if e.gen == s.gen {
 			s.storageFailed(e.kind == evLost, e.err)
 		}
+	case evCompacted:
+		if e.gen == s.gen {
+			s.compacting = false
+		}
 	}
 }
 
@@ -357,7 +371,10 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 	if len(res.Records) > 0 {
 		if bc, ok := s.log.(log.BatchChecker); ok {
 			if err := bc.CheckBatch(res.Records); err != nil {
-				// Refused before anything changed: only this operation fails.
+				// Refused before anything changed: only this operation fails, and a response it
+				// parked would never be completed.
+				err = fmt.Errorf("shard %d: %w: %w", s.opts.Shard, ErrRecordTooLarge, err)
+				c.dropPromises(err)
 				reply(done, outcome{err: err})
 				return
 			}
@@ -403,18 +420,35 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 	reply(done, w.out)
 }
 
-// compact rewrites the log's sealed history; it runs on the shard goroutine because the log's
-// methods are single-caller.
+// compact starts a compaction of the log's sealed history on a goroutine of its own: its reads,
+// writes and fsyncs must not hold the shard's requests. The log swaps the result in itself
+// (only sealed segments are rewritten; appends go on meanwhile) and Close waits for it, so a
+// reload or shutdown never runs beside it. At most one runs per shard.
 func (s *Shard[M]) compact() {
-	if s.State() != StateActive || s.log == nil {
+	if s.State() != StateActive || s.log == nil || s.compacting {
 		return
 	}
-	start := time.Now()
-	if err := s.log.Compact(); err != nil {
-		s.lg.Warn("log compaction failed; will retry after log.cleaner.backoff.ms", zap.Error(err))
-		return
-	}
-	s.m.compactSeconds.Observe(time.Since(start).Seconds())
+	s.compacting = true
+	l, gen := s.log, s.gen
+	go func() {
+		start := time.Now()
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("compaction panicked: %v", r)
+				}
+			}()
+			return l.Compact()
+		}()
+		if err != nil {
+			if !errors.Is(err, log.ErrClosed) {
+				s.lg.Warn("log compaction failed; will retry after log.cleaner.backoff.ms", zap.Error(err))
+			}
+		} else {
+			s.m.compactSeconds.Observe(time.Since(start).Seconds())
+		}
+		s.post(s.prio, event[M]{kind: evCompacted, gen: gen})
+	}()
 }
 
 // markDurable moves records up to offset into the durable machine and answers the operations
@@ -509,6 +543,7 @@ func (s *Shard[M]) load() {
 	s.pending, s.waiters = nil, nil
 	s.timers = map[string]*timer[M]{}
 	s.promises = map[*Promise]struct{}{}
+	s.compacting = false // the previous log's Close waited for its compaction
 	s.asyncCtx, s.asyncEnd = context.WithCancel(context.Background())
 	l, err := s.opts.Backend.Open(s.opts.Shard, log.Callbacks{
 		Durable: func(offset int64) { s.post(s.prio, event[M]{kind: evDurable, gen: gen, offset: offset}) },

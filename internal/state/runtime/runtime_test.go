@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -449,8 +450,19 @@ func TestOversizeBatchFailsOnlyItsOperation(t *testing.T) {
 	big := func(_ *Ctx[*counters], _ *counters) Result {
 		return Result{Records: []log.Record{setRecord("a", 9), setRecord("b", 9), setRecord("c", 9)}}
 	}
-	if _, err := s.Write(ctx, big); !errors.Is(err, log.ErrBatchTooLarge) {
-		t.Fatalf("oversize batch: %v, want ErrBatchTooLarge", err)
+	if _, err := s.Write(ctx, big); !errors.Is(err, log.ErrBatchTooLarge) || !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("oversize batch: %v, want ErrRecordTooLarge wrapping ErrBatchTooLarge", err)
+	}
+	// An operation that parks its response (a JoinGroup) and is refused leaves no promise behind.
+	parked := func(c *Ctx[*counters], _ *counters) Result {
+		p := c.NewPromise()
+		return Result{Records: []log.Record{setRecord("a", 9), setRecord("b", 9), setRecord("c", 9)}, Response: p}
+	}
+	if _, err := s.Write(ctx, parked); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("oversize parked op: %v", err)
+	}
+	if n, _ := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { return Result{Response: len(c.s.promises)} }); n != 0 {
+		t.Fatalf("%v promises left by refused operations", n)
 	}
 	if s.State() != StateActive {
 		t.Fatalf("shard %s after an oversize batch; it must keep serving", s.State())
@@ -459,4 +471,54 @@ func TestOversizeBatchFailsOnlyItsOperation(t *testing.T) {
 	if v, err := s.Write(ctx, incr("a")); err != nil || v != int64(2) {
 		t.Fatalf("incr after refusal: %v %v, want 2", v, err)
 	}
+}
+
+// Defect 5 (issue 10): a compaction's I/O runs off the shard goroutine. While one is held inside
+// the log, the shard still answers reads and writes; at most one compaction runs at a time; a
+// close waits for the running one.
+func TestShardServesWhileCompactionIsHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memlog.New()
+		release := make(chan struct{})
+		var releaseOnce sync.Once
+		defer releaseOnce.Do(func() { close(release) }) // a failed assertion must not strand the hook
+		var running, total int
+		b.CompactHook = func(int32) {
+			running++ // only ever one at a time, so no lock: -race reports any overlap
+			total++
+			<-release
+			running--
+		}
+		s := New(Options[*counters]{Shard: 1, New: newCounters, Backend: b, CompactEvery: time.Second})
+		s.Start()
+		synctest.Wait()
+		time.Sleep(1500 * time.Millisecond) // the first tick starts a compaction, which blocks
+		synctest.Wait()
+		if total != 1 {
+			t.Fatalf("%d compactions started, want 1", total)
+		}
+		// Several more ticks pass while the compaction is held: none starts another.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for i := 0; i < 5; i++ {
+			if _, err := s.Write(ctx, incr("a")); err != nil {
+				t.Fatalf("write while a compaction is held: %v", err)
+			}
+			if v, err := s.Read(ctx, get("a")); err != nil || v != int64(i+1) {
+				t.Fatalf("read while a compaction is held: %v %v", v, err)
+			}
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if total != 1 {
+			t.Fatalf("%d compactions started while one was running, want 1", total)
+		}
+		releaseOnce.Do(func() { close(release) })
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if total < 2 {
+			t.Fatalf("no compaction after the held one finished (%d)", total)
+		}
+		s.Close(context.Background())
+	})
 }

@@ -23,6 +23,9 @@ type Backend struct {
 	// MaxBatchRecords, when positive, makes batches with more records too large (as a size
 	// limit would), through log.BatchChecker and Append alike.
 	MaxBatchRecords int
+	// CompactHook, when not nil, runs inside every Compact (on the caller's goroutine), so that
+	// a test can hold a compaction or count them.
+	CompactHook func(shard int32)
 }
 
 type store struct {
@@ -204,7 +207,12 @@ func (l *memLog) CheckBatch(recs []log.Record) error {
 	return nil
 }
 
-func (l *memLog) Compact() error { return nil }
+func (l *memLog) Compact() error {
+	if h := l.b.CompactHook; h != nil {
+		h(l.shard)
+	}
+	return nil
+}
 
 func (l *memLog) Close() error {
 	l.b.mu.Lock()

@@ -12,14 +12,25 @@ package segment
 // Opening the shard deletes a .cleaned file (crash before the commit point: the old segments
 // are intact) and completes a .swap file from the replaced range in its header (crash after).
 //
-// Concurrency: Compact runs on the shard goroutine, synchronously. It snapshots the segment list
-// under mu and then reads and replaces only sealed segments, which the syncer never touches
-// again; the syncer may roll meanwhile, which only appends to the list. Appends keep flowing
-// during compaction.
+// When: only when there is something to drop (cleanable). The log remembers which sealed
+// segments are clean (the output of the last compaction, or segments a scan found nothing to
+// drop in) and their sizes; compaction runs when the dirty share of the sealed bytes exceeds
+// MinCleanableRatio (Kafka's log.cleaner.min.cleanable.ratio), or when a tombstone in the clean
+// part has outlived the delete retention. A pass-1 scan that finds nothing superseded and no
+// expired tombstone writes nothing and marks the range clean. So a log nobody writes to is never
+// rewritten.
+//
+// Concurrency: Compact may run on any goroutine, one call at a time, concurrently with Append
+// and the syncer. It snapshots the segment list under mu and then reads and replaces only sealed
+// segments, which the syncer never touches again; the syncer may roll meanwhile, which only
+// appends to the list. The swap of the in-memory list is one step under mu. Close stops a
+// compaction between batches (before its commit point) and waits for it.
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -31,8 +42,11 @@ import (
 // compactBatchBytes is the size at which compaction closes an output batch.
 const compactBatchBytes = 256 << 10
 
-// Compact rewrites the sealed segments. It returns nil without doing anything when there is no
-// sealed segment.
+// errCompactionRunning is returned by a Compact call made while another one runs.
+var errCompactionRunning = errors.New("a compaction of this shard is already running")
+
+// Compact rewrites the sealed segments when they hold something to drop. It returns nil without
+// doing anything when there is no sealed segment or nothing cleanable.
 func (l *shardLog) Compact() error {
 	if !l.loaded {
 		return fmt.Errorf("shard %d: compact before load", l.shard)
@@ -47,9 +61,21 @@ func (l *shardLog) Compact() error {
 		l.mu.Unlock()
 		return fmt.Errorf("shard %d: %w: %w", l.shard, log.ErrFailed, err)
 	}
+	if l.compactDone != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("shard %d: %w", l.shard, errCompactionRunning)
+	}
+	done := make(chan struct{})
+	l.compactDone = done
 	pending := l.swap
 	sealed := append([]int64(nil), l.segs[:len(l.segs)-1]...)
 	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.compactDone = nil
+		l.mu.Unlock()
+		close(done)
+	}()
 
 	if pending != nil {
 		// The previous compaction committed but could not finish its swap: finish it first.
@@ -60,10 +86,47 @@ func (l *shardLog) Compact() error {
 		sealed = append([]int64(nil), l.segs[:len(l.segs)-1]...)
 		l.mu.Unlock()
 	}
-	if len(sealed) == 0 {
+	if len(sealed) == 0 || !l.cleanable(sealed) {
 		return nil
 	}
 	return l.compact(sealed)
+}
+
+// cleanable reports whether compacting sealed could drop anything: the dirty (never compacted
+// nor found clean) share of their bytes is above MinCleanableRatio, or a tombstone in the clean
+// part is past the delete retention.
+func (l *shardLog) cleanable(sealed []int64) bool {
+	horizon := l.opts.Now().Add(-l.opts.DeleteRetention).UnixMilli()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var clean, dirty int64
+	for _, base := range sealed {
+		if base <= l.cleanThrough {
+			clean += l.segBytes[base]
+		} else {
+			dirty += l.segBytes[base]
+		}
+	}
+	if l.cleanTombMs < horizon {
+		return true
+	}
+	return dirty > 0 && float64(dirty)/float64(clean+dirty) > l.opts.MinCleanableRatio
+}
+
+// markClean records that the sealed segments up to and including through hold nothing to drop
+// but tombstones, the oldest appended at tombMs (math.MaxInt64: none).
+func (l *shardLog) markClean(through, tombMs int64) {
+	l.mu.Lock()
+	l.cleanThrough, l.cleanTombMs = through, tombMs
+	l.mu.Unlock()
+}
+
+// stopping reports that Close wants a running compaction to give up.
+func (l *shardLog) stopping() error {
+	if l.stop.Load() {
+		return log.ErrClosed
+	}
+	return nil
 }
 
 func (l *shardLog) compact(sealed []int64) error {
@@ -71,17 +134,44 @@ func (l *shardLog) compact(sealed []int64) error {
 	horizon := start.Add(-l.opts.DeleteRetention).UnixMilli()
 	first, lastSealed := sealed[0], sealed[len(sealed)-1]
 
-	// Pass 1: the newest offset of every key in the sealed segments.
+	// Pass 1: the newest offset of every key in the sealed segments, and whether anything would
+	// be dropped at all.
 	newest := map[string]int64{}
-	var inBytes int64
+	var inBytes, records, expired int64
+	tombMs := int64(math.MaxInt64)
 	err := l.scanSealed(sealed, func(b *Batch) error {
 		for i, r := range b.Records {
 			newest[string(r.Key)] = b.Offsets[i]
 		}
-		return nil
+		records += int64(len(b.Records))
+		return l.stopping()
 	}, &inBytes)
 	if err != nil {
 		return err
+	}
+	if records == int64(len(newest)) {
+		// Nothing superseded: only expired tombstones could go. Look for them (and the oldest
+		// kept one) without writing anything.
+		err := l.scanSealed(sealed, func(b *Batch) error {
+			for _, r := range b.Records {
+				if r.Value == nil {
+					if b.AppendTimeMs < horizon {
+						expired++
+					} else {
+						tombMs = min(tombMs, b.AppendTimeMs)
+					}
+				}
+			}
+			return l.stopping()
+		}, nil)
+		if err != nil {
+			return err
+		}
+		if expired == 0 {
+			l.markClean(lastSealed, tombMs)
+			l.lg.Debug("sealed segments hold nothing to drop; not rewritten", zap.Int("segments", len(sealed)), zap.Int64("bytes", inBytes))
+			return nil
+		}
 	}
 
 	// Pass 2: write the survivors to X.cleaned.
@@ -110,9 +200,12 @@ func (l *shardLog) compact(sealed []int64) error {
 			if err := out.add(off, r, b.AppendTimeMs); err != nil {
 				return err
 			}
+			if r.Value == nil {
+				tombMs = min(tombMs, b.AppendTimeMs)
+			}
 			kept++
 		}
-		return nil
+		return l.stopping()
 	}, nil)
 	if err == nil {
 		err = out.finish()
@@ -136,12 +229,12 @@ func (l *shardLog) compact(sealed []int64) error {
 		removeIfExists(l.fs, cleaned)
 		return fmt.Errorf("shard %d: compact: rename %s: %w", l.shard, cleaned, err)
 	}
+	sw := &swapAction{hdr: hdr, swap: swapPath, dest: l.segPath(first), size: out.pos, tombMs: tombMs}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		// Whether the rename is durable is unknown, so the swap must be finished either way.
-		l.setPendingSwap(&swapAction{hdr: hdr, swap: swapPath, dest: l.segPath(first)})
+		l.setPendingSwap(sw)
 		return fmt.Errorf("shard %d: compact: sync %s: %w", l.shard, l.dir, err)
 	}
-	sw := &swapAction{hdr: hdr, swap: swapPath, dest: l.segPath(first)}
 	if err := l.completeSwap(sw, sealed); err != nil {
 		l.setPendingSwap(sw)
 		return err
@@ -180,9 +273,13 @@ func (l *shardLog) completeSwap(sw *swapAction, sealed []int64) error {
 	for _, base := range l.segs {
 		if base <= sw.hdr.replacedFrom || base > sw.hdr.replacedTo {
 			kept = append(kept, base)
+		} else {
+			delete(l.segBytes, base)
 		}
 	}
 	l.segs = kept
+	l.segBytes[sw.hdr.replacedFrom] = sw.size
+	l.cleanThrough, l.cleanTombMs = sw.hdr.replacedFrom, sw.tombMs
 	l.swap = nil
 	l.mu.Unlock()
 	return nil

@@ -14,6 +14,8 @@ const (
 	DefaultSegmentBytes = 128 << 20
 	// DefaultDeleteRetention is log.cleaner.delete.retention.ms' default (Kafka's, one day).
 	DefaultDeleteRetention = 24 * time.Hour
+	// DefaultMinCleanableRatio is log.cleaner.min.cleanable.ratio's default (Kafka's).
+	DefaultMinCleanableRatio = 0.5
 	// DefaultMaxBatchBytes is message.max.bytes' default (Kafka's).
 	DefaultMaxBatchBytes = 1048588
 
@@ -40,6 +42,11 @@ type Options struct {
 	// appended (log.cleaner.delete.retention.ms, default DefaultDeleteRetention). Zero drops a
 	// tombstone at the first compaction that sees it sealed.
 	DeleteRetention time.Duration
+	// MinCleanableRatio is log.cleaner.min.cleanable.ratio: Compact rewrites the sealed
+	// segments only when the share of their bytes not yet compacted is above it (or a compacted
+	// tombstone has expired). Zero compacts whenever anything is new; the server's default is
+	// DefaultMinCleanableRatio. Between 0 and 1.
+	MinCleanableRatio float64
 	// MaxBatchBytes caps the encoded size of one appended batch (message.max.bytes); larger
 	// appends fail with log.ErrBatchTooLarge. At most MaxFrameBytes.
 	MaxBatchBytes int
@@ -70,6 +77,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DeleteRetention < 0 {
 		return o, fmt.Errorf("segment log: log.cleaner.delete.retention.ms %v is negative", o.DeleteRetention)
+	}
+	if !(o.MinCleanableRatio >= 0 && o.MinCleanableRatio <= 1) {
+		return o, fmt.Errorf("segment log: log.cleaner.min.cleanable.ratio %v outside [0, 1]", o.MinCleanableRatio)
 	}
 	if o.MaxBatchBytes == 0 {
 		o.MaxBatchBytes = DefaultMaxBatchBytes

@@ -32,6 +32,10 @@ type swapAction struct {
 	hdr  header
 	swap string // X.swap
 	dest string // X.log
+	// Known only to the compaction that wrote it: the output's size and the append time of its
+	// oldest tombstone (math.MaxInt64: none).
+	size   int64
+	tombMs int64
 }
 
 func (p *plan) changes() bool { return len(p.cleaned)+len(p.swaps)+len(p.orphans) > 0 }

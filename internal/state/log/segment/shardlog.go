@@ -3,7 +3,8 @@ package segment
 // One shard's log: Load (recovery), Append (hand-off to the syncer), the syncer goroutine
 // (group commit), failure handling and Close.
 //
-// Concurrency. The shard goroutine calls Load, Append, Compact and Close; the syncer goroutine
+// Concurrency. The shard goroutine calls Load, Append and Close, and Compact runs on a goroutine
+// of the runtime's, one at a time (Close stops and waits for it); the syncer goroutine
 // (started by Load) owns the active segment file and everything about its tail (size, durable
 // size, rolls). They share only what mu guards: the pending buffer, the offset counter, the
 // state, and the segment list (the syncer appends to it when it rolls; Compact replaces its
@@ -13,9 +14,11 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -57,6 +60,15 @@ type shardLog struct {
 	pendEnd  int         // position of the last frame in pend.buf
 	segs     []int64     // base offsets, ascending; the last is the active segment
 	swap     *swapAction // a compaction swap committed but not completed (retried by Compact)
+	// What decides whether compaction has anything to do (compact.go): the size of every sealed
+	// segment, the last sealed segment of the clean prefix (-1: none) and the append time of the
+	// oldest tombstone in it (math.MaxInt64: none).
+	segBytes     map[int64]int64
+	cleanThrough int64
+	cleanTombMs  int64
+	compactDone  chan struct{} // closed when the running Compact returns; nil when none runs
+
+	stop atomic.Bool // set by Close: a running compaction gives up before its commit point
 
 	kick chan struct{}
 	done chan struct{}
@@ -130,7 +142,12 @@ func (l *shardLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 	last := int64(-1)
 	var active File
 	var res scanResult
+	// The clean prefix: sealed segments up to the last one written by compaction.
+	segBytes := map[int64]int64{}
+	cleanThrough, cleanTombMs := int64(-1), int64(math.MaxInt64)
+	tombMs := make([]int64, len(segs))
 	for i, base := range segs {
+		tombMs[i] = math.MaxInt64
 		isLast := i == len(segs)-1
 		path := l.segPath(base)
 		flag := os.O_RDONLY
@@ -150,6 +167,9 @@ func (l *shardLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 			fresh: true, maxFrame: MaxFrameBytes,
 			onBatch: func(_ int64, b *Batch) error {
 				for j, rec := range b.Records {
+					if rec.Value == nil {
+						tombMs[i] = min(tombMs[i], b.AppendTimeMs)
+					}
 					if err := fn(b.Offsets[j], rec); err != nil {
 						return err
 					}
@@ -166,6 +186,10 @@ func (l *shardLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 		}
 		if !isLast {
 			f.Close()
+			segBytes[base] = res.size
+			if res.hdr.compacted() {
+				cleanThrough = base
+			}
 			continue
 		}
 		if t := res.torn; t != nil {
@@ -200,8 +224,14 @@ func (l *shardLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 
 	l.active, l.activeBase = active, activeBase
 	l.size, l.durableSize = res.size, res.size
+	for i, base := range segs {
+		if base <= cleanThrough {
+			cleanTombMs = min(cleanTombMs, tombMs[i])
+		}
+	}
 	l.mu.Lock()
 	l.segs = segs
+	l.segBytes, l.cleanThrough, l.cleanTombMs = segBytes, cleanThrough, cleanTombMs
 	l.next = next
 	l.mu.Unlock()
 	l.loaded = true
@@ -452,10 +482,12 @@ func (l *shardLog) roll(base int64) (err error, fatal bool) {
 	if cerr := l.active.Close(); cerr != nil {
 		l.lg.Warn("closing sealed segment", zap.String("file", l.segPath(l.activeBase)), zap.Error(cerr))
 	}
+	sealedBase, sealedSize := l.activeBase, l.size
 	l.active, l.activeBase = f, base
 	l.size, l.durableSize = headerLen, headerLen
 	l.mu.Lock()
 	l.segs = append(l.segs, base)
+	l.segBytes[sealedBase] = sealedSize
 	l.mu.Unlock()
 	return nil, false
 }
@@ -517,7 +549,12 @@ func (l *shardLog) Close() error {
 		return nil
 	}
 	l.closed = true
+	compacting := l.compactDone
 	l.mu.Unlock()
+	if compacting != nil {
+		l.stop.Store(true)
+		<-compacting
+	}
 	var err error
 	if l.loaded {
 		select {

@@ -146,13 +146,20 @@ func readMeta(fs FS, dir string) (meta, error) {
 // writeMeta replaces meta.properties atomically: temp file, fsync, rename, fsync directory.
 func writeMeta(fs FS, dir string, m meta) error {
 	body := fmt.Sprintf("# coordinatord log directory. Do not edit.\nformat.version=%d\nshard.count=%d\n", m.version, m.shards)
-	path := filepath.Join(dir, metaFile)
+	return WriteFileDurable(fs, filepath.Join(dir, metaFile), []byte(body))
+}
+
+// WriteFileDurable replaces path with data so that after a crash the file holds either its old
+// content or all of data: write a temp file, fsync it, rename it into place, fsync the
+// directory. Without the last fsync the rename may not survive a crash, and a file written
+// once (an identity) could come back missing and be generated anew.
+func WriteFileDurable(fs FS, path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err = f.WriteAt([]byte(body), 0); err == nil {
+	if _, err = f.WriteAt(data, 0); err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -162,12 +169,33 @@ func writeMeta(fs FS, dir string, m meta) error {
 		err = fs.Rename(tmp, path)
 	}
 	if err == nil {
-		err = fs.SyncDir(dir)
+		err = fs.SyncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// ReadSmallFile returns the content of path, refusing files over limit bytes.
+func ReadSmallFile(fs FS, path string, limit int64) ([]byte, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if size > limit {
+		return nil, fmt.Errorf("read %s: %d bytes, more than the %d expected", path, size, limit)
+	}
+	buf := make([]byte, size)
+	if _, err := f.ReadAt(buf, 0); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return buf, nil
 }
 
 // Open opens the log of one shard. Completing an interrupted compaction happens here; reading
