@@ -9,6 +9,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/gateway"
+	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -81,7 +82,8 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	gw, err := gateway.New(gateway.Options{
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port),
 		ListenHost: g.ListenHost, AdvertisedHost: g.AdvertisedHost, PortMin: g.PortMin, PortMax: g.PortMax,
-		DataDir: cfg.LogDirs, ConnectTimeout: g.ConnectTimeout, MaxResponseBytes: 1 << 30,
+		DataDir: cfg.LogDirs, WriteFileDurable: func(path string, data []byte) error { return segment.WriteFileDurable(segment.OSFS{}, path, data) },
+		ConnectTimeout: g.ConnectTimeout, MaxResponseBytes: 1 << 30,
 		Logger: log.With(zap.String("component", "gateway")), Metrics: gateway.NewMetrics(reg),
 		Serve: func(name string, ln net.Listener, h wire.Handler) { ls.serve(newServer(name, h), ln) },
 	})

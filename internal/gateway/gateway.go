@@ -39,7 +39,9 @@ type Options struct {
 	ListenHost, AdvertisedHost string
 	PortMin, PortMax           int
 	DataDir                    string
-	ConnectTimeout             time.Duration
+	// WriteFileDurable replaces a file so that a crash leaves the old or the new content.
+	WriteFileDurable func(path string, data []byte) error
+	ConnectTimeout   time.Duration
 	// MaxResponseBytes bounds one upstream response frame.
 	MaxResponseBytes int32
 	Logger           *zap.Logger
@@ -76,7 +78,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 1 << 30
 	}
-	pm, err := loadPortMap(opts.DataDir, opts.PortMin, opts.PortMax)
+	pm, err := loadPortMap(opts.DataDir, opts.PortMin, opts.PortMax, opts.WriteFileDurable)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,8 @@ import (
 type portMap struct {
 	path     string
 	min, max int
+	// write replaces a file durably (temporary file, fsync, rename, directory fsync).
+	write func(path string, data []byte) error
 
 	mu    sync.Mutex
 	ports map[int32]int
@@ -28,8 +30,8 @@ type portFile struct {
 	Ports map[string]int `json:"ports"`
 }
 
-func loadPortMap(dir string, min, max int) (*portMap, error) {
-	m := &portMap{path: filepath.Join(dir, "gateway-ports.json"), min: min, max: max, ports: map[int32]int{}}
+func loadPortMap(dir string, min, max int, write func(string, []byte) error) (*portMap, error) {
+	m := &portMap{path: filepath.Join(dir, "gateway-ports.json"), min: min, max: max, write: write, ports: map[int32]int{}}
 	data, err := os.ReadFile(m.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return m, nil
@@ -96,34 +98,5 @@ func (m *portMap) bound(id int32, port int) error {
 	if err != nil {
 		return err
 	}
-	return writeFileDurably(m.path, data)
-}
-
-// writeFileDurably replaces path with data: write a temporary file, fsync it, rename it into
-// place and fsync the directory, so a crash leaves the old or the new content, never neither.
-func writeFileDurably(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return m.write(m.path, data)
 }

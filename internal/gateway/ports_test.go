@@ -8,7 +8,7 @@ import (
 
 func TestPortsAreKeptAcrossRestartsAndNewNodes(t *testing.T) {
 	dir := t.TempDir()
-	m, err := loadPortMap(dir, 20001, 20003)
+	m, err := loadPortMap(dir, 20001, 20003, writeFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestPortsAreKeptAcrossRestartsAndNewNodes(t *testing.T) {
 		t.Fatalf("ports %d, %d; want them in order of first sight", m.portFor(7), m.portFor(3))
 	}
 	// After a restart node 3 appears first, and a new node 1 joins: nobody moves.
-	m2, err := loadPortMap(dir, 20001, 20003)
+	m2, err := loadPortMap(dir, 20001, 20003, writeFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,9 @@ func TestPortsAreKeptAcrossRestartsAndNewNodes(t *testing.T) {
 func TestCorruptPortFileRefusesToStart(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "gateway-ports.json"), []byte(`{"ports":{"x":1}}`), 0o644)
-	if _, err := loadPortMap(dir, 1, 2); err == nil {
+	if _, err := loadPortMap(dir, 1, 2, writeFile); err == nil {
 		t.Fatal("a port file with a bad node id was accepted")
 	}
 }
+
+func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o644) }

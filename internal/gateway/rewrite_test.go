@@ -15,7 +15,7 @@ import (
 func testGateway(t *testing.T) *Gateway {
 	t.Helper()
 	g, err := New(Options{NodeID: 100, SelfHost: "coord.example", SelfPort: 9092, AdvertisedHost: "gw.example",
-		ListenHost: "127.0.0.1", DataDir: t.TempDir(), Serve: func(string, net.Listener, wire.Handler) {}})
+		ListenHost: "127.0.0.1", DataDir: t.TempDir(), WriteFileDurable: writeFile, Serve: func(string, net.Listener, wire.Handler) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
