@@ -41,8 +41,8 @@ func (c *clientConn) close() {
 }
 
 // upstreamFor returns the connection to node id for this client connection, dialing it first.
-func (g *Gateway) upstreamFor(ctx context.Context, connID uint64, id int32) (*upConn, error) {
-	v, _ := g.conns.LoadOrStore(connID, &clientConn{ups: map[int32]*upConn{}})
+func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upConn, error) {
+	v, _ := g.conns.LoadOrStore(c, &clientConn{ups: map[int32]*upConn{}})
 	cc := v.(*clientConn)
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
@@ -73,8 +73,8 @@ func (g *Gateway) upstreamFor(ctx context.Context, connID uint64, id int32) (*up
 }
 
 // drop forgets a failed upstream connection; the client's connection closes with it.
-func (g *Gateway) drop(connID uint64, id int32) {
-	if v, ok := g.conns.Load(connID); ok {
+func (g *Gateway) drop(c *wire.Conn, id int32) {
+	if v, ok := g.conns.Load(c); ok {
 		cc := v.(*clientConn)
 		cc.mu.Lock()
 		if u, ok := cc.ups[id]; ok {
@@ -96,13 +96,13 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 		node = b.NodeID
 	}
 	start := time.Now()
-	u, err := g.upstreamFor(ctx, c.ID, node)
+	u, err := g.upstreamFor(ctx, c, node)
 	if err != nil {
 		return nil, err
 	}
 	out, err := g.roundTrip(u, h, frame)
 	if err != nil {
-		g.drop(c.ID, node)
+		g.drop(c, node)
 		g.opts.Metrics.failed(node, h.Key)
 		return nil, fmt.Errorf("upstream broker %d: %w", node, err)
 	}

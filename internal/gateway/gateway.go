@@ -64,7 +64,9 @@ type Gateway struct {
 	// refreshUntil fetches upstream metadata until done accepts it (nil in unit tests).
 	refreshUntil func(ctx context.Context, done func(*upstream.View) bool) error
 
-	conns sync.Map // connection id -> *clientConn
+	// conns maps each client connection (*wire.Conn: ids are per listener, so they repeat
+	// across the gateway's listeners) to what it holds upstream (*clientConn).
+	conns sync.Map
 }
 
 // New creates a gateway; Attach connects it to the upstream client.
@@ -188,8 +190,8 @@ func (g *Gateway) pinnedNode(connID uint64) (upstream.Broker, bool) {
 }
 
 // closeConn drops a client connection's upstream connections.
-func (g *Gateway) closeConn(id uint64) {
-	if c, ok := g.conns.LoadAndDelete(id); ok {
+func (g *Gateway) closeConn(conn *wire.Conn) {
+	if c, ok := g.conns.LoadAndDelete(conn); ok {
 		c.(*clientConn).close()
 	}
 }

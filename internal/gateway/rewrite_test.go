@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"net"
 	"strconv"
 	"testing"
 
+	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -233,3 +235,42 @@ func requestFrame(req kmsg.Request, corr int32) []byte {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// Connection ids restart at 1 on every listener: two client connections with the same id on
+// different ports must never share an upstream connection (their answers would cross).
+func TestConnectionsWithEqualIDsGetTheirOwnUpstream(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	g := testGateway(t)
+	addr := ln.Addr().(*net.TCPAddr)
+	g.view = &upstream.View{Brokers: []upstream.Broker{{NodeID: 1, Host: "127.0.0.1", Port: int32(addr.Port)}}}
+	self := &wire.Conn{ID: 1, Listener: "PLAINTEXT"}
+	broker := &wire.Conn{ID: 1, Listener: "BROKER-1"}
+	a, err := g.upstreamFor(context.Background(), self, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := g.upstreamFor(context.Background(), broker, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatal("two client connections share one upstream connection")
+	}
+	g.closeConn(self)
+	if again, _ := g.upstreamFor(context.Background(), broker, 1); again != b {
+		t.Fatal("closing one client connection dropped another's upstream connection")
+	}
+}

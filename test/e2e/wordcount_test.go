@@ -144,3 +144,119 @@ func equalCounts(a, b map[string]int64) bool {
 	}
 	return true
 }
+
+// wordCountSetup creates the input and output topics of one application run.
+type wordCountRun struct {
+	appID, in, out string
+	cl             *kgo.Client
+	expected       map[string]int64
+}
+
+func newWordCountRun(t *testing.T, ctx context.Context, addr string) *wordCountRun {
+	t.Helper()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	r := &wordCountRun{appID: "wc-" + run, in: "wc-in-" + run, out: "wc-out-" + run, cl: newClient(t, addr), expected: map[string]int64{}}
+	adm := kadm.NewClient(r.cl)
+	for _, topic := range []string{r.in, r.out} {
+		if _, err := adm.CreateTopic(ctx, 4, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func (r *wordCountRun) produce(t *testing.T, ctx context.Context, batch int) {
+	t.Helper()
+	lines, counts := wordCountInput(batch, 200)
+	for _, l := range lines {
+		r.cl.Produce(ctx, &kgo.Record{Topic: r.in, Value: []byte(l)}, nil)
+	}
+	if err := r.cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addCounts(r.expected, counts)
+}
+
+// The same application with the classic rebalance protocol: coordinatord serves it as a
+// classic group through the gateway.
+func TestGateway_StreamsWordCountClassicProtocol(t *testing.T) {
+	requireE2E(t)
+	wordCountClasspath(t)
+	g := startGateway(t, "group.initial.rebalance.delay.ms=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := newWordCountRun(t, ctx, g.Addr)
+	// Under the classic protocol the client creates its internal topics itself (forwarded).
+	a1 := startWordCount(t, "classic-1", g.Addr, r.appID, r.in, r.out, "classic")
+	start := time.Now()
+	a1.waitState("RUNNING", 90*time.Second)
+	t.Logf("classic: 1 instance RUNNING %.1f s after start", time.Since(start).Seconds())
+	r.produce(t, ctx, 1)
+	a2 := startWordCount(t, "classic-2", g.Addr, r.appID, r.in, r.out, "classic")
+	a2.waitState("RUNNING", 90*time.Second)
+	r.produce(t, ctx, 2)
+	waitCounts(t, ctx, g.Addr, r.out, r.expected)
+	described, err := kadm.NewClient(r.cl).DescribeGroups(ctx, r.appID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := described[r.appID]; d.ProtocolType != "consumer" || len(d.Members) != 2 {
+		t.Fatalf("the application's group as coordinatord sees it: %+v", d)
+	}
+	a2.stop()
+	a1.stop()
+}
+
+// kill -9 of coordinatord while the application processes: after the restart the application,
+// never restarted itself, goes on, and every input record is reflected in the output (counts
+// are at least the expected ones: at-least-once may count a replayed record twice).
+func TestGateway_StreamsWordCountSurvivesCoordinatordKill(t *testing.T) {
+	requireE2E(t)
+	wordCountClasspath(t)
+	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := newWordCountRun(t, ctx, g.Addr)
+	a := startWordCount(t, "survivor", g.Addr, r.appID, r.in, r.out, "streams")
+	a.waitState("RUNNING", 90*time.Second)
+	r.produce(t, ctx, 1)
+	time.Sleep(500 * time.Millisecond) // let it be mid-processing
+	g.kill()
+	g.start()
+	r.cl = newClient(t, g.Addr)
+	r.produce(t, ctx, 2)
+	waitCountsAtLeast(t, ctx, g.Addr, r.out, r.expected)
+	select {
+	case <-a.exited:
+		t.Fatal("the application exited when coordinatord was killed")
+	default:
+	}
+	a.stop()
+}
+
+// waitCountsAtLeast is waitCounts for at-least-once: every word's latest count reaches at
+// least the expected one.
+func waitCountsAtLeast(t *testing.T, ctx context.Context, addr, topic string, expected map[string]int64) {
+	t.Helper()
+	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]int64{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) == 8 {
+				got[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
+			}
+		})
+		ok := len(got) == len(expected)
+		for k, v := range expected {
+			ok = ok && got[k] >= v
+		}
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("counts %v, want at least %v", got, expected)
+}
