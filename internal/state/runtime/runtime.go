@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,12 @@ func (s State) String() string {
 var (
 	// ErrLoading: the shard is loading its log (COORDINATOR_LOAD_IN_PROGRESS).
 	ErrLoading = errors.New("shard is loading")
-	// ErrNotAvailable: the shard failed or is closed (COORDINATOR_NOT_AVAILABLE).
+	// ErrNotAvailable: the shard is closed, or failed (see ErrFailed, which matches it too).
 	ErrNotAvailable = errors.New("shard is not available")
+	// ErrFailed: the shard is FAILED (a storage failure, a record it cannot replay, a panic) and
+	// serves nothing until the process restarts. Kafka answers NOT_COORDINATOR for a coordinator
+	// partition in that state, as for one this broker does not own.
+	ErrFailed = fmt.Errorf("%w: shard FAILED", ErrNotAvailable)
 	// ErrOverloaded: the shard's inbox is full; fail fast instead of queueing without limit.
 	ErrOverloaded = errors.New("shard is overloaded")
 	// ErrNotDurable: the operation's records could not be made durable; nothing of it stays.
@@ -88,6 +93,9 @@ type Options[M Machine] struct {
 	// CompactEvery is the pause between compactions of the shard's log (log.cleaner.backoff.ms);
 	// 0 disables them.
 	CompactEvery time.Duration
+	// Kind names the family of shards in metric labels ("group" when empty, "meta"), since
+	// shard numbers restart at 0 in each family.
+	Kind string
 }
 
 // Shard is one running shard.
@@ -122,6 +130,9 @@ type Shard[M Machine] struct {
 	promises map[*Promise]struct{}
 	asyncCtx context.Context
 	asyncEnd context.CancelFunc
+	// replaying is the offset of the record being replayed, -1 outside a replay: a panic
+	// report names it.
+	replaying int64
 }
 
 type pendingRecord struct {
@@ -152,6 +163,7 @@ const (
 	evFailed
 	evLost
 	evClose
+	evPanic // a Ctx.Go work function panicked; err carries the report
 )
 
 type event[M Machine] struct {
@@ -177,6 +189,9 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 	if opts.InboxSize <= 0 {
 		opts.InboxSize = 4096
 	}
+	if opts.Kind == "" {
+		opts.Kind = "group"
+	}
 	s := &Shard[M]{
 		opts:    opts,
 		lg:      opts.Logger.With(zap.Int32("shard", opts.Shard)),
@@ -185,8 +200,11 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 		normal:  make(chan event[M], opts.InboxSize),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
+
+		replaying: -1,
 	}
 	s.setState(StateInitial)
+	s.m.track(opts.Kind, opts.Shard, s.inboxDepth)
 	return s
 }
 
@@ -195,8 +213,12 @@ func (s *Shard[M]) State() State { return State(s.state.Load()) }
 
 func (s *Shard[M]) setState(st State) {
 	s.state.Store(int32(st))
-	s.m.state.WithLabelValues(fmt.Sprint(s.opts.Shard)).Set(float64(st))
+	s.m.state.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Set(float64(st))
 }
+
+// inboxDepth is read by the metrics collector from its own goroutine: channel lengths are safe
+// to read anywhere.
+func (s *Shard[M]) inboxDepth() (priority, normal int) { return len(s.prio), len(s.normal) }
 
 // Start loads the shard in its own goroutine and then serves it.
 func (s *Shard[M]) Start() {
@@ -246,6 +268,8 @@ func (s *Shard[M]) admit() error {
 		return nil
 	case StateLoading, StateInitial:
 		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrLoading)
+	case StateFailed:
+		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)
 	default:
 		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)
 	}
@@ -279,7 +303,7 @@ func (s *Shard[M]) Close(ctx context.Context) {
 
 func (s *Shard[M]) run() {
 	defer close(s.done)
-	s.load()
+	s.guard(nil, "load", s.load)
 	var compact <-chan time.Time
 	if s.opts.CompactEvery > 0 {
 		t := time.NewTicker(s.opts.CompactEvery)
@@ -295,7 +319,7 @@ func (s *Shard[M]) run() {
 			case e = <-s.prio:
 			case e = <-s.normal:
 			case <-compact:
-				s.compact()
+				s.guard(nil, "compaction", s.compact)
 				continue
 			}
 		}
@@ -303,8 +327,60 @@ func (s *Shard[M]) run() {
 			s.shutdown()
 			return
 		}
-		s.handle(e)
+		s.guard(e.done, e.kind.String(), func() { s.handle(e) })
 	}
+}
+
+func (k eventKind) String() string {
+	switch k {
+	case evWrite:
+		return "write operation"
+	case evRead:
+		return "read operation"
+	case evTimer:
+		return "timer operation"
+	default:
+		return "storage report"
+	}
+}
+
+// guard runs fn and turns a panic in it into a FAILED shard instead of a dead process. A panic
+// is a bug whose damage to the machine is unknown, so the shard stops serving (every other shard
+// keeps going); done, the caller of the event that panicked, gets ErrFailed unless it was
+// already answered.
+func (s *Shard[M]) guard(done chan outcome, during string, fn func()) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		s.panicked(during, v, debug.Stack())
+		if done != nil {
+			select {
+			case done <- outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)}:
+			default: // answered before the panic
+			}
+		}
+	}()
+	fn()
+}
+
+// panicked fails the shard after a recovered panic, with one ERROR line carrying the stack and
+// the log offset involved: the record being replayed, or else the last one appended.
+func (s *Shard[M]) panicked(during string, v any, stack []byte) {
+	s.m.panics.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Inc()
+	offset := s.appended
+	if s.replaying >= 0 {
+		offset = s.replaying
+	}
+	s.replaying = -1
+	if s.State() == StateFailed {
+		// A panic while failing (say, in closing the log): the shard is down already.
+		s.lg.Error("panic in a FAILED shard", zap.String("during", during), zap.Any("panic", v), zap.ByteString("stack", stack))
+		return
+	}
+	s.fail(fmt.Errorf("panic in %s: %v", during, v),
+		zap.Int64("offset", offset), zap.Int64("durable_offset", s.durableO), zap.ByteString("stack", stack))
 }
 
 func (s *Shard[M]) handle(e event[M]) {
@@ -340,6 +416,11 @@ func (s *Shard[M]) handle(e event[M]) {
 		if e.gen == s.gen {
 			s.storageFailed(e.kind == evLost, e.err)
 		}
+	case evPanic:
+		if e.gen == s.gen && s.State() == StateActive {
+			p := e.err.(*goPanic)
+			s.panicked("Ctx.Go work", p.value, p.stack)
+		}
 	}
 }
 
@@ -364,15 +445,17 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		}
 		first := s.next
 		for i, rec := range res.Records {
+			s.replaying = first + int64(i)
 			if err := s.spec.Replay(first+int64(i), rec); err != nil {
 				// An operation produced a record its own machine cannot apply: a bug. The
 				// speculative state may be half-changed; stop rather than guess.
 				s.lg.Error("replay of a freshly produced record failed; shard stops", zap.Int64("offset", first+int64(i)), zap.Error(err))
-				reply(done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)})
+				reply(done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)})
 				s.fail(err)
 				return
 			}
 		}
+		s.replaying = -1
 		last, err := s.log.Append(res.Records)
 		if err != nil || last != first+int64(len(res.Records))-1 {
 			if err == nil {
@@ -388,7 +471,7 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		for i, rec := range res.Records {
 			s.pending = append(s.pending, pendingRecord{offset: first + int64(i), rec: rec})
 		}
-		s.m.appendedRecords.Add(float64(len(res.Records)))
+		s.m.appended(len(res.Records), res.Records)
 	}
 	if s.appended > s.durableO {
 		// Wait for this op's records, or for whatever it may have read that is not durable yet.
@@ -426,12 +509,14 @@ func (s *Shard[M]) markDurable(offset int64) {
 	i := 0
 	for ; i < len(s.pending) && s.pending[i].offset <= offset; i++ {
 		p := s.pending[i]
+		s.replaying = p.offset
 		if err := s.durable.Replay(p.offset, p.rec); err != nil {
 			s.lg.Error("replay into durable state failed; shard stops", zap.Int64("offset", p.offset), zap.Error(err))
 			s.fail(err)
 			return
 		}
 	}
+	s.replaying = -1
 	clear(s.pending[:i])
 	s.pending = s.pending[i:]
 	s.durableO = offset
@@ -482,11 +567,12 @@ func (s *Shard[M]) abandon(err error) {
 	}
 }
 
-func (s *Shard[M]) fail(err error) {
-	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
+func (s *Shard[M]) fail(err error, fields ...zap.Field) {
 	s.setState(StateFailed)
-	s.m.failures.Inc()
-	s.lg.Error("shard FAILED: requests get COORDINATOR_NOT_AVAILABLE until the process is restarted", zap.Error(err))
+	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed))
+	s.m.failures.WithLabelValues(s.opts.Kind).Inc()
+	s.lg.Error("shard FAILED: its groups get NOT_COORDINATOR until the process is restarted",
+		append([]zap.Field{zap.String("shard_kind", s.opts.Kind), zap.Error(err)}, fields...)...)
 	s.closeLog()
 }
 
@@ -531,11 +617,16 @@ func (s *Shard[M]) load() {
 	records := 0
 	next, err := l.Load(func(offset int64, rec log.Record) error {
 		records++
+		s.replaying = offset
 		if err := s.durable.Replay(offset, rec); err != nil {
 			return fmt.Errorf("replay offset %d: %w", offset, err)
 		}
-		return s.spec.Replay(offset, rec)
+		if err := s.spec.Replay(offset, rec); err != nil {
+			return fmt.Errorf("replay offset %d: %w", offset, err)
+		}
+		return nil
 	})
+	s.replaying = -1
 	if err != nil {
 		s.m.loads.WithLabelValues("failed").Inc()
 		s.fail(fmt.Errorf("load: %w", err))
