@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -146,7 +147,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen admin.listener %s: %w", cfg.AdminListener, err)
 	}
-	mux := adminMux(reg, st.unready)
+	mux := adminMux(reg, st.unready, cfg.AdminPprofEnable)
 	registerTestHooks(mux, st)
 	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go admin.Serve(adminLn)
@@ -206,8 +207,18 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	return serveErr
 }
 
-func adminMux(reg *prometheus.Registry, unready func() []string) *http.ServeMux {
+// adminMux serves metrics, health and readiness; with pprof, also net/http/pprof's handlers,
+// registered here explicitly because importing the package only registers them on
+// http.DefaultServeMux, which nothing serves.
+func adminMux(reg *prometheus.Registry, unready func() []string, pprofOn bool) *http.ServeMux {
 	mux := http.NewServeMux()
+	if pprofOn {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

@@ -158,3 +158,27 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatalf("version: %d %q", code, out)
 	}
 }
+
+// Issue 10, defect 12: net/http/pprof on the admin listener only with admin.pprof.enable=true;
+// off by default, since profiles expose internals and cost CPU.
+func TestAdminPprof(t *testing.T) {
+	off := startDaemon(t)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
+		if code, _ := httpGet(t, "http://"+off.Admin+path); code != http.StatusNotFound {
+			t.Errorf("%s without admin.pprof.enable: HTTP %d, want 404", path, code)
+		}
+	}
+	on := startDaemon(t, "admin.pprof.enable=true")
+	if code, body := httpGet(t, "http://"+on.Admin+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/ with admin.pprof.enable=true: HTTP %d", code)
+	}
+	if code, body := httpGet(t, "http://"+on.Admin+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "runtime.(*Shard") {
+		t.Errorf("goroutine profile: HTTP %d, no shard goroutine in it", code)
+	}
+	if code, body := httpGet(t, "http://"+on.Admin+"/debug/pprof/cmdline"); code != 200 || !strings.Contains(body, "serve") {
+		t.Errorf("/debug/pprof/cmdline: HTTP %d %q", code, body)
+	}
+	if code, _ := httpGet(t, "http://"+on.Admin+"/metrics"); code != 200 {
+		t.Errorf("/metrics with pprof on: HTTP %d", code)
+	}
+}
