@@ -27,10 +27,12 @@ type state struct {
 // openState opens the logs and starts loading every shard; requests for a shard that is still
 // loading get COORDINATOR_LOAD_IN_PROGRESS.
 func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*state, error) {
+	fs := segment.NewMetrics(reg).FS(segment.OSFS{})
 	storeOpts := func(dir string, shards int32) segment.Options {
 		return segment.Options{
 			Dir: dir, Shards: shards, SegmentBytes: cfg.LogSegmentBytes, FlushInterval: cfg.LogFlushInterval,
 			DeleteRetention: cfg.LogCleanerDeleteRetention, Logger: log.With(zap.String("log", filepath.Base(dir))),
+			FS: fs,
 		}
 	}
 	groupStore, err := segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "groups"), cfg.ShardCount))

@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -53,6 +55,26 @@ func TestAdminEndpointsAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+
+	// Issue 10, defect 12: storage and shard series of the real binary, after a durable write
+	// (CreateTopics appends to the metadata shard).
+	createTopic(t, kadm.NewClient(d.client()), "t", 1)
+	_, body = httpGet(t, "http://"+d.Admin+"/metrics")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^coordinatord_log_fsync_seconds_count\{target="file"\} [1-9]`),
+		regexp.MustCompile(`(?m)^coordinatord_log_fsync_seconds_count\{target="dir"\} [1-9]`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_append_batch_records_count [1-9]`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_append_batch_bytes_sum [1-9]`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_inbox_depth\{kind="group",lane="normal",shard="49"\} 0$`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_inbox_depth\{kind="meta",lane="priority",shard="0"\} 0$`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_durable_lag_records\{kind="meta",shard="0"\} 0$`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_state\{kind="meta",shard="0"\} 2$`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_state\{kind="group",shard="0"\} 2$`),
+	} {
+		if !want.MatchString(body) {
+			t.Errorf("metrics lack %s", want)
 		}
 	}
 }

@@ -75,7 +75,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			desc: prometheus.NewDesc("coordinatord_shard_inbox_depth",
 				"Events queued in a shard's inbox now, by lane: normal (operations, timer fires, async results) and priority (storage reports).",
 				[]string{"kind", "shard", "lane"}, nil),
-			shards: map[shardKey]func() (int, int){},
+			lag: prometheus.NewDesc("coordinatord_shard_durable_lag_records",
+				"Records a shard appended that its log has not reported durable yet (their writers wait).",
+				[]string{"kind", "shard"}, nil),
+			shards: map[shardKey]func() shardGauges{},
 		},
 	}
 	// Pre-create the zero series, so a dashboard sees 0 rather than nothing before the first event.
@@ -99,11 +102,17 @@ func (m *Metrics) appended(n int, recs []log.Record) {
 	m.batchBytes.Observe(float64(size))
 }
 
-// track makes a shard's inbox depth visible at scrape time; reading it there keeps the event
-// loop free of metric updates per event.
-func (m *Metrics) track(kind string, shard int32, depth func() (priority, normal int)) {
+// shardGauges are a shard's instantaneous values, read at scrape time.
+type shardGauges struct {
+	priority, normal int   // inbox depth by lane
+	lag              int64 // appended, not yet durable
+}
+
+// track makes a shard's gauges visible at scrape time; reading them there keeps the event loop
+// free of metric updates per event.
+func (m *Metrics) track(kind string, shard int32, read func() shardGauges) {
 	m.inbox.mu.Lock()
-	m.inbox.shards[shardKey{kind, shard}] = depth
+	m.inbox.shards[shardKey{kind, shard}] = read
 	m.inbox.mu.Unlock()
 }
 
@@ -113,20 +122,21 @@ type shardKey struct {
 }
 
 type inboxCollector struct {
-	desc   *prometheus.Desc
-	mu     sync.Mutex
-	shards map[shardKey]func() (int, int)
+	desc, lag *prometheus.Desc
+	mu        sync.Mutex
+	shards    map[shardKey]func() shardGauges
 }
 
-func (c *inboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *inboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.lag }
 
 func (c *inboxCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, depth := range c.shards {
-		prio, normal := depth()
+	for k, read := range c.shards {
+		g := read()
 		id := strconv.Itoa(int(k.shard))
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(normal), k.kind, id, "normal")
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(prio), k.kind, id, "priority")
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(g.normal), k.kind, id, "normal")
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(g.priority), k.kind, id, "priority")
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(g.lag), k.kind, id)
 	}
 }

@@ -95,13 +95,13 @@ func (r *panicRig) checkFailed(t *testing.T, during string, offset int64) {
 	if v, err := r.bystand.Read(ctx, bget("a")); err != nil || v != int64(2) {
 		t.Errorf("the other shard read %v %v, want 2", v, err)
 	}
-	if got := gathered(t, r.reg, "coordinatord_shard_panics_total", "shard", "3"); got != 1 {
+	if got := gatheredAll(t, r.reg, "coordinatord_shard_panics_total", "shard", "3"); got != 1 {
 		t.Errorf("coordinatord_shard_panics_total{shard=3} = %v, want 1", got)
 	}
-	if got := gathered(t, r.reg, "coordinatord_shard_failures_total", "kind", "group"); got != 1 {
+	if got := gatheredAll(t, r.reg, "coordinatord_shard_failures_total", "kind", "group"); got != 1 {
 		t.Errorf("coordinatord_shard_failures_total = %v, want 1", got)
 	}
-	if got := gathered(t, r.reg, "coordinatord_shard_state", "shard", "3"); got != float64(StateFailed) {
+	if got := gatheredAll(t, r.reg, "coordinatord_shard_state", "shard", "3"); got != float64(StateFailed) {
 		t.Errorf("coordinatord_shard_state{shard=3} = %v, want %d", got, StateFailed)
 	}
 	lines := r.logs.FilterLevelExact(zapcore.ErrorLevel).FilterMessageSnippet("shard FAILED").All()
@@ -121,31 +121,6 @@ func (r *panicRig) checkFailed(t *testing.T, during string, offset int64) {
 	if st, _ := f["stack"].(string); !strings.Contains(st, "panic_test.go") {
 		t.Errorf("ERROR line has no stack through the panicking code: %q", st)
 	}
-}
-
-// gathered is the value of the counter or gauge name whose label has the value given.
-func gathered(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					if m.GetCounter() != nil {
-						return m.GetCounter().GetValue()
-					}
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // Defect 2 (issue 10): before the recover in the shard loop, each of these panics ended the
@@ -267,7 +242,7 @@ func TestPanicDuringLoadFailsOnlyItsShard(t *testing.T) {
 	}
 	waitBombState(t, r.bystand, StateActive)
 	r.checkFailed(t, "load", 2)
-	if got := gathered(t, r.reg, "coordinatord_shard_loads_total", "result", "ok"); got != 1 {
+	if got := gatheredAll(t, r.reg, "coordinatord_shard_loads_total", "result", "ok"); got != 1 {
 		t.Errorf("loads ok = %v, want 1 (only the bystander)", got)
 	}
 }

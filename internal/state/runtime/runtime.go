@@ -105,6 +105,7 @@ type Shard[M Machine] struct {
 	m    *Metrics
 
 	state atomic.Int32
+	lag   atomic.Int64 // appended - durableO, for the durable lag gauge
 
 	prio   chan event[M] // storage reports, close
 	normal chan event[M] // operations, timer fires, async results
@@ -204,7 +205,7 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 		replaying: -1,
 	}
 	s.setState(StateInitial)
-	s.m.track(opts.Kind, opts.Shard, s.inboxDepth)
+	s.m.track(opts.Kind, opts.Shard, s.gauges)
 	return s
 }
 
@@ -216,9 +217,11 @@ func (s *Shard[M]) setState(st State) {
 	s.m.state.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Set(float64(st))
 }
 
-// inboxDepth is read by the metrics collector from its own goroutine: channel lengths are safe
-// to read anywhere.
-func (s *Shard[M]) inboxDepth() (priority, normal int) { return len(s.prio), len(s.normal) }
+// gauges are read by the metrics collector from its own goroutine: channel lengths are safe to
+// read anywhere, and the lag is published atomically by the shard goroutine.
+func (s *Shard[M]) gauges() shardGauges {
+	return shardGauges{priority: len(s.prio), normal: len(s.normal), lag: s.lag.Load()}
+}
 
 // Start loads the shard in its own goroutine and then serves it.
 func (s *Shard[M]) Start() {
@@ -468,6 +471,7 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		}
 		s.next = last + 1
 		s.appended = last
+		s.lag.Store(s.appended - s.durableO)
 		for i, rec := range res.Records {
 			s.pending = append(s.pending, pendingRecord{offset: first + int64(i), rec: rec})
 		}
@@ -520,6 +524,7 @@ func (s *Shard[M]) markDurable(offset int64) {
 	clear(s.pending[:i])
 	s.pending = s.pending[i:]
 	s.durableO = offset
+	s.lag.Store(max(s.appended-s.durableO, 0))
 	now := time.Now()
 	j := 0
 	for ; j < len(s.waiters) && s.waiters[j].offset <= offset; j++ {
@@ -554,6 +559,7 @@ func (s *Shard[M]) abandon(err error) {
 	}
 	s.waiters = nil
 	s.pending = nil
+	s.lag.Store(0) // what was pending will never be reported durable
 	for p := range s.promises {
 		p.resolve(outcome{err: err})
 	}
