@@ -148,7 +148,7 @@ func TestPanicFailsOnlyItsShard(t *testing.T) {
 			_, err := s.Write(context.Background(), bset("boom", 1))
 			return err
 		}, 1, false},
-		{"after durable", "storage report", func(s *Shard[*bomb]) error {
+		{"after durable", "durability report", func(s *Shard[*bomb]) error {
 			_, err := s.Write(context.Background(), func(c *Ctx[*bomb], _ *bomb) Result {
 				c.AfterDurable(func() { panic("bug after durable") })
 				return Result{Records: []log.Record{setRecord("b", 1)}}

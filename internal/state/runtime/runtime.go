@@ -343,7 +343,7 @@ func (k eventKind) String() string {
 	case evTimer:
 		return "timer operation"
 	default:
-		return "storage report"
+		return "durability report"
 	}
 }
 
@@ -420,10 +420,16 @@ func (s *Shard[M]) handle(e event[M]) {
 			s.storageFailed(e.kind == evLost, e.err)
 		}
 	case evPanic:
-		if e.gen == s.gen && s.State() == StateActive {
-			p := e.err.(*goPanic)
-			s.panicked("Ctx.Go work", p.value, p.stack)
+		p := e.err.(*goPanic)
+		if e.gen != s.gen || s.State() != StateActive {
+			// Work started before a reload or failure: the state it ran for is gone, but the bug
+			// is real.
+			s.m.panics.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Inc()
+			s.lg.Error("panic in Ctx.Go work of an earlier generation; shard not failed again",
+				zap.Any("panic", p.value), zap.ByteString("stack", p.stack))
+			return
 		}
+		s.panicked("Ctx.Go work", p.value, p.stack)
 	}
 }
 
@@ -657,7 +663,7 @@ func (s *Shard[M]) shutdown() {
 		select {
 		case e := <-s.prio:
 			if e.kind == evDurable || e.kind == evFailed || e.kind == evLost {
-				s.handle(e)
+				s.guard(nil, e.kind.String(), func() { s.handle(e) })
 			}
 		case <-s.closing:
 			s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
