@@ -5,10 +5,14 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/log/segment"
+	"github.com/coordinatord/coordinatord/internal/state/records"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -181,5 +185,79 @@ func TestReleaseBinaryHasNoTestHooks(t *testing.T) {
 	}
 	if code, _ := httpGet(t, "http://"+d.Admin+"/readyz"); code != 200 {
 		t.Fatalf("/readyz after the refused hook: HTTP %d", code)
+	}
+}
+
+// A record that passes the log's checks but does not replay (written here with the log's own
+// code while the daemon is stopped, as a bug in an older version could have) fails its shard at
+// load; the ERROR line names the offset, /readyz the shard, and the other shards serve.
+func TestUnreplayableRecordFailsOnlyItsShard(t *testing.T) {
+	const shards = 4
+	count := fmt.Sprint("offsets.topic.num.partitions=", shards)
+	d := startDaemon(t, count)
+	adm := kadm.NewClient(d.client())
+	createTopic(t, adm, "t", 1)
+	victim, bystander, vShard, _ := groupsOnTwoShards(shards)
+	for _, g := range []string{victim, bystander} {
+		var offs kadm.Offsets
+		offs.Add(kadm.Offset{Topic: "t", Partition: 0, At: 10, LeaderEpoch: -1})
+		if res, err := adm.CommitOffsets(ctxT(t), g, offs); err != nil || res.Error() != nil {
+			t.Fatalf("commit %s: %v %v", g, err, res.Error())
+		}
+	}
+	if d.stop() != 0 {
+		t.Fatal("stop")
+	}
+
+	st, err := segment.Open(segment.Options{Dir: filepath.Join(d.DataDir, "groups"), Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	durable := make(chan int64, 4)
+	l, err := st.Open(vShard, log.Callbacks{Durable: func(o int64) { durable <- o }, Failed: func(error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Load(func(int64, log.Record) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// An offset commit key without its fields.
+	bad := log.Record{Key: records.NewKey(records.KindOffsetCommit).Build(), Value: []byte{0, 0}}
+	badOffset, err := l.Append([]log.Record{bad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := range durable {
+		if o >= badOffset {
+			break
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.noWaitReady = true
+	d.start(count)
+	line := d.waitLogged("shard FAILED: its groups get NOT_COORDINATOR until the process is restarted", nil)
+	if e, _ := line["error"].(string); line["shard"] != float64(vShard) || !strings.Contains(e, fmt.Sprintf("replay offset %d", badOffset)) {
+		t.Fatalf("failure line must name shard %d and offset %d: %v", vShard, badOffset, line)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "t", Partition: 0, At: 20, LeaderEpoch: -1})
+	if res, err := kadm.NewClient(d.client()).CommitOffsets(ctxT(t), bystander, offs); err != nil || res.Error() != nil {
+		t.Fatalf("commit on another shard: %v %v", err, res.Error())
+	}
+	code, body := httpGet(t, "http://"+d.Admin+"/readyz")
+	if want := fmt.Sprintf("group shard %d: failed", vShard); code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
+		t.Fatalf("/readyz: HTTP %d %q, want 503 naming %q", code, body, want)
+	}
+	c := dialRaw(t, d.Addr)
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.Generation = victim, "m", 1
+	c.write(frame(hb, 0, 1, strp("c"), nil))
+	hbr := kmsg.NewPtrHeartbeatResponse()
+	c.read(hbr, 0, 1)
+	if hbr.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("Heartbeat v0 to the failed shard: %v, want NOT_COORDINATOR", kerr.ErrorForCode(hbr.ErrorCode))
 	}
 }
