@@ -245,6 +245,9 @@ func TestPanicDuringLoadFailsOnlyItsShard(t *testing.T) {
 	if got := gatheredAll(t, r.reg, "coordinatord_shard_loads_total", "result", "ok"); got != 1 {
 		t.Errorf("loads ok = %v, want 1 (only the bystander)", got)
 	}
+	if got := gatheredAll(t, r.reg, "coordinatord_shard_loads_total", "result", "failed"); got != 1 {
+		t.Errorf("loads failed = %v, want 1", got)
+	}
 }
 
 // A replay that returns an error (a malformed record) fails the shard the same way, without a

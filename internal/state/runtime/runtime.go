@@ -372,6 +372,9 @@ func (s *Shard[M]) guard(done chan outcome, during string, fn func()) {
 // the log offset involved: the record being replayed, or else the last one appended.
 func (s *Shard[M]) panicked(during string, v any, stack []byte) {
 	s.m.panics.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Inc()
+	if during == "load" {
+		s.m.loads.WithLabelValues("failed").Inc()
+	}
 	offset := s.appended
 	if s.replaying >= 0 {
 		offset = s.replaying
@@ -579,12 +582,14 @@ func (s *Shard[M]) abandon(err error) {
 	}
 }
 
+// fail stops the shard for good. It counts and logs before anything observable changes, so
+// that whoever sees the FAILED state or a failed request also finds the metric and the log line.
 func (s *Shard[M]) fail(err error, fields ...zap.Field) {
-	s.setState(StateFailed)
-	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed))
 	s.m.failures.WithLabelValues(s.opts.Kind).Inc()
 	s.lg.Error("shard FAILED: its groups get NOT_COORDINATOR until the process is restarted",
-		append([]zap.Field{zap.String("shard_kind", s.opts.Kind), zap.Error(err)}, fields...)...)
+		append([]zap.Field{zap.Error(err)}, fields...)...)
+	s.setState(StateFailed)
+	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed))
 	s.closeLog()
 }
 
