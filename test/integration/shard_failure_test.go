@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
@@ -247,9 +248,16 @@ func TestUnreplayableRecordFailsOnlyItsShard(t *testing.T) {
 	if res, err := kadm.NewClient(d.client()).CommitOffsets(ctxT(t), bystander, offs); err != nil || res.Error() != nil {
 		t.Fatalf("commit on another shard: %v %v", err, res.Error())
 	}
-	code, body := httpGet(t, "http://"+d.Admin+"/readyz")
-	if want := fmt.Sprintf("group shard %d: failed", vShard); code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
-		t.Fatalf("/readyz: HTTP %d %q, want 503 naming %q", code, body, want)
+	// The ERROR line is written just before the state changes: poll.
+	want := fmt.Sprintf("group shard %d: failed", vShard)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		code, body := httpGet(t, "http://"+d.Admin+"/readyz")
+		if code == http.StatusServiceUnavailable && strings.Contains(body, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz: HTTP %d %q, want 503 naming %q", code, body, want)
+		}
 	}
 	c := dialRaw(t, d.Addr)
 	hb := kmsg.NewPtrHeartbeatRequest()
