@@ -48,7 +48,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags coordinatord_testhooks ./cmd/coordinatord
+	$(GO) vet -tags testhooks ./cmd/coordinatord
 	$(GO) test -count=1 ./test/layers
 
 clean:

@@ -1,4 +1,4 @@
-//go:build coordinatord_testhooks
+//go:build testhooks
 
 package main
 
@@ -11,7 +11,7 @@ import (
 )
 
 // registerTestHooks adds endpoints that break the server on purpose, so that integration tests
-// can prove how it survives. They are compiled only with the coordinatord_testhooks build tag: a
+// can prove how it survives. They are compiled only with the testhooks build tag: a
 // release binary has no code that reaches them, whatever its configuration.
 //
 // POST /test/panic?group=G runs, on G's shard, a write operation that panics.

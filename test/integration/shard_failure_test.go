@@ -20,11 +20,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// hooksBinary is the daemon built with the coordinatord_testhooks tag: its admin listener has
+// hooksBinary is the daemon built with the testhooks tag: its admin listener has
 // endpoints that break it on purpose (cmd/coordinatord/testhooks_on.go). Release builds lack them.
 var hooksBinary = sync.OnceValues(func() (string, error) {
 	path := binaryPath + "-testhooks"
-	out, err := exec.Command("go", "build", "-race", "-tags", "coordinatord_testhooks", "-o", path, "../../cmd/coordinatord").CombinedOutput()
+	out, err := exec.Command("go", "build", "-race", "-tags", "testhooks", "-o", path, "../../cmd/coordinatord").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("building coordinatord with test hooks: %v\n%s", err, out)
 	}
