@@ -62,6 +62,7 @@ lint:
 	cd $(BENCH_MOD) && $(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd $(BENCH_MOD) && $(GO) mod tidy -diff
+	$(GO) vet -tags testhooks ./cmd/coordinatord
 	$(GO) test -count=1 ./test/layers
 
 clean:

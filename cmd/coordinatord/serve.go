@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -157,7 +158,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen admin.listener %s: %w", cfg.AdminListener, err)
 	}
-	admin := &http.Server{Handler: adminMux(reg, st.ready), ReadHeaderTimeout: 10 * time.Second}
+	mux := adminMux(reg, st.unready, cfg.AdminPprofEnable)
+	registerTestHooks(mux, st)
+	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go admin.Serve(adminLn)
 
 	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, st.descriptionsSettled, log)
@@ -218,17 +221,31 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	return serveErr
 }
 
-func adminMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
+// adminMux serves metrics, health and readiness; with pprof, also net/http/pprof's handlers,
+// registered here explicitly because importing the package only registers them on
+// http.DefaultServeMux, which nothing serves.
+func adminMux(reg *prometheus.Registry, unready func() []string, pprofOn bool) *http.ServeMux {
 	mux := http.NewServeMux()
+	if pprofOn {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	// Ready once every shard is loaded and serving.
+	// Ready once every shard is loaded and serving; otherwise the body names the shards that
+	// are not, one a line ("group shard 7: failed"), so a probe's output points at the log line.
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
+		if not := unready(); len(not) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "loading (or a shard FAILED: see the log)")
+			fmt.Fprintln(w, "not ready:")
+			for _, s := range not {
+				fmt.Fprintln(w, s)
+			}
 			return
 		}
 		fmt.Fprintln(w, "ready")

@@ -44,11 +44,13 @@ func (s *state) descriptionsSettled() bool {
 // plugin started empty (topologyplugin.Volatile), so the stored epochs the shards load are
 // reset once.
 func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, volatileDescriptions bool) (*state, error) {
+	fs := segment.NewMetrics(reg).FS(segment.OSFS{})
 	storeOpts := func(dir string, shards int32) segment.Options {
 		return segment.Options{
 			Dir: dir, Shards: shards, SegmentBytes: cfg.LogSegmentBytes, FlushInterval: cfg.LogFlushInterval,
 			DeleteRetention: cfg.LogCleanerDeleteRetention, MinCleanableRatio: cfg.LogCleanerMinCleanableRatio,
 			MaxBatchBytes: cfg.MessageMaxBytes, Logger: log.With(zap.String("log", filepath.Base(dir))),
+			FS: fs,
 		}
 	}
 	groupStore, err := segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "groups"), cfg.ShardCount))
@@ -67,7 +69,7 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 	s := &state{groupStore: groupStore, metaStore: metaStore}
 	s.meta = rt.New(rt.Options[*meta.Catalog]{
 		Shard: 0, New: meta.NewCatalog, Backend: metaStore, Logger: log.With(zap.String("shard_kind", "meta")),
-		Metrics: metrics, LoadSlots: slots, CompactEvery: cfg.LogCleanerBackoff,
+		Metrics: metrics, LoadSlots: slots, CompactEvery: cfg.LogCleanerBackoff, Kind: "meta",
 	})
 	// Offsets retention: a timer per group shard, re-armed on every load. The deleted-topics part
 	// reads the catalog from the metadata shard off the group shard's goroutine (Ctx.Go).
@@ -126,8 +128,20 @@ func (s *state) waitCatalog(ctx context.Context) {
 	}
 }
 
-func (s *state) ready() bool {
-	return s.meta.State() == rt.StateActive && s.groups.Ready()
+func (s *state) ready() bool { return len(s.unready()) == 0 }
+
+// unready names every shard that is not serving, with its state.
+func (s *state) unready() []string {
+	var out []string
+	if st := s.meta.State(); st != rt.StateActive {
+		out = append(out, fmt.Sprintf("meta shard 0: %s", st))
+	}
+	for i := int32(0); i < s.groups.Count(); i++ {
+		if st := s.groups.Shard(i).State(); st != rt.StateActive {
+			out = append(out, fmt.Sprintf("group shard %d: %s", i, st))
+		}
+	}
+	return out
 }
 
 // shutdown closes the shards, letting appended records become durable until ctx ends.

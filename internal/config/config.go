@@ -48,6 +48,7 @@ type Config struct {
 	MaxConnections      int
 	ConnectionsMaxIdle  time.Duration
 	AdminListener       string
+	AdminPprofEnable    bool
 	LogLevel            string
 	ShutdownTimeout     time.Duration
 
@@ -189,6 +190,15 @@ var keys = []key{
 				return errors.New("must be host:port")
 			}
 			c.AdminListener = v
+			return nil
+		}},
+	{"admin.pprof.enable", "false", "Serve net/http/pprof under /debug/pprof/ on admin.listener, to profile a live server. Off by default: profiles expose internals and cost CPU; keep the admin listener private when on.",
+		func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("must be true or false")
+			}
+			c.AdminPprofEnable = b
 			return nil
 		}},
 	{"log.level", "info", "Log level: debug, info, warn or error.",

@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"context"
+	"errors"
 
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -10,7 +12,8 @@ import (
 
 // listGroups lists the groups of every shard (spec coordinator-apis §1.6, §2.7), filtered by
 // state (v4+) and type (v5+), case-insensitively. A shard that cannot answer (loading) sets the
-// error code; the groups of the others are still listed.
+// error code; the groups of the others are still listed. A FAILED shard is left out silently,
+// as Kafka leaves out a partition that answers NOT_COORDINATOR: its groups are not served here.
 func (t *Table) listGroups(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
@@ -23,6 +26,9 @@ func (t *Table) listGroups(ctx context.Context, r *wire.Request) kmsg.Response {
 	}
 	for i := int32(0); i < t.deps.Groups.Count(); i++ {
 		v, err := t.deps.Groups.Shard(i).Read(ctx, shard.ListClassicGroups(states, types))
+		if errors.Is(err, runtime.ErrFailed) {
+			continue
+		}
 		if err != nil {
 			if resp.ErrorCode == 0 {
 				resp.ErrorCode = availabilityCode(err)

@@ -10,12 +10,13 @@ import (
 )
 
 // availabilityCode maps a shard runtime error to the coordinator code Kafka uses for it
-// (spec coordinator-apis §5.4): loading is COORDINATOR_LOAD_IN_PROGRESS; a failed, closed,
-// overloaded shard or a write that was not made durable is COORDINATOR_NOT_AVAILABLE, which
-// every client retries after finding the coordinator again. Records too large for the log are
-// UNKNOWN_SERVER_ERROR, as Kafka's CoordinatorOperationExceptionHelper answers
-// RECORD_LIST_TOO_LARGE: retrying the same request cannot help (commit paths use
-// commitWriteCode instead).
+// (spec coordinator-apis §5.4): loading is COORDINATOR_LOAD_IN_PROGRESS; a FAILED shard is
+// NOT_COORDINATOR, as Kafka answers for a coordinator partition in its FAILED state (the code
+// exists at every version of every API that reaches a shard); a closed or overloaded shard or a
+// write that was not made durable is COORDINATOR_NOT_AVAILABLE. Clients retry both after
+// finding the coordinator again. Records too large for the log are UNKNOWN_SERVER_ERROR, as
+// Kafka's CoordinatorOperationExceptionHelper answers RECORD_LIST_TOO_LARGE: retrying the same
+// request cannot help (commit paths use commitWriteCode instead).
 func availabilityCode(err error) int16 {
 	switch {
 	case err == nil:
@@ -24,6 +25,8 @@ func availabilityCode(err error) int16 {
 		return kerr.UnknownServerError.Code
 	case errors.Is(err, runtime.ErrLoading):
 		return kerr.CoordinatorLoadInProgress.Code
+	case errors.Is(err, runtime.ErrFailed):
+		return kerr.NotCoordinator.Code
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	default:

@@ -63,6 +63,9 @@ func (g *gateway) start() {
 		args = append(args, "--set", s)
 	}
 	g.cmd = exec.Command(binaryPath, args...)
+	// A data race in the daemon ends it, and so fails the test, instead of being printed and
+	// passed over.
+	g.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
 	g.cmd.Stderr = os.Stderr
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {

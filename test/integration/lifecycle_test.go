@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -53,6 +55,26 @@ func TestAdminEndpointsAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+
+	// Issue 10, defect 12: storage and shard series of the real binary, after a durable write
+	// (CreateTopics appends to the metadata shard).
+	createTopic(t, kadm.NewClient(d.client()), "t", 1)
+	_, body = httpGet(t, "http://"+d.Admin+"/metrics")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^coordinatord_log_fsync_seconds_count\{target="file"\} [1-9]`),
+		regexp.MustCompile(`(?m)^coordinatord_log_fsync_seconds_count\{target="dir"\} [1-9]`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_append_batch_records_count [1-9]`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_append_batch_bytes_sum [1-9]`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_inbox_depth\{kind="group",lane="normal",shard="49"\} 0$`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_inbox_depth\{kind="meta",lane="priority",shard="0"\} 0$`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_durable_lag_records\{kind="meta",shard="0"\} 0$`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_state\{kind="meta",shard="0"\} 2$`),
+		regexp.MustCompile(`(?m)^coordinatord_shard_state\{kind="group",shard="0"\} 2$`),
+	} {
+		if !want.MatchString(body) {
+			t.Errorf("metrics lack %s", want)
 		}
 	}
 }
@@ -156,5 +178,29 @@ func TestVersionCommand(t *testing.T) {
 	code, out, _ := runCLI(t, "version")
 	if code != 0 || !strings.HasPrefix(out, "coordinatord ") {
 		t.Fatalf("version: %d %q", code, out)
+	}
+}
+
+// Issue 10, defect 12: net/http/pprof on the admin listener only with admin.pprof.enable=true;
+// off by default, since profiles expose internals and cost CPU.
+func TestAdminPprof(t *testing.T) {
+	off := startDaemon(t)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
+		if code, _ := httpGet(t, "http://"+off.Admin+path); code != http.StatusNotFound {
+			t.Errorf("%s without admin.pprof.enable: HTTP %d, want 404", path, code)
+		}
+	}
+	on := startDaemon(t, "admin.pprof.enable=true")
+	if code, body := httpGet(t, "http://"+on.Admin+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/ with admin.pprof.enable=true: HTTP %d", code)
+	}
+	if code, body := httpGet(t, "http://"+on.Admin+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "runtime.(*Shard") {
+		t.Errorf("goroutine profile: HTTP %d, no shard goroutine in it", code)
+	}
+	if code, body := httpGet(t, "http://"+on.Admin+"/debug/pprof/cmdline"); code != 200 || !strings.Contains(body, "serve") {
+		t.Errorf("/debug/pprof/cmdline: HTTP %d %q", code, body)
+	}
+	if code, _ := httpGet(t, "http://"+on.Admin+"/metrics"); code != 200 {
+		t.Errorf("/metrics with pprof on: HTTP %d", code)
 	}
 }

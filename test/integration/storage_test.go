@@ -67,14 +67,14 @@ func TestLogVerifyAndCorruptionStopsOnlyThatShard(t *testing.T) {
 
 	d.noWaitReady = true
 	d.start()
-	failed := d.waitLogged("shard FAILED: requests get COORDINATOR_NOT_AVAILABLE until the process is restarted", func(l map[string]any) bool {
+	failed := d.waitLogged("shard FAILED: its groups get NOT_COORDINATOR until the process is restarted", func(l map[string]any) bool {
 		return l["shard"] == float64(shardOfG)
 	})
 	if e, _ := failed["error"].(string); !strings.Contains(e, filepath.Base(seg)) {
 		t.Fatalf("the ERROR line must name the file: %v", failed)
 	}
 	adm = kadm.NewClient(d.client())
-	// The damaged shard answers COORDINATOR_NOT_AVAILABLE; the others keep serving.
+	// The damaged shard answers NOT_COORDINATOR; the others keep serving.
 	var o kadm.Offsets
 	o.Add(kadm.Offset{Topic: "t", Partition: 0, At: 99, LeaderEpoch: -1})
 	resp, err := adm.CommitOffsets(ctxT(t), "other", o)

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"time"
 )
 
@@ -70,6 +72,13 @@ func (c *Ctx[M]) Go(work func(ctx context.Context) WriteOp[M]) {
 	s := c.s
 	gen, ctx := s.gen, s.asyncCtx
 	go func() {
+		defer func() {
+			// The work runs on its own goroutine, where a panic would end the process; it is the
+			// shard's code, so its shard fails as if the panic had happened on it.
+			if v := recover(); v != nil {
+				s.post(s.prio, event[M]{kind: evPanic, gen: gen, err: &goPanic{value: v, stack: debug.Stack()}})
+			}
+		}()
 		op := work(ctx)
 		if op == nil {
 			return
@@ -78,10 +87,18 @@ func (c *Ctx[M]) Go(work func(ctx context.Context) WriteOp[M]) {
 	}()
 }
 
+// goPanic carries a recovered panic of a Ctx.Go work function to the shard goroutine.
+type goPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *goPanic) Error() string { return fmt.Sprintf("panic: %v", p.value) }
+
 // NewPromise returns a response that is completed later, by another operation (a JoinGroup
 // parked until the rebalance completes). The caller of Write waits for it after the creating
 // operation's records are durable. If the shard reloads or closes first, the promise fails
-// with ErrNotAvailable.
+// with ErrNotAvailable (ErrFailed if the shard failed).
 func (c *Ctx[M]) NewPromise() *Promise {
 	p := &Promise{ch: make(chan outcome, 1)}
 	c.s.promises[p] = struct{}{}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,12 @@ func (s State) String() string {
 var (
 	// ErrLoading: the shard is loading its log (COORDINATOR_LOAD_IN_PROGRESS).
 	ErrLoading = errors.New("shard is loading")
-	// ErrNotAvailable: the shard failed or is closed (COORDINATOR_NOT_AVAILABLE).
+	// ErrNotAvailable: the shard is closed, or failed (see ErrFailed, which matches it too).
 	ErrNotAvailable = errors.New("shard is not available")
+	// ErrFailed: the shard is FAILED (a storage failure, a record it cannot replay, a panic) and
+	// serves nothing until the process restarts. Kafka answers NOT_COORDINATOR for a coordinator
+	// partition in that state, as for one this broker does not own.
+	ErrFailed = fmt.Errorf("%w: shard FAILED", ErrNotAvailable)
 	// ErrOverloaded: the shard's inbox is full; fail fast instead of queueing without limit.
 	ErrOverloaded = errors.New("shard is overloaded")
 	// ErrNotDurable: the operation's records could not be made durable; nothing of it stays.
@@ -95,6 +100,9 @@ type Options[M Machine] struct {
 	// CompactEvery is the pause between compactions of the shard's log (log.cleaner.backoff.ms);
 	// 0 disables them.
 	CompactEvery time.Duration
+	// Kind names the family of shards in metric labels ("group" when empty, "meta"), since
+	// shard numbers restart at 0 in each family.
+	Kind string
 }
 
 // Shard is one running shard.
@@ -104,6 +112,7 @@ type Shard[M Machine] struct {
 	m    *Metrics
 
 	state atomic.Int32
+	lag   atomic.Int64 // appended - durableO, for the durable lag gauge
 
 	prio   chan event[M] // storage reports, close
 	normal chan event[M] // operations, timer fires, async results
@@ -131,6 +140,9 @@ type Shard[M Machine] struct {
 	asyncEnd context.CancelFunc
 	// compacting: a Compact of this generation's log runs on its own goroutine.
 	compacting bool
+	// replaying is the offset of the record being replayed, -1 outside a replay: a panic
+	// report names it.
+	replaying int64
 }
 
 type pendingRecord struct {
@@ -162,6 +174,7 @@ const (
 	evLost
 	evClose
 	evCompacted
+	evPanic // a Ctx.Go work function panicked; err carries the report
 )
 
 type event[M Machine] struct {
@@ -187,6 +200,9 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 	if opts.InboxSize <= 0 {
 		opts.InboxSize = 4096
 	}
+	if opts.Kind == "" {
+		opts.Kind = "group"
+	}
 	s := &Shard[M]{
 		opts:    opts,
 		lg:      opts.Logger.With(zap.Int32("shard", opts.Shard)),
@@ -195,8 +211,11 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 		normal:  make(chan event[M], opts.InboxSize),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
+
+		replaying: -1,
 	}
 	s.setState(StateInitial)
+	s.m.track(opts.Kind, opts.Shard, s.gauges)
 	return s
 }
 
@@ -205,7 +224,13 @@ func (s *Shard[M]) State() State { return State(s.state.Load()) }
 
 func (s *Shard[M]) setState(st State) {
 	s.state.Store(int32(st))
-	s.m.state.WithLabelValues(fmt.Sprint(s.opts.Shard)).Set(float64(st))
+	s.m.state.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Set(float64(st))
+}
+
+// gauges are read by the metrics collector from its own goroutine: channel lengths are safe to
+// read anywhere, and the lag is published atomically by the shard goroutine.
+func (s *Shard[M]) gauges() shardGauges {
+	return shardGauges{priority: len(s.prio), normal: len(s.normal), lag: s.lag.Load()}
 }
 
 // Start loads the shard in its own goroutine and then serves it.
@@ -256,6 +281,8 @@ func (s *Shard[M]) admit() error {
 		return nil
 	case StateLoading, StateInitial:
 		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrLoading)
+	case StateFailed:
+		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)
 	default:
 		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)
 	}
@@ -289,7 +316,7 @@ func (s *Shard[M]) Close(ctx context.Context) {
 
 func (s *Shard[M]) run() {
 	defer close(s.done)
-	s.load()
+	s.guard(nil, "load", s.load)
 	var compact <-chan time.Time
 	if s.opts.CompactEvery > 0 {
 		t := time.NewTicker(s.opts.CompactEvery)
@@ -305,7 +332,7 @@ func (s *Shard[M]) run() {
 			case e = <-s.prio:
 			case e = <-s.normal:
 			case <-compact:
-				s.compact()
+				s.guard(nil, "compaction", s.compact)
 				continue
 			}
 		}
@@ -313,8 +340,63 @@ func (s *Shard[M]) run() {
 			s.shutdown()
 			return
 		}
-		s.handle(e)
+		s.guard(e.done, e.kind.String(), func() { s.handle(e) })
 	}
+}
+
+func (k eventKind) String() string {
+	switch k {
+	case evWrite:
+		return "write operation"
+	case evRead:
+		return "read operation"
+	case evTimer:
+		return "timer operation"
+	default:
+		return "durability report"
+	}
+}
+
+// guard runs fn and turns a panic in it into a FAILED shard instead of a dead process. A panic
+// is a bug whose damage to the machine is unknown, so the shard stops serving (every other shard
+// keeps going); done, the caller of the event that panicked, gets ErrFailed unless it was
+// already answered.
+func (s *Shard[M]) guard(done chan outcome, during string, fn func()) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		s.panicked(during, v, debug.Stack())
+		if done != nil {
+			select {
+			case done <- outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)}:
+			default: // answered before the panic
+			}
+		}
+	}()
+	fn()
+}
+
+// panicked fails the shard after a recovered panic, with one ERROR line carrying the stack and
+// the log offset involved: the record being replayed, or else the last one appended.
+func (s *Shard[M]) panicked(during string, v any, stack []byte) {
+	s.m.panics.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Inc()
+	if during == "load" {
+		s.m.loads.WithLabelValues("failed").Inc()
+	}
+	offset := s.appended
+	if s.replaying >= 0 {
+		offset = s.replaying
+	}
+	s.replaying = -1
+	if s.State() == StateFailed {
+		// A panic while failing (say, in closing the log): the shard is down already.
+		s.lg.Error("panic in a FAILED shard", zap.String("during", during), zap.Any("panic", v), zap.ByteString("stack", stack))
+		return
+	}
+	s.fail(fmt.Errorf("panic in %s: %v", during, v),
+		zap.Int64("offset", offset), zap.Int64("durable_offset", s.durableO), zap.ByteString("stack", stack))
 }
 
 func (s *Shard[M]) handle(e event[M]) {
@@ -354,6 +436,17 @@ func (s *Shard[M]) handle(e event[M]) {
 		if e.gen == s.gen {
 			s.compacting = false
 		}
+	case evPanic:
+		p := e.err.(*goPanic)
+		if e.gen != s.gen || s.State() != StateActive {
+			// Work started before a reload or failure: the state it ran for is gone, but the bug
+			// is real.
+			s.m.panics.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Inc()
+			s.lg.Error("panic in Ctx.Go work of an earlier generation; shard not failed again",
+				zap.Any("panic", p.value), zap.ByteString("stack", p.stack))
+			return
+		}
+		s.panicked("Ctx.Go work", p.value, p.stack)
 	}
 }
 
@@ -381,15 +474,17 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		}
 		first := s.next
 		for i, rec := range res.Records {
+			s.replaying = first + int64(i)
 			if err := s.spec.Replay(first+int64(i), rec); err != nil {
 				// An operation produced a record its own machine cannot apply: a bug. The
 				// speculative state may be half-changed; stop rather than guess.
 				s.lg.Error("replay of a freshly produced record failed; shard stops", zap.Int64("offset", first+int64(i)), zap.Error(err))
-				reply(done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)})
+				reply(done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)})
 				s.fail(err)
 				return
 			}
 		}
+		s.replaying = -1
 		last, err := s.log.Append(res.Records)
 		if err != nil || last != first+int64(len(res.Records))-1 {
 			if err == nil {
@@ -402,10 +497,11 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		}
 		s.next = last + 1
 		s.appended = last
+		s.lag.Store(s.appended - s.durableO)
 		for i, rec := range res.Records {
 			s.pending = append(s.pending, pendingRecord{offset: first + int64(i), rec: rec})
 		}
-		s.m.appendedRecords.Add(float64(len(res.Records)))
+		s.m.appended(len(res.Records), res.Records)
 	}
 	if s.appended > s.durableO {
 		// Wait for this op's records, or for whatever it may have read that is not durable yet.
@@ -460,15 +556,18 @@ func (s *Shard[M]) markDurable(offset int64) {
 	i := 0
 	for ; i < len(s.pending) && s.pending[i].offset <= offset; i++ {
 		p := s.pending[i]
+		s.replaying = p.offset
 		if err := s.durable.Replay(p.offset, p.rec); err != nil {
 			s.lg.Error("replay into durable state failed; shard stops", zap.Int64("offset", p.offset), zap.Error(err))
 			s.fail(err)
 			return
 		}
 	}
+	s.replaying = -1
 	clear(s.pending[:i])
 	s.pending = s.pending[i:]
 	s.durableO = offset
+	s.lag.Store(max(s.appended-s.durableO, 0))
 	now := time.Now()
 	j := 0
 	for ; j < len(s.waiters) && s.waiters[j].offset <= offset; j++ {
@@ -503,6 +602,7 @@ func (s *Shard[M]) abandon(err error) {
 	}
 	s.waiters = nil
 	s.pending = nil
+	s.lag.Store(0) // what was pending will never be reported durable
 	for p := range s.promises {
 		p.resolve(outcome{err: err})
 	}
@@ -516,11 +616,14 @@ func (s *Shard[M]) abandon(err error) {
 	}
 }
 
-func (s *Shard[M]) fail(err error) {
-	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
+// fail stops the shard for good. It counts and logs before anything observable changes, so
+// that whoever sees the FAILED state or a failed request also finds the metric and the log line.
+func (s *Shard[M]) fail(err error, fields ...zap.Field) {
+	s.m.failures.WithLabelValues(s.opts.Kind).Inc()
+	s.lg.Error("shard FAILED: its groups get NOT_COORDINATOR until the process is restarted",
+		append([]zap.Field{zap.Error(err)}, fields...)...)
 	s.setState(StateFailed)
-	s.m.failures.Inc()
-	s.lg.Error("shard FAILED: requests get COORDINATOR_NOT_AVAILABLE until the process is restarted", zap.Error(err))
+	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed))
 	s.closeLog()
 }
 
@@ -566,11 +669,16 @@ func (s *Shard[M]) load() {
 	records := 0
 	next, err := l.Load(func(offset int64, rec log.Record) error {
 		records++
+		s.replaying = offset
 		if err := s.durable.Replay(offset, rec); err != nil {
 			return fmt.Errorf("replay offset %d: %w", offset, err)
 		}
-		return s.spec.Replay(offset, rec)
+		if err := s.spec.Replay(offset, rec); err != nil {
+			return fmt.Errorf("replay offset %d: %w", offset, err)
+		}
+		return nil
 	})
+	s.replaying = -1
 	if err != nil {
 		s.m.loads.WithLabelValues("failed").Inc()
 		s.fail(fmt.Errorf("load: %w", err))
@@ -595,7 +703,7 @@ func (s *Shard[M]) shutdown() {
 		select {
 		case e := <-s.prio:
 			if e.kind == evDurable || e.kind == evFailed || e.kind == evLost {
-				s.handle(e)
+				s.guard(nil, e.kind.String(), func() { s.handle(e) })
 			}
 		case <-s.closing:
 			s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/gateway"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// namesRegisterer records the name of every series a collector describes, including vectors
+// that have no child yet (a scrape would show those only after their first event).
+type namesRegisterer struct {
+	prometheus.Registerer
+	names map[string]bool
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (r *namesRegisterer) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc, 16)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			r.names[m[1]] = true
+		}
+	}
+	return r.Registerer.Register(c)
+}
+
+func (r *namesRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+var docRow = regexp.MustCompile("(?m)^\\| `(coordinatord_[a-z0-9_]+)` \\|")
+
+// Issue 10, defect 12: the operator page lists every series the server registers, and lists
+// nothing it does not, as internal/config/docs_test.go does for config keys. The series are
+// collected from the same constructors serve calls, with a plugin that reports its stats so
+// that its optional gauges are included.
+func TestOperationsDocListsEveryMetric(t *testing.T) {
+	reg := &namesRegisterer{Registerer: prometheus.NewRegistry(), names: map[string]bool{}}
+	cfg, err := config.Load("", []string{
+		"log.dirs=" + t.TempDir(),
+		"offsets.topic.num.partitions=2",
+		"group.streams.topology.description.plugin.class=memory",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire.NewMetrics(reg)
+	gateway.NewMetrics(reg) // gateway mode's series
+	topology, err := openTopologyPlugin(cfg, zap.NewNop(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topology.Close()
+	st, err := openState(cfg, zap.NewNop(), reg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close(zap.NewNop())
+
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range docRow.FindAllStringSubmatch(string(b), -1) {
+		documented[m[1]] = true
+	}
+	for name := range reg.names {
+		if strings.HasPrefix(name, "coordinatord_") && !documented[name] {
+			t.Errorf("docs/operations.md has no row for %s", name)
+		}
+	}
+	for name := range documented {
+		if !reg.names[name] {
+			t.Errorf("docs/operations.md documents %s, which the server does not register", name)
+		}
+	}
+
+	// Every other page may mention only series that exist.
+	pages, _ := filepath.Glob("../../docs/*.md")
+	mention := regexp.MustCompile(`coordinatord_[a-z0-9_]+`)
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range slices.Compact(slices.Sorted(slices.Values(mention.FindAllString(string(b), -1)))) {
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+			if !reg.names[name] && !reg.names[base] {
+				t.Errorf("%s mentions %s, which the server does not register", filepath.Base(p), name)
+			}
+		}
+	}
+}
