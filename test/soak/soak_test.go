@@ -1,0 +1,325 @@
+// Package soak runs coordinatord under hostile clients while well-behaved groups work beside
+// them, and checks that nothing acknowledged is lost and that the process neither dies nor
+// grows without bound. It targets only the daemon it starts itself, on 127.0.0.1.
+//
+//	go test ./test/soak                                   # the short run `make test` does
+//	go test ./test/soak -soak.duration=5m -soak.seed=42   # longer, reproducing a seed (make soak)
+//
+// docs/reliability.md reports the figures of a long run.
+package soak
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var (
+	duration    = flag.Duration("soak.duration", 25*time.Second, "how long the hostile traffic runs")
+	seed        = flag.Int64("soak.seed", 0, "seed of the hostile traffic (0: from the clock; the seed used is printed)")
+	conns       = flag.Int("soak.conns", 50, "hostile connections at once")
+	maxRequests = flag.Int64("soak.max-requests", 20_000_000, "hostile requests at most, over all connections")
+	rssCeiling  = flag.Int64("soak.rss-ceiling-mib", 512, "largest resident set the daemon may reach, MiB")
+	readTimeout = flag.Duration("soak.read-timeout", 20*time.Second, "longest wait for an answer (or a close) before a request counts as hung")
+	raceBinary  = flag.Bool("soak.race", false, "run the daemon built with -race (the RSS ceiling is then multiplied by 8)")
+)
+
+// flagsParse lets TestMain see -soak.race before it builds the daemon.
+func flagsParse() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+}
+
+// maxRequestBytes is the daemon's socket.request.max.bytes in the soak: small, so that sending
+// frames past it costs the soak little.
+const maxRequestBytes = 1 << 20
+
+const (
+	classicGroups     = 3
+	membersPerClassic = 3
+	classicPartitions = 6
+	streamsGroups     = 2
+	membersPerStreams = 3
+	streamsSubs       = 2
+	streamsPartitions = 4
+)
+
+func TestHostileSoak(t *testing.T) {
+	s := *seed
+	if s == 0 {
+		s = time.Now().UnixNano()
+	}
+	t.Logf("soak seed %d (rerun with -soak.seed=%d), duration %v, %d hostile connections", s, s, *duration, *conns)
+
+	d := startDaemon(t,
+		fmt.Sprintf("socket.request.max.bytes=%d", maxRequestBytes),
+		// Short member timeouts let hostile members (valid requests with 0.1-3 s timeouts) in,
+		// and out again soon; the well-behaved members ask for 30 s.
+		"group.min.session.timeout.ms=100",
+		"group.streams.min.session.timeout.ms=1000", "group.streams.session.timeout.ms=30000",
+		"group.streams.min.heartbeat.interval.ms=100", "group.streams.heartbeat.interval.ms=500",
+		"group.streams.initial.rebalance.delay.ms=300",
+	)
+	pid := d.pid()
+	apis := servedAPIs(t, d.Addr)
+	t.Logf("served APIs: %v", apis)
+
+	// Well-behaved side.
+	adm := kadm.NewClient(newClient(t, d.Addr))
+	var topics []string
+	for g := 0; g < classicGroups; g++ {
+		topics = append(topics, fmt.Sprintf("behaved-classic-in-%d", g))
+	}
+	for g := 0; g < streamsGroups; g++ {
+		for i := 0; i < streamsSubs; i++ {
+			topics = append(topics, fmt.Sprintf("behaved-streams-%d-in-%d", g, i))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	created, err := adm.CreateTopics(ctx, classicPartitions, 1, nil, topics...)
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
+		t.Fatalf("creating the well-behaved topics: %v", err)
+	}
+
+	led := newLedger()
+	var members []*classicMember
+	for g := 0; g < classicGroups; g++ {
+		for i := 0; i < membersPerClassic; i++ {
+			m, err := newClassicMember(d.Addr, fmt.Sprintf("behaved-classic-%d", g), fmt.Sprintf("behaved-classic-in-%d", g), led)
+			if err != nil {
+				t.Fatal(err)
+			}
+			members = append(members, m)
+		}
+	}
+	var apps []*streamsApp
+	for g := 0; g < streamsGroups; g++ {
+		app := newStreamsApp(d.Addr, fmt.Sprintf("behaved-streams-%d", g), streamsTopology(fmt.Sprintf("behaved-streams-%d-in", g), streamsSubs))
+		for i := 0; i < membersPerStreams; i++ {
+			app.newMember(fmt.Sprintf("behaved-m%d", i), fmt.Sprintf("behaved-p%d", i))
+		}
+		apps = append(apps, app)
+	}
+	stopCommits := make(chan struct{})
+	var commitWG sync.WaitGroup
+	for _, m := range members {
+		commitWG.Add(1)
+		go func() {
+			defer commitWG.Done()
+			for {
+				select {
+				case <-stopCommits:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				m.commitOnce()
+			}
+		}()
+	}
+
+	// RSS sampling.
+	var rssPeak, rssStart atomic.Int64
+	rssStart.Store(d.rssBytes())
+	stopRSS := make(chan struct{})
+	rssDone := make(chan struct{})
+	go func() {
+		defer close(rssDone)
+		for {
+			if r := d.rssBytes(); r > rssPeak.Load() {
+				rssPeak.Store(r)
+			}
+			select {
+			case <-stopRSS:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+
+	// Hostile side.
+	stats := &hostileStats{perAPI: map[int16]int64{}}
+	var budget atomic.Int64
+	budget.Store(*maxRequests)
+	stopHostile := make(chan struct{})
+	var hostileWG sync.WaitGroup
+	for i := 0; i < *conns; i++ {
+		h := &hostileConn{addr: d.Addr, rng: rand.New(rand.NewSource(s + int64(i))), apis: apis, stats: stats,
+			maxReq: maxRequestBytes, readTimeout: *readTimeout, budget: &budget}
+		hostileWG.Add(1)
+		go func() { defer hostileWG.Done(); h.run(stopHostile) }()
+	}
+
+	start := time.Now()
+	deadline := start.Add(*duration)
+	for time.Now().Before(deadline) && d.alive() {
+		time.Sleep(500 * time.Millisecond)
+	}
+	close(stopHostile)
+	hostileWG.Wait()
+	elapsed := time.Since(start)
+
+	if !d.alive() {
+		t.Fatalf("coordinatord (pid %d) exited during the soak: %v\n%v", pid, d.cmd.ProcessState, d.errors())
+	}
+	if !d.ready() {
+		t.Errorf("/readyz is not OK after the soak (a shard failed?)")
+	}
+	// The well-behaved groups run a little longer without hostile traffic, then stop.
+	time.Sleep(2 * time.Second)
+	close(stopCommits)
+	commitWG.Wait()
+	for _, app := range apps {
+		for _, m := range app.members {
+			m.leave()
+		}
+	}
+	for _, m := range members {
+		m.cl.Close()
+	}
+	close(stopRSS)
+	<-rssDone
+
+	t.Logf("hostile traffic for %v: %d requests on %d connections, %d MiB sent\n%s\nper API: %s",
+		elapsed.Round(time.Second), sumTried(stats), stats.dials.Load(), stats.bytesSent.Load()>>20, stats.table(), stats.apiLine())
+	t.Logf("well-behaved: %d classic commits acknowledged (%d refused during rebalances)", led.commits.Load(), led.refused.Load())
+	for _, app := range apps {
+		v, owned, takes := app.state()
+		t.Logf("streams group %s: %d task hand-overs, %d tasks owned at the end, %d violations", app.group, takes, owned, len(v))
+		for i, line := range v {
+			if i == 5 {
+				break
+			}
+			t.Errorf("task active on two members at once: %s", line)
+		}
+		if takes == 0 {
+			t.Errorf("streams group %s never got a task: the soak did not exercise it", app.group)
+		}
+	}
+	peak := rssPeak.Load()
+	ceiling := *rssCeiling << 20
+	if *raceBinary {
+		ceiling *= 8
+	}
+	t.Logf("RSS at start %d MiB, peak %d MiB (ceiling %d MiB)", rssStart.Load()>>20, peak>>20, ceiling>>20)
+	if peak > ceiling {
+		t.Errorf("RSS peaked at %d MiB, above the ceiling of %d MiB", peak>>20, ceiling>>20)
+	}
+	for _, f := range stats.failed() {
+		t.Errorf("hostile request not answered properly: %s", f)
+	}
+	if errs := d.errors(); len(errs) > 0 {
+		for _, e := range errs {
+			t.Errorf("daemon logged: %.2000s", e)
+		}
+	}
+	if led.commits.Load() == 0 {
+		t.Fatal("no classic commit was acknowledged: the soak did not exercise the well-behaved groups")
+	}
+
+	checkOffsets(t, d, led, "after the soak")
+	if d.pid() != pid {
+		t.Fatalf("pid changed from %d to %d", pid, d.pid())
+	}
+	if code := d.stop(); code != 0 {
+		t.Fatalf("coordinatord exited with %d on SIGTERM, want 0", code)
+	}
+	d.start()
+	checkOffsets(t, d, led, "after a restart")
+}
+
+func sumTried(s *hostileStats) int64 {
+	var n int64
+	for c := range s.classes {
+		n += s.classes[c].tried.Load()
+	}
+	return n
+}
+
+// checkOffsets fails for every acknowledged commit the daemon no longer returns.
+func checkOffsets(t *testing.T, d *daemon, led *ledger, when string) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, d.Addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	checked := 0
+	for group, parts := range led.acked {
+		got, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatalf("%s: fetching offsets of %s: %v", when, group, err)
+		}
+		for p, want := range parts {
+			topic := "behaved-classic-in-" + group[len("behaved-classic-"):]
+			o, ok := got.Lookup(topic, p)
+			checked++
+			if !ok || o.Err != nil || o.At < want {
+				t.Errorf("%s: %s %s[%d] committed at %d (acknowledged), fetched %+v", when, group, topic, p, want, o)
+			}
+		}
+	}
+	t.Logf("%s: %d acknowledged partition offsets checked", when, checked)
+}
+
+func newClient(t *testing.T, addr string) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// servedAPIs asks the daemon which keys and versions it serves.
+func servedAPIs(t *testing.T, addr string) []api {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "coordinatord-soak", "1"
+	e, _ := encode(req, 3, 1)
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Write(e.frame); err != nil {
+		t.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(nc, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, int(size[0])<<24|int(size[1])<<16|int(size[2])<<8|int(size[3]))
+	if _, err := io.ReadFull(nc, buf); err != nil {
+		t.Fatal(err)
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(3)
+	if err := resp.ReadFrom(buf[4:]); err != nil {
+		t.Fatal(err)
+	}
+	var out []api
+	for _, k := range resp.ApiKeys {
+		out = append(out, api{key: k.ApiKey, min: k.MinVersion, max: k.MaxVersion})
+	}
+	if resp.ErrorCode != 0 || len(out) == 0 {
+		t.Fatalf("ApiVersions answered error %d with %d APIs", resp.ErrorCode, len(out))
+	}
+	return out
+}
