@@ -149,11 +149,10 @@ func (h *hostileConn) one() {
 		return
 	}
 	var (
-		out        []byte
-		halfClose  bool // send, then close our write side: the server sees end of stream
-		corrKnown  = true
-		mustAnswer = class == classValid
-		note       string
+		out       []byte
+		halfClose bool // send, then close our write side: the server sees end of stream
+		corrKnown = true
+		note      string
 	)
 	switch class {
 	case classValid:
@@ -192,12 +191,16 @@ func (h *hostileConn) one() {
 		out, note = h.badHeader(e)
 		corrKnown = false
 	}
-	h.stats.classes[class].tried.Add(1)
 	h.stats.mu.Lock()
 	h.stats.perAPI[a.key]++
 	h.stats.mu.Unlock()
+	h.judge(class, e, out, halfClose, corrKnown, note)
+}
 
-	res, detail := h.exchange(out, halfClose, e.corr, corrKnown, mustAnswer, e)
+// judge sends out (a request of class built from e), waits for the verdict and records it.
+func (h *hostileConn) judge(class int, e encoded, out []byte, halfClose, corrKnown bool, note string) int {
+	h.stats.classes[class].tried.Add(1)
+	res, detail := h.exchange(out, halfClose, e.corr, corrKnown, class == classValid, e)
 	if res == outParked && !(class != classValid && parkable(e.key)) {
 		res = outFailed
 		detail = fmt.Sprintf("no answer within %v (hang)", h.readTimeout)
@@ -206,6 +209,7 @@ func (h *hostileConn) one() {
 	if res == outFailed {
 		h.stats.fail("%s %s v%d %s: %s; bytes %s", classNames[class], kmsg.NameForKey(e.key), e.version, note, detail, hexHead(out))
 	}
+	return res
 }
 
 // exchange writes out and waits for one response frame or a close.
