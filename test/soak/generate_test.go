@@ -40,6 +40,7 @@ var (
 type filler struct {
 	rng   *rand.Rand
 	names names
+	bulk  bool // top-level arrays of thousands of entries: one request, much work
 }
 
 func (f *filler) fill(v reflect.Value, name string, depth int) {
@@ -78,7 +79,10 @@ func (f *filler) fill(v reflect.Value, name string, depth int) {
 			return
 		}
 		n := f.rng.Intn(4)
-		if depth > 6 {
+		switch {
+		case f.bulk && depth == 1:
+			n = 500 + f.rng.Intn(4000)
+		case depth > 6:
 			n = 0
 		}
 		s := reflect.MakeSlice(v.Type(), n, n)
@@ -165,7 +169,7 @@ type encoded struct {
 }
 
 // buildValid encodes a randomly filled request of a.key at a random served version.
-func buildValid(rng *rand.Rand, a api, corr int32, pool names) (e encoded, ok bool) {
+func buildValid(rng *rand.Rand, a api, corr int32, pool names, bulk bool) (e encoded, ok bool) {
 	req := kmsg.RequestForKey(a.key)
 	if req == nil {
 		return e, false
@@ -173,10 +177,11 @@ func buildValid(rng *rand.Rand, a api, corr int32, pool names) (e encoded, ok bo
 	if d, ok := req.(interface{ Default() }); ok {
 		d.Default()
 	}
-	f := filler{rng: rng, names: pool}
+	f := filler{rng: rng, names: pool, bulk: bulk}
 	f.fill(reflect.ValueOf(req).Elem(), "", 0)
 	version := a.min + int16(rng.Intn(int(a.max-a.min)+1))
-	return encode(req, version, corr)
+	e, ok = encode(req, version, corr)
+	return e, ok && len(e.frame)-4 <= maxRequestBytes
 }
 
 // encode frames req at version; ok=false when kmsg cannot encode the random values at that

@@ -29,13 +29,14 @@ const (
 	classOversized
 	classBadVersion
 	classBadHeader
+	classBulky
 	numClasses
 )
 
-var classNames = [numClasses]string{"valid", "truncated", "bit-flipped", "inflated-length", "oversized", "bad-version", "bad-header"}
+var classNames = [numClasses]string{"valid", "truncated", "bit-flipped", "inflated-length", "oversized", "bad-version", "bad-header", "bulky (valid)"}
 
 // classWeights: how often each class is picked, in percent.
-var classWeights = [numClasses]int{30, 15, 20, 10, 5, 10, 10}
+var classWeights = [numClasses]int{28, 15, 20, 10, 5, 10, 10, 2}
 
 // outcome of one hostile request.
 const (
@@ -76,6 +77,9 @@ func (s *hostileStats) failed() []string {
 	defer s.mu.Unlock()
 	return append([]string(nil), s.failures...)
 }
+
+// mustAnswer: requests sent as built must be answered, never closed.
+func mustAnswer(class int) bool { return class == classValid || class == classBulky }
 
 // parkable keys answer only when a rebalance completes: a damaged request may carry a long
 // rebalance timeout, and waiting for it out is what Kafka does too.
@@ -141,10 +145,10 @@ func (h *hostileConn) one() {
 	a := h.apis[h.rng.Intn(len(h.apis))]
 	h.corr++
 	pool := mutatedNames
-	if class == classValid {
+	if mustAnswer(class) {
 		pool = validNames
 	}
-	e, ok := buildValid(h.rng, a, h.corr, pool)
+	e, ok := buildValid(h.rng, a, h.corr, pool, class == classBulky)
 	if !ok {
 		return
 	}
@@ -155,7 +159,7 @@ func (h *hostileConn) one() {
 		note      string
 	)
 	switch class {
-	case classValid:
+	case classValid, classBulky:
 		out = e.frame
 	case classTruncated:
 		body := e.frame[4:]
@@ -200,8 +204,8 @@ func (h *hostileConn) one() {
 // judge sends out (a request of class built from e), waits for the verdict and records it.
 func (h *hostileConn) judge(class int, e encoded, out []byte, halfClose, corrKnown bool, note string) int {
 	h.stats.classes[class].tried.Add(1)
-	res, detail := h.exchange(out, halfClose, e.corr, corrKnown, class == classValid, e)
-	if res == outParked && !(class != classValid && parkable(e.key)) {
+	res, detail := h.exchange(out, halfClose, e.corr, corrKnown, mustAnswer(class), e)
+	if res == outParked && !(!mustAnswer(class) && parkable(e.key)) {
 		res = outFailed
 		detail = fmt.Sprintf("no answer within %v (hang)", h.readTimeout)
 	}

@@ -30,8 +30,9 @@ var (
 	seed        = flag.Int64("soak.seed", 0, "seed of the hostile traffic (0: from the clock; the seed used is printed)")
 	conns       = flag.Int("soak.conns", 50, "hostile connections at once")
 	maxRequests = flag.Int64("soak.max-requests", 20_000_000, "hostile requests at most, over all connections")
-	rssCeiling  = flag.Int64("soak.rss-ceiling-mib", 512, "largest resident set the daemon may reach, MiB")
+	rssCeiling  = flag.Int64("soak.rss-ceiling-mib", 256, "largest resident set the daemon may reach, MiB")
 	readTimeout = flag.Duration("soak.read-timeout", 20*time.Second, "longest wait for an answer (or a close) before a request counts as hung")
+	churn       = flag.Duration("soak.churn", 5*time.Second, "a well-behaved member is replaced after between this and twice this")
 	raceBinary  = flag.Bool("soak.race", false, "run the daemon built with -race (the RSS ceiling is then multiplied by 8)")
 )
 
@@ -97,40 +98,68 @@ func TestHostileSoak(t *testing.T) {
 		t.Fatalf("creating the well-behaved topics: %v", err)
 	}
 
+	// Each well-behaved member lives in a slot that replaces it now and then (a clean leave and a
+	// new member), so that rebalances and task hand-overs happen under the hostile load too.
 	led := newLedger()
-	var members []*classicMember
-	for g := 0; g < classicGroups; g++ {
-		for i := 0; i < membersPerClassic; i++ {
-			m, err := newClassicMember(d.Addr, fmt.Sprintf("behaved-classic-%d", g), fmt.Sprintf("behaved-classic-in-%d", g), led)
-			if err != nil {
-				t.Fatal(err)
-			}
-			members = append(members, m)
-		}
-	}
 	var apps []*streamsApp
 	for g := 0; g < streamsGroups; g++ {
-		app := newStreamsApp(d.Addr, fmt.Sprintf("behaved-streams-%d", g), streamsTopology(fmt.Sprintf("behaved-streams-%d-in", g), streamsSubs))
-		for i := 0; i < membersPerStreams; i++ {
-			app.newMember(fmt.Sprintf("behaved-m%d", i), fmt.Sprintf("behaved-p%d", i))
-		}
-		apps = append(apps, app)
+		apps = append(apps, newStreamsApp(d.Addr, fmt.Sprintf("behaved-streams-%d", g), streamsTopology(fmt.Sprintf("behaved-streams-%d-in", g), streamsSubs)))
 	}
-	stopCommits := make(chan struct{})
-	var commitWG sync.WaitGroup
-	for _, m := range members {
-		commitWG.Add(1)
-		go func() {
-			defer commitWG.Done()
-			for {
-				select {
-				case <-stopCommits:
-					return
-				case <-time.After(100 * time.Millisecond):
+	stopBehaved := make(chan struct{})
+	var behavedWG sync.WaitGroup
+	var joins atomic.Int64
+	churnRng := rand.New(rand.NewSource(s - 1))
+	lifetime := func() time.Duration { return *churn + time.Duration(churnRng.Int63n(int64(*churn))) }
+	for g := 0; g < classicGroups; g++ {
+		for i := 0; i < membersPerClassic; i++ {
+			life := lifetime()
+			behavedWG.Add(1)
+			go func() {
+				defer behavedWG.Done()
+				group, topic := fmt.Sprintf("behaved-classic-%d", g), fmt.Sprintf("behaved-classic-in-%d", g)
+				for {
+					m, err := newClassicMember(d.Addr, group, topic, led)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					joins.Add(1)
+					end := time.After(life)
+					for stop := false; !stop; {
+						select {
+						case <-stopBehaved:
+							m.cl.Close()
+							return
+						case <-end:
+							stop = true
+						case <-time.After(100 * time.Millisecond):
+							m.commitOnce()
+						}
+					}
+					m.cl.Close()
 				}
-				m.commitOnce()
-			}
-		}()
+			}()
+		}
+	}
+	for _, app := range apps {
+		for i := 0; i < membersPerStreams; i++ {
+			life := lifetime()
+			behavedWG.Add(1)
+			go func() {
+				defer behavedWG.Done()
+				for gen := 0; ; gen++ {
+					m := app.newMember(fmt.Sprintf("behaved-m%d-gen%d", i, gen), fmt.Sprintf("behaved-p%d", i))
+					joins.Add(1)
+					select {
+					case <-stopBehaved:
+						m.leave()
+						return
+					case <-time.After(life):
+						m.leave()
+					}
+				}
+			}()
+		}
 	}
 
 	// RSS sampling.
@@ -182,22 +211,14 @@ func TestHostileSoak(t *testing.T) {
 	}
 	// The well-behaved groups run a little longer without hostile traffic, then stop.
 	time.Sleep(2 * time.Second)
-	close(stopCommits)
-	commitWG.Wait()
-	for _, app := range apps {
-		for _, m := range app.members {
-			m.leave()
-		}
-	}
-	for _, m := range members {
-		m.cl.Close()
-	}
+	close(stopBehaved)
+	behavedWG.Wait()
 	close(stopRSS)
 	<-rssDone
 
 	t.Logf("hostile traffic for %v: %d requests on %d connections, %d MiB sent\n%s\nper API: %s",
 		elapsed.Round(time.Second), sumTried(stats), stats.dials.Load(), stats.bytesSent.Load()>>20, stats.table(), stats.apiLine())
-	t.Logf("well-behaved: %d classic commits acknowledged (%d refused during rebalances)", led.commits.Load(), led.refused.Load())
+	t.Logf("well-behaved: %d members joined; %d classic commits acknowledged (%d refused during rebalances)", joins.Load(), led.commits.Load(), led.refused.Load())
 	for _, app := range apps {
 		v, owned, takes := app.state()
 		t.Logf("streams group %s: %d task hand-overs, %d tasks owned at the end, %d violations", app.group, takes, owned, len(v))

@@ -58,7 +58,7 @@ func verdictOf(t *testing.T, addr string, class int, key int16) (int, []string) 
 	budget.Store(1)
 	h := &hostileConn{addr: addr, rng: rand.New(rand.NewSource(1)), stats: &hostileStats{perAPI: map[int16]int64{}},
 		readTimeout: 300 * time.Millisecond, budget: &budget, nc: nc, maxReq: maxRequestBytes}
-	e, ok := buildValid(h.rng, api{key: key, min: 0, max: 0}, 7, validNames)
+	e, ok := buildValid(h.rng, api{key: key, min: 0, max: 0}, 7, validNames, false)
 	if !ok {
 		t.Fatal("cannot build the request")
 	}
