@@ -36,7 +36,7 @@ SOAKTIME  ?= 5m
 SOAKSEED  ?= 0
 soak:
 	$(GO) test -count=1 -v -run 'TestHostileSoak' -timeout 60m ./test/soak \
-		-soak.duration=$(SOAKTIME) -soak.seed=$(SOAKSEED)
+		-soak.duration=$(SOAKTIME) -soak.seed=$(SOAKSEED) -soak.rate=0
 
 # Differential run against Apache Kafka 4.4 (installs Java/Maven and fetches the broker's jars
 # when missing; see test/conformance/README.md).

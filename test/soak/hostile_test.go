@@ -94,6 +94,7 @@ type hostileConn struct {
 	maxReq      int32
 	readTimeout time.Duration
 	budget      *atomic.Int64 // requests left for the whole soak
+	pace        time.Duration // least time between two requests of this connection (0: none)
 
 	nc   net.Conn
 	corr int32
@@ -124,7 +125,15 @@ func (h *hostileConn) run(stop <-chan struct{}) {
 			h.stats.dials.Add(1)
 			h.nc = nc
 		}
+		began := time.Now()
 		h.one()
+		if wait := h.pace - time.Since(began); wait > 0 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(wait):
+			}
+		}
 	}
 }
 

@@ -2,8 +2,8 @@
 // them, and checks that nothing acknowledged is lost and that the process neither dies nor
 // grows without bound. It targets only the daemon it starts itself, on 127.0.0.1.
 //
-//	go test ./test/soak                                   # the short run `make test` does
-//	go test ./test/soak -soak.duration=5m -soak.seed=42   # longer, reproducing a seed (make soak)
+//	go test ./test/soak                                   # the short, paced run `make test` does
+//	go test ./test/soak -soak.duration=5m -soak.seed=42 -soak.rate=0   # longer, unpaced, a given seed (make soak)
 //
 // docs/reliability.md reports the figures of a long run.
 package soak
@@ -32,9 +32,16 @@ var (
 	maxRequests = flag.Int64("soak.max-requests", 20_000_000, "hostile requests at most, over all connections")
 	rssCeiling  = flag.Int64("soak.rss-ceiling-mib", 256, "largest resident set the daemon may reach, MiB")
 	readTimeout = flag.Duration("soak.read-timeout", 20*time.Second, "longest wait for an answer (or a close) before a request counts as hung")
+	rate        = flag.Int("soak.rate", 1000, "hostile requests per second at most, over all connections (0: as fast as the server answers); the default keeps `go test ./...` from starving the packages tested beside it")
 	churn       = flag.Duration("soak.churn", 5*time.Second, "a well-behaved member is replaced after between this and twice this")
 	raceBinary  = flag.Bool("soak.race", false, "run the daemon built with -race (the RSS ceiling is then multiplied by 8)")
 )
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
 
 // flagsParse lets TestMain see -soak.race before it builds the daemon.
 func flagsParse() {
@@ -58,11 +65,14 @@ const (
 )
 
 func TestHostileSoak(t *testing.T) {
+	if testing.Short() && !flagSet("soak.duration") {
+		*duration = 10 * time.Second
+	}
 	s := *seed
 	if s == 0 {
 		s = time.Now().UnixNano()
 	}
-	t.Logf("soak seed %d (rerun with -soak.seed=%d), duration %v, %d hostile connections", s, s, *duration, *conns)
+	t.Logf("soak seed %d (rerun with -soak.seed=%d), duration %v, %d hostile connections, at most %d requests/s (0: unpaced)", s, s, *duration, *conns, *rate)
 
 	d := startDaemon(t,
 		fmt.Sprintf("socket.request.max.bytes=%d", maxRequestBytes),
@@ -185,11 +195,15 @@ func TestHostileSoak(t *testing.T) {
 	stats := &hostileStats{perAPI: map[int16]int64{}}
 	var budget atomic.Int64
 	budget.Store(*maxRequests)
+	var pace time.Duration
+	if *rate > 0 {
+		pace = time.Duration(*conns) * time.Second / time.Duration(*rate)
+	}
 	stopHostile := make(chan struct{})
 	var hostileWG sync.WaitGroup
 	for i := 0; i < *conns; i++ {
 		h := &hostileConn{addr: d.Addr, rng: rand.New(rand.NewSource(s + int64(i))), apis: apis, stats: stats,
-			maxReq: maxRequestBytes, readTimeout: *readTimeout, budget: &budget}
+			maxReq: maxRequestBytes, readTimeout: *readTimeout, budget: &budget, pace: pace}
 		hostileWG.Add(1)
 		go func() { defer hostileWG.Done(); h.run(stopHostile) }()
 	}
