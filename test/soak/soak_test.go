@@ -10,6 +10,7 @@ package soak
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ var (
 	rssCeiling  = flag.Int64("soak.rss-ceiling-mib", 256, "largest resident set the daemon may reach, MiB")
 	readTimeout = flag.Duration("soak.read-timeout", 20*time.Second, "longest wait for an answer (or a close) before a request counts as hung")
 	rate        = flag.Int("soak.rate", 1000, "hostile requests per second at most, over all connections (0: as fast as the server answers); the default keeps `go test ./...` from starving the packages tested beside it")
+	stalled     = flag.Int("soak.stalled", 20, "connections that send the start of a frame of nearly socket.request.max.bytes and then nothing, held for the whole soak")
 	churn       = flag.Duration("soak.churn", 5*time.Second, "a well-behaved member is replaced after between this and twice this")
 	raceBinary  = flag.Bool("soak.race", false, "run the daemon built with -race (the RSS ceiling is then multiplied by 8)")
 )
@@ -191,6 +193,26 @@ func TestHostileSoak(t *testing.T) {
 		}
 	}()
 
+	// Stalled connections: each promises a large frame and never finishes it. The server waits
+	// (Kafka does too, until connections.max.idle.ms); they must cost it neither the memory they
+	// claim nor its service to everyone else.
+	stallRng := rand.New(rand.NewSource(s - 2))
+	var stalls []net.Conn
+	for i := 0; i < *stalled; i++ {
+		nc, err := net.DialTimeout("tcp", d.Addr, 10*time.Second)
+		if err != nil {
+			t.Fatalf("stalled connection %d: %v", i, err)
+		}
+		defer nc.Close()
+		claim := maxRequestBytes - stallRng.Intn(1024)
+		e, _ := encode(kmsg.NewPtrMetadataRequest(), 12, 1)
+		nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := nc.Write(append(binary.BigEndian.AppendUint32(nil, uint32(claim)), e.frame[4:]...)); err != nil {
+			t.Fatalf("stalled connection %d: %v", i, err)
+		}
+		stalls = append(stalls, nc)
+	}
+
 	// Hostile side.
 	stats := &hostileStats{perAPI: map[int16]int64{}}
 	var budget atomic.Int64
@@ -217,6 +239,17 @@ func TestHostileSoak(t *testing.T) {
 	hostileWG.Wait()
 	elapsed := time.Since(start)
 
+	stalledAnswered := 0
+	for _, nc := range stalls {
+		nc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if n, _ := nc.Read(make([]byte, 1)); n > 0 {
+			stalledAnswered++
+		}
+		nc.Close()
+	}
+	if stalledAnswered > 0 {
+		t.Errorf("%d stalled connections got bytes for a frame they never finished", stalledAnswered)
+	}
 	if !d.alive() {
 		t.Fatalf("coordinatord (pid %d) exited during the soak: %v\n%v", pid, d.cmd.ProcessState, d.errors())
 	}
@@ -230,8 +263,8 @@ func TestHostileSoak(t *testing.T) {
 	close(stopRSS)
 	<-rssDone
 
-	t.Logf("hostile traffic for %v: %d requests on %d connections, %d MiB sent\n%s\nper API: %s",
-		elapsed.Round(time.Second), sumTried(stats), stats.dials.Load(), stats.bytesSent.Load()>>20, stats.table(), stats.apiLine())
+	t.Logf("hostile traffic for %v: %d requests on %d connections, %d MiB sent; %d stalled connections held a partial frame throughout\n%s\nper API: %s",
+		elapsed.Round(time.Second), sumTried(stats), stats.dials.Load(), stats.bytesSent.Load()>>20, len(stalls), stats.table(), stats.apiLine())
 	t.Logf("well-behaved: %d members joined; %d classic commits acknowledged (%d refused during rebalances)", joins.Load(), led.commits.Load(), led.refused.Load())
 	for _, app := range apps {
 		v, owned, takes := app.state()
