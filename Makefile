@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
 	./internal/state/classic:FuzzGroupRecord
 
-.PHONY: build run test unit fuzz bench microbench lint conformance e2e clean
+.PHONY: build run test unit fuzz bench microbench lint conformance e2e soak clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
@@ -33,6 +33,14 @@ fuzz:
 		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+
+# Hostile-client soak beside well-behaved groups (test/soak, docs/reliability.md). `make test`
+# runs it for 25 s; this runs it for SOAKTIME, with SOAKSEED to replay a failure.
+SOAKTIME  ?= 5m
+SOAKSEED  ?= 0
+soak:
+	$(GO) test -count=1 -v -run 'TestHostileSoak' -timeout 60m ./test/soak \
+		-soak.duration=$(SOAKTIME) -soak.seed=$(SOAKSEED) -soak.rate=0
 
 # Differential run against Apache Kafka 4.4 (installs Java/Maven and fetches the broker's jars
 # when missing; see test/conformance/README.md).

@@ -15,6 +15,11 @@ import (
 // directory names stay under 255 bytes on the brokers that do store data.
 const maxTopicNameLength = 249
 
+// maxPartitionsPerRequest is Kafka's controller limit (MAX_PARTITIONS_PER_BATCH): a topic is a
+// count here, but every Metadata answer lists its partitions one by one, so a count of 2^31-1
+// would make the next Metadata of all topics allocate gigabytes.
+const maxPartitionsPerRequest = 10_000
+
 // Defaults fill in what a CreateTopics request leaves to the server.
 type Defaults struct {
 	Partitions        int32 // num.partitions
@@ -73,8 +78,27 @@ func CreateTopics(topics []NewTopic, validateOnly bool, d Defaults) runtime.Writ
 		results := make([]TopicResult, 0, len(topics))
 		var recs []log.Record
 		count := map[string]int{}
+		var total int64
 		for _, t := range topics {
 			count[t.Name]++
+			switch {
+			case len(t.Assignment) > 0:
+				total += int64(len(t.Assignment))
+			case t.Partitions == -1:
+				total += int64(d.Partitions)
+			case t.Partitions > 0:
+				total += int64(t.Partitions)
+			}
+		}
+		if total > maxPartitionsPerRequest {
+			// Kafka fails the whole request, every topic with the same error.
+			for _, t := range topics {
+				if count[t.Name] > 0 {
+					count[t.Name] = 0
+					results = append(results, fail(t.Name, kerr.PolicyViolation, "Excessively large number of partitions per request."))
+				}
+			}
+			return runtime.Result{Response: results}
 		}
 		claimed := map[string]string{} // collision name -> topic created earlier in this request
 		reported := map[string]bool{}
@@ -240,6 +264,7 @@ func CreatePartitions(incs []PartitionIncrease, validateOnly bool, d Defaults) r
 		for _, inc := range incs {
 			count[inc.Name]++
 		}
+		added := int64(0) // partitions this request adds so far
 		for _, inc := range incs {
 			if count[inc.Name] > 1 {
 				results = append(results, fail(inc.Name, kerr.InvalidRequest, "duplicate topic in request"))
@@ -270,6 +295,13 @@ func CreatePartitions(incs []PartitionIncrease, validateOnly bool, d Defaults) r
 			}
 			if bad {
 				results = append(results, fail(inc.Name, kerr.InvalidReplicaAssignment, "replica assignment names a broker other than %d", d.NodeID))
+				continue
+			}
+			if added += int64(inc.Count - t.Partitions); added > maxPartitionsPerRequest {
+				// Kafka's controller bounds the records one request may write, and refuses the
+				// topic whose partitions overflow the bound.
+				added -= int64(inc.Count - t.Partitions)
+				results = append(results, fail(inc.Name, kerr.PolicyViolation, "Unable to perform excessively large batch operation."))
 				continue
 			}
 			changed := *t
