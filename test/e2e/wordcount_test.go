@@ -260,3 +260,65 @@ func waitCountsAtLeast(t *testing.T, ctx context.Context, addr, topic string, ex
 	}
 	t.Fatalf("counts %v, want at least %v", got, expected)
 }
+
+// With a topology description plugin, the Streams 4.4 client pushes its topology description
+// (API 93) when a heartbeat answer asks for it, through the gateway; StreamsGroupDescribe v1
+// reads it back: the word count's source topic, its count store and its output topic.
+func TestGateway_StreamsTopologyDescriptionPushedAndDescribed(t *testing.T) {
+	requireE2E(t)
+	wordCountClasspath(t)
+	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0",
+		"group.streams.topology.description.plugin.class=memory")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	r := newWordCountRun(t, ctx, g.Addr)
+	a := startWordCount(t, "described", g.Addr, r.appID, r.in, r.out, "streams")
+	a.waitState("RUNNING", 90*time.Second)
+
+	const available = 3
+	var last string
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		req := kmsg.NewPtrStreamsGroupDescribeRequest()
+		req.Groups, req.IncludeTopologyDescription = []string{r.appID}, true
+		resp, err := req.RequestWith(ctx, r.cl.Broker(nodeID))
+		if err == nil && len(resp.Groups) == 1 {
+			grp := resp.Groups[0]
+			last = fmt.Sprintf("status %d", grp.TopologyDescriptionStatus)
+			if grp.TopologyDescriptionStatus == available && grp.TopologyDescription != nil {
+				var sources, sinks, stores []string
+				for _, st := range grp.TopologyDescription.Subtopologies {
+					for _, n := range st.Nodes {
+						sources = append(sources, n.SourceTopics...)
+						stores = append(stores, n.Stores...)
+						if n.SinkTopic != nil {
+							sinks = append(sinks, *n.SinkTopic)
+						}
+					}
+				}
+				want := map[string][]string{"source": {r.in}, "sink": {r.out}, "store": {"counts"}}
+				got := map[string][]string{"source": sources, "sink": sinks, "store": stores}
+				for kind, names := range want {
+					for _, n := range names {
+						if !contains(got[kind], n) {
+							t.Fatalf("described topology has %s nodes %v, want %s among them", kind, got[kind], n)
+						}
+					}
+				}
+				a.stop()
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("the topology description never became available (last: %s)", last)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
