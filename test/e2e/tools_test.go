@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kafkaTool runs one of Apache Kafka 4.4's command-line tools (the class behind the .sh script)
+// against addr and returns its standard output.
+func kafkaTool(t *testing.T, class, addr string, args ...string) string {
+	t.Helper()
+	cp := wordCountClasspath(t)
+	cmd := exec.Command("java", append([]string{"-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, class,
+		"--bootstrap-server", addr}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %v: %v\nstdout:\n%s\nstderr:\n%s", class, args, err, out.String(), tail(errb.Bytes(), 3000))
+	}
+	return out.String()
+}
+
+// rows returns the whitespace-separated rows of a tool's table whose first column is first.
+func rows(out, first string) [][]string {
+	var rs [][]string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == first {
+			rs = append(rs, f)
+		}
+	}
+	return rs
+}
+
+// kafka-consumer-groups.sh --describe (with lag, which needs ListOffsets from the upstream) and
+// --reset-offsets --to-earliest --execute, and kafka-topics.sh --describe, through the gateway.
+func TestGateway_KafkasConsumerGroupAndTopicToolsWork(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl := newClient(t, g.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic, group := "tools-"+run, "tools-group-"+run
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 3; p++ {
+		for i := 0; i < 10; i++ {
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}, nil)
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	commit := kadm.Offsets{}
+	for p := int32(0); p < 3; p++ {
+		commit.Add(kadm.Offset{Topic: topic, Partition: p, At: int64(4 + p)})
+	}
+	if resp, err := adm.CommitOffsets(ctx, group, commit); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+
+	out := kafkaTool(t, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", g.Addr, "--describe", "--group", group)
+	described := rows(out, group)
+	if len(described) != 3 {
+		t.Fatalf("--describe lists %d partitions of %s, want 3:\n%s", len(described), group, out)
+	}
+	for _, r := range described {
+		// GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+		p, _ := strconv.Atoi(r[2])
+		if r[1] != topic || r[3] != strconv.Itoa(4+p) || r[4] != "10" || r[5] != strconv.Itoa(6-p) {
+			t.Fatalf("partition row %v, want current %d, log end 10, lag %d:\n%s", r, 4+p, 6-p, out)
+		}
+	}
+
+	out = kafkaTool(t, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", g.Addr,
+		"--reset-offsets", "--to-earliest", "--execute", "--group", group, "--topic", topic)
+	if reset := rows(out, group); len(reset) != 3 {
+		t.Fatalf("--reset-offsets reports %d partitions, want 3:\n%s", len(reset), out)
+	}
+	offsets, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets.Each(func(o kadm.OffsetResponse) {
+		if o.At != 0 {
+			t.Errorf("after --reset-offsets --to-earliest, %s/%d is at %d, want 0", o.Topic, o.Partition, o.At)
+		}
+	})
+
+	out = kafkaTool(t, "org.apache.kafka.tools.TopicCommand", g.Addr, "--describe", "--topic", topic)
+	if !strings.Contains(out, "PartitionCount: 3") || strings.Count(out, "Leader: 1") != 3 {
+		t.Fatalf("kafka-topics --describe:\n%s", out)
+	}
+	if strings.Contains(out, upstreamAddr) {
+		t.Fatalf("kafka-topics --describe shows the upstream address:\n%s", out)
+	}
+}
+
+// kafka-streams-groups.sh --describe (members and offsets with lag) of a running Kafka Streams
+// application, through the gateway.
+func TestGateway_KafkasStreamsGroupToolDescribes(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	r := newWordCountRun(t, ctx, g.Addr)
+	a := startWordCount(t, "tooled", g.Addr, r.appID, r.in, r.out, "streams")
+	a.waitState("RUNNING", 90*time.Second)
+	r.produce(t, ctx, 1)
+	waitCounts(t, ctx, g.Addr, r.out, r.expected)
+
+	out := kafkaTool(t, "org.apache.kafka.tools.streams.StreamsGroupCommand", g.Addr, "--describe", "--group", r.appID, "--members")
+	if members := rows(out, r.appID); len(members) != 1 {
+		t.Fatalf("kafka-streams-groups --describe --members lists %d members, want the one instance:\n%s", len(members), out)
+	}
+	if !strings.Contains(out, "ACTIVE: 0:[0,1,2,3]; 1:[0,1,2,3]") {
+		t.Fatalf("the one instance does not hold every task of both subtopologies:\n%s", out)
+	}
+	out = kafkaTool(t, "org.apache.kafka.tools.streams.StreamsGroupCommand", g.Addr, "--describe", "--group", r.appID, "--offsets")
+	offsetRows := rows(out, r.appID)
+	if len(offsetRows) == 0 {
+		t.Fatalf("kafka-streams-groups --describe --offsets lists no partitions:\n%s", out)
+	}
+	found := false
+	for _, row := range offsetRows {
+		found = found || (len(row) > 1 && row[1] == r.in)
+	}
+	if !found {
+		t.Fatalf("kafka-streams-groups --describe --offsets does not show the input topic %s:\n%s", r.in, out)
+	}
+	t.Logf("kafka-streams-groups --describe --offsets:\n%s", out)
+	a.stop()
+}
