@@ -98,6 +98,8 @@ func mergeVersions(local []kmsg.ApiVersionsResponseApiKey, ups []*kmsg.ApiVersio
 			}
 		case !localKeys[k.ApiKey]:
 			continue // the local table's non-group APIs (Metadata, CreateTopics, ...) are upstream's here
+		case withheld[k.ApiKey]:
+			continue
 		}
 		out = append(out, k)
 	}

@@ -29,6 +29,13 @@ var neverForwarded = map[int16]bool{
 	68: true, 69: true,
 }
 
+// withheld are APIs coordinatord serves standalone but not in gateway mode. TxnOffsetCommit:
+// the transaction's outcome is decided upstream and reaches coordinatord nowhere yet (issue
+// #15), so staged offsets would never be committed or aborted and an exactly-once application
+// would hang on UNSTABLE_OFFSET_COMMIT. Not advertising it makes the producer's
+// sendOffsetsToTransaction fail at once with "The node does not support TXN_OFFSET_COMMIT".
+var withheld = map[int16]bool{28: true}
+
 // forwardMax caps forwarded keys below the upstream's maximum where the gateway's rules differ
 // from the codec's: AddPartitionsToTxn v4+ is the broker-only form.
 var forwardMax = map[int16]int16{24: 3}
@@ -45,6 +52,9 @@ var (
 )
 
 func (p *portHandler) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
+	if withheld[key] {
+		return nil, false, false // not advertised: the connection closes, as for any unserved key
+	}
 	return p.g.opts.Local.NewRequest(key, version)
 }
 

@@ -47,12 +47,13 @@ type streamsApp struct {
 	out   *os.File // stderr and stdout, kept for a failure's report
 
 	mu      sync.Mutex
+	lines   []string
 	state   string
 	changed chan struct{}
 	exited  chan struct{}
 }
 
-func startWordCount(t *testing.T, name, bootstrap, appID, in, out, protocol string) *streamsApp {
+func startWordCount(t *testing.T, name, bootstrap, appID, in, out, protocol string, extra ...string) *streamsApp {
 	t.Helper()
 	cp := wordCountClasspath(t)
 	logf, err := os.CreateTemp(t.TempDir(), name+"-*.log")
@@ -62,6 +63,7 @@ func startWordCount(t *testing.T, name, bootstrap, appID, in, out, protocol stri
 	a := &streamsApp{t: t, name: name, out: logf, changed: make(chan struct{}), exited: make(chan struct{})}
 	a.cmd = exec.Command("java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, "WordCount",
 		bootstrap, appID, in, out, protocol, t.TempDir())
+	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Stderr = logf
 	stdout, err := a.cmd.StdoutPipe()
 	if err != nil {
@@ -78,6 +80,9 @@ func startWordCount(t *testing.T, name, bootstrap, appID, in, out, protocol stri
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logf, line)
+			a.mu.Lock()
+			a.lines = append(a.lines, line)
+			a.mu.Unlock()
 			if s, ok := strings.CutPrefix(line, "STATE "); ok {
 				a.mu.Lock()
 				a.state = s
@@ -163,3 +168,10 @@ func addCounts(dst, src map[string]int64) {
 	}
 }
 
+
+// output is what the instance printed on standard output so far.
+func (a *streamsApp) output() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return strings.Join(a.lines, "\n")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -321,4 +322,22 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Exactly-once is not available through the gateway yet (issue #15): rather than hang on
+// offsets no transaction outcome will ever resolve, an exactly_once_v2 application fails fast,
+// with an error that names the missing API.
+func TestGateway_ExactlyOnceFailsFastWithAClearError(t *testing.T) {
+	requireE2E(t)
+	wordCountClasspath(t)
+	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newWordCountRun(t, ctx, g.Addr)
+	a := startWordCount(t, "eos", g.Addr, r.appID, r.in, r.out, "streams", "exactly_once_v2")
+	r.produce(t, ctx, 1)
+	a.waitState("ERROR", 2*time.Minute)
+	if out := a.output(); !strings.Contains(out, "TXN_OFFSET_COMMIT") {
+		t.Fatalf("the application failed without naming TxnOffsetCommit:\n%s", out)
+	}
 }

@@ -16,7 +16,7 @@ import org.apache.kafka.streams.kstream.Produced;
  * Word count, the stateful Kafka Streams application coordinatord's end-to-end tests run: a
  * repartition topic (groupBy) and a changelog topic (the count store). Arguments: bootstrap
  * servers, application id, input topic, output topic, group protocol (streams or classic),
- * state directory. Prints "STATE <new>" on every state change and stops on stdin EOF or SIGTERM.
+ * state directory, and optionally the processing guarantee (at_least_once by default). Prints "STATE <new>" on every state change and stops on stdin EOF or SIGTERM.
  */
 public final class WordCount {
     public static void main(String[] args) throws Exception {
@@ -25,6 +25,7 @@ public final class WordCount {
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
         p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[4]);
         p.put(StreamsConfig.STATE_DIR_CONFIG, args[5]);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args.length > 6 ? args[6] : StreamsConfig.AT_LEAST_ONCE);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
@@ -54,7 +55,7 @@ public final class WordCount {
             }
         });
         streams.setUncaughtExceptionHandler(e -> {
-            System.out.println("UNCAUGHT " + e);
+            System.out.println("UNCAUGHT " + e + (e.getCause() != null ? " CAUSE " + e.getCause() : ""));
             System.out.flush();
             return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
