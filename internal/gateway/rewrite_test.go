@@ -274,3 +274,64 @@ func TestConnectionsWithEqualIDsGetTheirOwnUpstream(t *testing.T) {
 		t.Fatal("closing one client connection dropped another's upstream connection")
 	}
 }
+
+func TestDescribeClusterNamesGatewayPortsAndSelf(t *testing.T) {
+	g := testGateway(t)
+	for _, v := range []int16{0, 1, 2} {
+		resp := kmsg.NewPtrDescribeClusterResponse()
+		resp.SetVersion(v)
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = 2, "kafka-2.internal", 9092
+		resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+		out, err := g.rewrite(wire.Header{Key: 60, Version: v, CorrelationID: 5}, frameOf(5, resp))
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		got := kmsg.NewPtrDescribeClusterResponse()
+		got.SetVersion(v)
+		if err := got.ReadFrom(out[9:]); err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		if len(got.Brokers) != 2 || got.Brokers[0].Host != "gw.example" || got.Brokers[0].Port != 40002 ||
+			got.Brokers[1].NodeID != 100 || got.Brokers[1].Host != "coord.example" || got.Brokers[1].IsFenced {
+			t.Fatalf("v%d: brokers %+v", v, got.Brokers)
+		}
+	}
+}
+
+func TestProduceLeaderHintsRewritten(t *testing.T) {
+	g := testGateway(t)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(11)
+	topic := kmsg.NewProduceResponseTopic()
+	topic.Topic = "orders"
+	part := kmsg.NewProduceResponseTopicPartition()
+	part.ErrorCode = 6
+	part.CurrentLeader.LeaderID, part.CurrentLeader.LeaderEpoch = 5, 3
+	topic.Partitions = append(topic.Partitions, part)
+	resp.Topics = append(resp.Topics, topic)
+	hint := kmsg.NewProduceResponseBroker()
+	hint.NodeID, hint.Host, hint.Port = 5, "kafka-5.internal", 9092
+	resp.Brokers = []kmsg.ProduceResponseBroker{hint}
+	out, err := g.rewrite(wire.Header{Key: 0, Version: 11, CorrelationID: 8}, frameOf(8, resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := kmsg.NewPtrProduceResponse()
+	got.SetVersion(11)
+	if err := got.ReadFrom(out[9:]); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Brokers) != 1 || got.Brokers[0].Host != "gw.example" || got.Brokers[0].Port != 40005 {
+		t.Fatalf("leader hint %+v, want node 5 at gw.example:40005", got.Brokers)
+	}
+	if got.Topics[0].Partitions[0].CurrentLeader.LeaderID != 5 {
+		t.Fatal("the current leader's id changed")
+	}
+	// Without hints the answer passes as it came.
+	resp.Brokers = nil
+	in := frameOf(8, resp)
+	if out, _ := g.rewrite(wire.Header{Key: 0, Version: 11, CorrelationID: 8}, in); &out[0] != &in[0] {
+		t.Fatal("a produce answer without leader hints was re-encoded")
+	}
+}

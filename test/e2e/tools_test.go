@@ -141,3 +141,41 @@ func TestGateway_KafkasStreamsGroupToolDescribes(t *testing.T) {
 	t.Logf("kafka-streams-groups --describe --offsets:\n%s", out)
 	a.stop()
 }
+
+// A plain Java KafkaConsumer (classic protocol) consumes and commits through the gateway, in a
+// group coordinatord serves.
+func TestGateway_JavaConsumerGroupConsumesAndCommits(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t, "group.initial.rebalance.delay.ms=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := newClient(t, g.Addr)
+	adm := kadm.NewClient(cl)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic, group := "java-"+run, "java-group-"+run
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	const records = 150
+	for i := 0; i < records; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte(strconv.Itoa(i))}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", wordCountClasspath(t),
+		"GroupConsumer", g.Addr, group, topic, strconv.Itoa(records), "classic")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "CONSUMED 150") {
+		t.Fatalf("Java consumer: %v\n%s", err, tail(out, 3000))
+	}
+	offsets, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	offsets.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != records {
+		t.Fatalf("the Java consumer's committed offsets sum to %d, want %d", sum, records)
+	}
+}

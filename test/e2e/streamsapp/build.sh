@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resolves the Kafka Streams 4.4 jars (Maven) and compiles WordCount.java with javac into
+# Resolves the Kafka Streams 4.4 jars (Maven) and compiles src/*.java with javac into
 # .cache/classes. Prints the classpath to run it with. Cheap when nothing changed.
 set -euo pipefail
 dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -12,8 +12,8 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$sum" || ! -d "$cache/lib" ]]; then
   mvn -B -q -f "$dir/pom.xml" dependency:copy-dependencies >&2
   echo "$sum" >"$stamp"
 fi
-if [[ ! -f "$cache/classes/WordCount.class" || "$dir/src/WordCount.java" -nt "$cache/classes/WordCount.class" ]]; then
+if [[ ! -f "$cache/classes/WordCount.class" || ! -f "$cache/classes/GroupConsumer.class" || -n "$(find "$dir/src" -newer "$cache/classes/WordCount.class" -name "*.java")" ]]; then
   mkdir -p "$cache/classes"
-  javac -nowarn -d "$cache/classes" -cp "$cache/lib/*" "$dir/src/WordCount.java" >&2
+  javac -nowarn -d "$cache/classes" -cp "$cache/lib/*" "$dir"/src/*.java >&2
 fi
 echo "$cache/classes:$cache/lib/*"
