@@ -168,7 +168,6 @@ func addCounts(dst, src map[string]int64) {
 	}
 }
 
-
 // output is what the instance printed on standard output so far.
 func (a *streamsApp) output() string {
 	a.mu.Lock()

@@ -115,6 +115,31 @@ func waitSpread(t *testing.T, ctx context.Context, cl *kgo.Client, group string,
 // expected one.
 func waitCounts(t *testing.T, ctx context.Context, addr, topic string, expected map[string]int64) {
 	t.Helper()
+	if got, ok := readCountsUntil(t, ctx, addr, topic, func(got map[string]int64) bool { return equalCounts(got, expected) }); !ok {
+		t.Fatalf("final counts %v, want %v", got, expected)
+	}
+}
+
+// waitCountsAtLeast is waitCounts for at-least-once: every word's latest count reaches at
+// least the expected one.
+func waitCountsAtLeast(t *testing.T, ctx context.Context, addr, topic string, expected map[string]int64) {
+	t.Helper()
+	atLeast := func(got map[string]int64) bool {
+		ok := len(got) == len(expected)
+		for k, v := range expected {
+			ok = ok && got[k] >= v
+		}
+		return ok
+	}
+	if got, ok := readCountsUntil(t, ctx, addr, topic, atLeast); !ok {
+		t.Fatalf("counts %v, want at least %v", got, expected)
+	}
+}
+
+// readCountsUntil reads the output topic from the start, keeping each word's latest count,
+// until done accepts the counts or two minutes pass.
+func readCountsUntil(t *testing.T, ctx context.Context, addr, topic string, done func(map[string]int64) bool) (map[string]int64, bool) {
+	t.Helper()
 	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := map[string]int64{}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -127,11 +152,11 @@ func waitCounts(t *testing.T, ctx context.Context, addr, topic string, expected 
 				got[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
 			}
 		})
-		if equalCounts(got, expected) {
-			return
+		if done(got) {
+			return got, true
 		}
 	}
-	t.Fatalf("final counts %v, want %v", got, expected)
+	return got, false
 }
 
 func equalCounts(a, b map[string]int64) bool {
@@ -233,33 +258,6 @@ func TestGateway_StreamsWordCountSurvivesCoordinatordKill(t *testing.T) {
 	default:
 	}
 	a.stop()
-}
-
-// waitCountsAtLeast is waitCounts for at-least-once: every word's latest count reaches at
-// least the expected one.
-func waitCountsAtLeast(t *testing.T, ctx context.Context, addr, topic string, expected map[string]int64) {
-	t.Helper()
-	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	got := map[string]int64{}
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			if len(r.Value) == 8 {
-				got[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
-			}
-		})
-		ok := len(got) == len(expected)
-		for k, v := range expected {
-			ok = ok && got[k] >= v
-		}
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("counts %v, want at least %v", got, expected)
 }
 
 // With a topology description plugin, the Streams 4.4 client pushes its topology description
