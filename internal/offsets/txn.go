@@ -179,7 +179,11 @@ func producerKey(producerID int64) []byte {
 // committed value; either way the staged offsets are removed. The code is non-zero when the
 // marker is refused: an epoch below the producer's (INVALID_PRODUCER_EPOCH) or a transaction
 // coordinator epoch below the last one seen (TRANSACTION_COORDINATOR_FENCED), as Kafka's log
-// would answer. A marker for a producer with nothing staged changes nothing and succeeds.
+// would answer. A marker for a producer with nothing staged changes no offset, but its epochs
+// are still recorded when they are new: a transaction coordinator bumps the epoch when it ends
+// a transaction (transaction version 2), and Kafka's log remembers the marker's epoch for the
+// partition even where the producer never wrote, so a zombie's later TxnOffsetCommit with the
+// older epoch is INVALID_PRODUCER_EPOCH.
 func (s *State) CompleteTxn(producerID int64, epoch int16, coordinatorEpoch int32, commit bool, now int64) ([]log.Record, int16) {
 	p, known := s.producers[producerID]
 	if known && epoch < p.Epoch {
@@ -190,7 +194,10 @@ func (s *State) CompleteTxn(producerID int64, epoch int16, coordinatorEpoch int3
 	}
 	staged := s.StagedBy(producerID)
 	if len(staged) == 0 {
-		return nil, 0
+		if known && epoch == p.Epoch && coordinatorEpoch == p.CoordinatorEpoch {
+			return nil, 0 // nothing new to remember: a repeated marker writes nothing
+		}
+		return []log.Record{s.ProducerRecord(producerID, epoch, coordinatorEpoch, now)}, 0
 	}
 	recs := make([]log.Record, 0, 2*len(staged)+1)
 	for _, e := range staged {

@@ -159,12 +159,43 @@ func TestSpec4_3_MaterializedOffsetKeepsStagedPosition(t *testing.T) {
 	}
 }
 
-// T73: a marker for a producer with nothing staged succeeds and changes nothing.
+// T73: a marker for a producer with nothing staged succeeds and changes no offset; it only
+// records the producer's epochs, and a repeated marker writes nothing.
 func TestSpec4_3_MarkerWithNothingStagedIsNoop(t *testing.T) {
-	s := New()
-	recs, code := s.CompleteTxn(9, 0, 0, true, 1)
-	if code != 0 || len(recs) != 0 {
-		t.Fatalf("recs %d code %d", len(recs), code)
+	l := newShardLog(t)
+	l.commit("g", t0, 10)
+	if code := l.marker(9, 0, true); code != 0 {
+		t.Fatalf("code %d", code)
+	}
+	if l.offset("g", t0) != 10 || l.s.HasOpenTxns("g") {
+		t.Fatalf("offset %d", l.offset("g", t0))
+	}
+	if recs, code := l.s.CompleteTxn(9, 0, 0, true, 3); code != 0 || len(recs) != 0 {
+		t.Fatalf("repeated marker: %d records, code %d", len(recs), code)
+	}
+	l.reload(true)
+}
+
+// Kafka's TxnOffsetCommitRequestTest.testDelayedTxnOffsetCommitWithBumpedEpochIsRejected: a
+// transaction that staged nothing here ends with a marker carrying the bumped epoch (transaction
+// version 2); a delayed TxnOffsetCommit with the old epoch is then INVALID_PRODUCER_EPOCH, also
+// after a restart and compaction.
+func TestBumpedEpochFromMarkerWithNothingStagedFences(t *testing.T) {
+	l := newShardLog(t)
+	if code := l.marker(9, 1, true); code != 0 {
+		t.Fatalf("marker: %d", code)
+	}
+	l.reload(true)
+	if code := l.s.StageCheck(9, 0); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("stage with the epoch before the bump: %d", code)
+	}
+	if code := l.s.StageCheck(9, 1); code != 0 {
+		t.Fatalf("stage with the bumped epoch: %d", code)
+	}
+	// A later, higher epoch from a marker raises it again.
+	l.marker(9, 2, false)
+	if code := l.s.StageCheck(9, 1); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("after a second bump: %d", code)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
+	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -321,4 +322,30 @@ func TestReplayEquivalenceWithTransactions(t *testing.T) {
 	if got := durable(s); !reflect.DeepEqual(got, want) {
 		t.Fatal("offsets replayed from the compacted log differ")
 	}
+}
+
+// Kafka's OffsetDeleteRequestTest.testOffsetDeleteWithOldConsumerGroupProtocol: a Stable consumer
+// group whose member joined with empty protocol metadata has subscriptions nobody can read, so
+// every topic counts as subscribed (GROUP_SUBSCRIBED_TO_TOPIC) and the offset stays.
+func TestOffsetDeleteUnreadableSubscriptionIsSubscribed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newClassicHarness(t, nil)
+		defer h.close()
+		req := jreq("g", "", 3)
+		req.Protocols = []classic.Protocol{{Name: "range", Metadata: []byte{}}}
+		r := h.join(req)
+		code(t, "join", r.Code, 0)
+		code(t, "sync", h.sync(sreq("g", r.MemberID, r.Generation, map[string][]byte{r.MemberID: {}})).Code, 0)
+		code(t, "commit", h.commit("g", r.Generation, r.MemberID, nil), 0)
+		if d := h.describe("g"); d.State != "Stable" {
+			t.Fatalf("state %s", d.State)
+		}
+		res := write[DeleteOffsetsResult](t, h.s, DeleteOffsets("g", []offsets.TopicPartition{{Topic: "t", Partition: 0}}))
+		if res.Code != 0 || !reflect.DeepEqual(res.Codes, []int16{kerr.GroupSubscribedToTopic.Code}) {
+			t.Fatalf("delete: %+v", res)
+		}
+		if got := write[[]FetchPartition](t, h.s, FetchOffsetsStable("g", []offsets.TopicPartition{{Topic: "t", Partition: 0}})); !got[0].Found {
+			t.Fatalf("offset deleted: %+v", got)
+		}
+	})
 }
