@@ -184,9 +184,9 @@ func classicTimer(cfg classic.Config, t classic.Timer) runtime.WriteOp[*Machine]
 }
 
 // onLoadedClassic re-arms the classic timers of a freshly loaded shard (timers are never
-// persisted; session deadlines restart from the load time).
-func (m *Machine) onLoadedClassic(c *runtime.Ctx[*Machine]) {
-	cfg := classic.DefaultConfig()
+// persisted; session deadlines restart from the load time). cfg is the configured group.*
+// keys: the re-armed timers and every transaction they start run with it, as the handlers do.
+func (m *Machine) onLoadedClassic(c *runtime.Ctx[*Machine], cfg classic.Config) {
 	for _, t := range m.Classic.Rearm(cfg) {
 		c.Schedule(t.Key(), t.Delay, classicTimer(cfg, t))
 	}
