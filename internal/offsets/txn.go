@@ -141,12 +141,13 @@ func (s *State) StageCheck(producerID int64, epoch int16) int16 {
 	return 0
 }
 
-// StageRecord encodes one staged transactional offset.
+// StageRecord encodes one staged transactional offset. Value version 1 adds the topic id to
+// version 0's fields; both are read.
 func StageRecord(producerID int64, groupID string, tp TopicPartition, p Pending) log.Record {
 	return log.Record{
 		Key: txnOffsetKey(producerID, groupID, tp),
-		Value: records.NewValue(0).Int16(p.ProducerEpoch).Int64(p.Offset).Int32(p.LeaderEpoch).String(p.Metadata).
-			Int64(p.CommitTimestamp).Build(),
+		Value: records.NewValue(1).Int16(p.ProducerEpoch).Int64(p.Offset).Int32(p.LeaderEpoch).String(p.Metadata).
+			Int64(p.CommitTimestamp).UUID(p.TopicID).Build(),
 	}
 }
 
@@ -261,11 +262,14 @@ func (s *State) replayTxnOffset(offset int64, rec log.Record) error {
 	if err != nil {
 		return err
 	}
-	if version != 0 {
+	if version > 1 {
 		return fmt.Errorf("txn offset value version %d is newer than this build understands", version)
 	}
 	p := Pending{ProducerEpoch: v.Int16()}
 	p.Offset, p.LeaderEpoch, p.Metadata, p.CommitTimestamp = v.Int64(), v.Int32(), v.String(), v.Int64()
+	if version >= 1 {
+		p.TopicID = v.UUID()
+	}
 	p.ExpireTimestamp, p.LogOffset = -1, offset
 	if err := v.Err(); err != nil {
 		return fmt.Errorf("txn offset value: %w", err)

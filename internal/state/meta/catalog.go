@@ -36,6 +36,14 @@ func (s *Snapshot) Topic(name string) (*Topic, bool) { t, ok := s.byName[name]; 
 // TopicByID looks a topic up by id.
 func (s *Snapshot) TopicByID(id [16]byte) (*Topic, bool) { t, ok := s.byID[id]; return t, ok }
 
+// Lookup returns the id of the topic with this name (offsets.TopicLookup).
+func (s *Snapshot) Lookup(name string) ([16]byte, bool) {
+	if t, ok := s.byName[name]; ok {
+		return t.ID, true
+	}
+	return [16]byte{}, false
+}
+
 // Topics lists every topic sorted by name.
 func (s *Snapshot) Topics() []*Topic {
 	out := make([]*Topic, 0, len(s.byName))

@@ -184,14 +184,14 @@ func TestSpec3_5_RetentionSweepOnShard(t *testing.T) {
 		catalog := map[string]bool{"t": true, "gone": true}
 		cfg := RetentionConfig{
 			Retention: 10 * time.Minute, CheckInterval: time.Minute, ProducerExpiration: time.Hour,
-			Topics: func(context.Context) (func(string) bool, error) {
+			Topics: func(context.Context) (offsets.TopicLookup, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				snap := map[string]bool{}
 				for k, v := range catalog {
 					snap[k] = v
 				}
-				return func(topic string) bool { return snap[topic] }, nil
+				return func(topic string) ([16]byte, bool) { return [16]byte{}, snap[topic] }, nil
 			},
 		}
 		onLoaded := func(c *runtime.Ctx[*Machine], _ *Machine) { ArmRetention(c, cfg) }
@@ -287,7 +287,7 @@ func TestReplayEquivalenceWithTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Write(ctx, DropDeletedTopicOffsets(RetentionConfig{}, func(topic string) bool { return topic == "t0" }, time.Now())); err != nil {
+	if _, err := s.Write(ctx, DropDeletedTopicOffsets(RetentionConfig{}, func(topic string) ([16]byte, bool) { return [16]byte{}, topic == "t0" }, time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	durable := func(s *runtime.Shard[*Machine]) *offsets.State {
