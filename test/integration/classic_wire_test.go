@@ -443,7 +443,7 @@ func TestClassicRestartKeepsConfiguredInitialDelay(t *testing.T) {
 	d.kill()
 	d.start(sets...)
 	req.MemberID = members[0].MemberID
-	r := join(t, d, 3, req) // rawCall waits at most 30 s, far below the 5-minute rebalance timeout
+	r := join(t, d, 3, req) // the raw read gives up long before the 5-minute rebalance timeout
 	wantCode(t, "rejoin after restart", r.ErrorCode, 0)
 	if r.Generation != 1 || r.LeaderID != req.MemberID {
 		t.Fatalf("rejoin: generation %d leader %q", r.Generation, r.LeaderID)
