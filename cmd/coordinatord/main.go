@@ -52,7 +52,7 @@ func newRootCommand() *cobra.Command {
 	}
 	// Flag errors (unknown flag, missing value) are configuration errors too.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return configError(err) })
-	root.AddCommand(newServeCommand(), newConfigCommand(), newLogCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newConfigCommand(), newLogCommand(), newVersionCommand(), newHealthcheckCommand())
 	return root
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/handlers"
-	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -142,11 +141,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	table := handlers.New(handlers.Deps{
 		CreateTopics: createTopics,
 		Node:         node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
-		Classic: classic.Config{
-			MinSessionTimeoutMs: cfg.GroupMinSessionTimeoutMs, MaxSessionTimeoutMs: cfg.GroupMaxSessionTimeoutMs,
-			InitialRebalanceDelayMs: cfg.GroupInitialRebalanceDelayMs, MaxSize: cfg.GroupMaxSize,
-			NewMemberJoinTimeoutMs: classic.DefaultConfig().NewMemberJoinTimeoutMs,
-		},
+		Classic: classicConfig(cfg),
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,
 			DefaultPartitions:        cfg.DefaultPartitions,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	rt "github.com/coordinatord/coordinatord/internal/state/runtime"
@@ -76,13 +77,12 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 	retention := shard.RetentionConfig{
 		Retention: cfg.OffsetsRetention, CheckInterval: cfg.OffsetsRetentionCheckInterval,
 		ProducerExpiration: cfg.ProducerIDExpiration, Logger: log,
-		Topics: func(ctx context.Context) (func(string) bool, error) {
+		Topics: func(ctx context.Context) (offsets.TopicLookup, error) {
 			v, err := s.meta.Read(ctx, meta.Read)
 			if err != nil {
 				return nil, err
 			}
-			snap := v.(*meta.Snapshot)
-			return func(topic string) bool { _, ok := snap.Topic(topic); return ok }, nil
+			return v.(*meta.Snapshot).Lookup, nil
 		},
 	}
 	if volatileDescriptions {
@@ -90,7 +90,7 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 	}
 	s.groups = shard.NewSet(shard.SetOptions{
 		Count: cfg.ShardCount, Backend: groupStore, Logger: log, Metrics: metrics, LoadSlots: slots,
-		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg),
+		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg), Classic: classicConfig(cfg),
 		OnLoaded: func(c *rt.Ctx[*shard.Machine], _ *shard.Machine) {
 			shard.ArmRetention(c, retention)
 			if volatileDescriptions {

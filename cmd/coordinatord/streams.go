@@ -8,6 +8,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/handlers"
 	"github.com/coordinatord/coordinatord/internal/plugin"
+	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,16 @@ func streamsConfig(cfg *config.Config) streams.Config {
 		TaskOffsetInterval: ms(s.TaskOffsetIntervalMs), NumWarmupReplicas: s.NumWarmupReplicas,
 		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: assign.Lookup,
 		TopologyDescriptionPlugin: cfg.TopologyPlugin.Class != "",
+	}
+}
+
+// classicConfig turns the group.* keys into the classic groups' configuration, shared by the
+// handlers and the timers the shards re-arm when they load.
+func classicConfig(cfg *config.Config) classic.Config {
+	return classic.Config{
+		MinSessionTimeoutMs: cfg.GroupMinSessionTimeoutMs, MaxSessionTimeoutMs: cfg.GroupMaxSessionTimeoutMs,
+		InitialRebalanceDelayMs: cfg.GroupInitialRebalanceDelayMs, MaxSize: cfg.GroupMaxSize,
+		NewMemberJoinTimeoutMs: classic.DefaultConfig().NewMemberJoinTimeoutMs,
 	}
 }
 

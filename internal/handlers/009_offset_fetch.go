@@ -167,11 +167,11 @@ func (t *Table) fetchGroup(ctx context.Context, group string, topics []fetchTopi
 	got := v.([]shard.FetchPartition)
 	if all {
 		// Group the flat, sorted list by topic; topics gone from the catalog are left out (v10
-		// could not name them anyway).
+		// could not name them anyway), and so are offsets of an earlier topic of the same name.
 		var a fetchAnswer
 		for _, fp := range got {
 			topic, ok := snap.Topic(fp.Topic)
-			if !ok {
+			if !ok || !fp.Committed.For(topic.ID) {
 				continue
 			}
 			if n := len(a.topics); n == 0 || a.topics[n-1].name != fp.Topic {
@@ -185,16 +185,31 @@ func (t *Table) fetchGroup(ctx context.Context, group string, topics []fetchTopi
 	a := fetchAnswer{topics: topics, parts: make([][]shard.FetchPartition, len(topics))}
 	k := 0
 	for i, ft := range topics {
+		id := ft.id
+		if id == [16]byte{} && snap != nil {
+			id, _ = snap.Lookup(ft.name)
+		}
 		for _, p := range ft.partitions {
 			if ft.code != 0 {
 				a.parts[i] = append(a.parts[i], shard.FetchPartition{TopicPartition: offsets.TopicPartition{Topic: ft.name, Partition: p}})
 				continue
 			}
-			a.parts[i] = append(a.parts[i], got[k])
+			a.parts[i] = append(a.parts[i], boundTo(got[k], id))
 			k++
 		}
 	}
 	return a
+}
+
+// boundTo hides an offset committed for another topic of the same name (deleted and
+// re-created under a new id, Kafka's OffsetFetchRequestTest.testFetchOffsetWithRecreatedTopic):
+// that topic's offsets went with it, so the partition has none (-1). An offset still staged by
+// an open transaction keeps the partition unstable.
+func boundTo(fp shard.FetchPartition, topicID [16]byte) shard.FetchPartition {
+	if fp.Found && !fp.Committed.For(topicID) {
+		fp.Found, fp.Committed = false, offsets.Committed{}
+	}
+	return fp
 }
 
 func fetchAvailabilityCode(err error) int16 {

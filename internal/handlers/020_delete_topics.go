@@ -2,10 +2,14 @@ package handlers
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // deleteTopics removes topics from the catalog, by name (v0-v5) or by name or id (v6).
@@ -23,6 +27,14 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 		}
 	}
 	v, err := t.deps.Meta.Write(ctx, meta.DeleteTopics(refs))
+	if err == nil {
+		for _, res := range v.([]meta.TopicResult) {
+			if res.Code == 0 && res.Topic != nil {
+				t.dropDeletedTopicOffsets()
+				break
+			}
+		}
+	}
 	for i, ref := range refs {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = ref.Name, ref.ID
@@ -41,4 +53,65 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// dropDeletedTopicOffsets removes, in every group shard, the committed and staged offsets of
+// topics the catalog no longer has, as Kafka does when it learns of a deletion
+// (onPartitionsDeleted): a group left with nothing disappears, and a topic re-created under
+// the name starts without offsets. It runs in the background, as in Kafka the answer to
+// DeleteTopics does not wait for it; fetches are right meanwhile because offsets are bound to
+// the topic id they were committed for. One pass runs at a time, and deletions during a pass
+// make one more; the periodic retention sweep catches whatever a pass misses (a shard not
+// loaded yet).
+func (t *Table) dropDeletedTopicOffsets() {
+	if t.deps.Groups == nil {
+		return // a table without group shards (tests of the catalog alone)
+	}
+	t.drops.run(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		v, err := t.deps.Meta.Read(ctx, meta.Read)
+		if err != nil {
+			t.log.Warn("offsets of deleted topics: catalog unavailable; the retention sweep removes them later", zap.Error(err))
+			return
+		}
+		snap, at := v.(*meta.Snapshot), time.Now()
+		cfg := shard.RetentionConfig{Logger: t.log}
+		for i := range t.deps.Groups.Count() {
+			if _, err := t.deps.Groups.Shard(i).Write(ctx, shard.DropDeletedTopicOffsets(cfg, snap.Lookup, at)); err != nil {
+				t.log.Debug("offsets of deleted topics: shard unavailable; the retention sweep removes them later", zap.Int32("shard", i), zap.Error(err))
+			}
+		}
+	})
+}
+
+// singleFlight runs one function at a time in the background; a call while one runs makes it
+// run once more after, however many calls there were.
+type singleFlight struct {
+	mu      sync.Mutex
+	running bool
+	again   bool
+}
+
+func (s *singleFlight) run(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running {
+		s.again = true
+		return
+	}
+	s.running = true
+	go func() {
+		for {
+			fn()
+			s.mu.Lock()
+			if !s.again {
+				s.running = false
+				s.mu.Unlock()
+				return
+			}
+			s.again = false
+			s.mu.Unlock()
+		}
+	}()
 }

@@ -27,7 +27,9 @@ func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response
 		g.Group = id
 		switch pre, ok := kept[id]; {
 		case id == "":
-			g.ErrorCode = kerr.InvalidGroupID.Code
+			// Kafka 4.4 keeps DeleteGroups of "" for old clients and looks it up like any id;
+			// no API lets "" exist as a group, so the answer is always GROUP_ID_NOT_FOUND.
+			g.ErrorCode = kerr.GroupIDNotFound.Code
 		case ok:
 			g = pre
 		default:

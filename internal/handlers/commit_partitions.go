@@ -51,7 +51,7 @@ func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16,
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 			default:
 				codes[i][j] = pendingCode
-				p.Topic = topic.Name
+				p.Topic, p.TopicID = topic.Name, topic.ID
 				commit = append(commit, p)
 			}
 		}

@@ -88,6 +88,8 @@ type Table struct {
 	deps Deps
 	log  *zap.Logger
 	apis map[int16]api
+	// drops runs the removal of deleted topics' offsets that DeleteTopics starts.
+	drops singleFlight
 }
 
 // New builds the table of every implemented API.

@@ -46,20 +46,31 @@ func (s *State) Expire(groupID string, r ExpireRules, now, retentionMs int64) (r
 	return recs, allGone && !s.HasOpenTxns(groupID)
 }
 
+// TopicLookup reads a catalog snapshot: the id of the topic with this name, if there is one.
+type TopicLookup func(topic string) (id [16]byte, ok bool)
+
 // DropDeletedTopics returns the tombstones of every committed and staged offset of topics the
-// catalog no longer has (Kafka's onPartitionsDeleted). exists reads a catalog snapshot taken at
-// snapshotAt (ms); an offset written after that may be for a topic created after the snapshot,
-// so only offsets committed or staged at or before it are dropped.
-func (s *State) DropDeletedTopics(exists func(topic string) bool, snapshotAt int64) []log.Record {
+// catalog no longer has (Kafka's onPartitionsDeleted), including offsets committed for an
+// earlier topic of the same name that was deleted and re-created under a new id. topics reads a
+// catalog snapshot taken at snapshotAt (ms); an offset written after that may be for a topic
+// created after the snapshot, so only offsets committed or staged at or before it are dropped.
+func (s *State) DropDeletedTopics(topics TopicLookup, snapshotAt int64) []log.Record {
+	gone := func(topic string, c Committed) bool {
+		if c.CommitTimestamp > snapshotAt {
+			return false
+		}
+		id, ok := topics(topic)
+		return !ok || !c.For(id)
+	}
 	var recs []log.Record
 	for _, g := range s.Groups() {
 		for _, e := range s.All(g) {
-			if !exists(e.Topic) && e.CommitTimestamp <= snapshotAt {
+			if gone(e.Topic, e.Committed) {
 				recs = append(recs, DeleteRecord(g, e.TopicPartition))
 			}
 		}
 		for _, e := range s.stagedIn(g) {
-			if !exists(e.Topic) && e.CommitTimestamp <= snapshotAt {
+			if gone(e.Topic, e.Committed) {
 				recs = append(recs, log.Record{Key: txnOffsetKey(e.ProducerID, g, e.TopicPartition)})
 			}
 		}

@@ -22,6 +22,16 @@ type Committed struct {
 	// LogOffset is the record's position in the shard log; it orders regular against
 	// transactional commits.
 	LogOffset int64
+	// TopicID is the id of the topic the offset was committed for: a topic deleted and
+	// re-created under the same name has a new id, and the old topic's offsets are not its
+	// offsets (Kafka drops them with the topic). Zero: committed before ids were recorded.
+	TopicID [16]byte
+}
+
+// For reports whether the offset can belong to the topic with this id: it was committed for
+// it, or its topic is unknown (an offset from before ids were recorded, or no id to compare).
+func (c Committed) For(topicID [16]byte) bool {
+	return c.TopicID == [16]byte{} || topicID == [16]byte{} || c.TopicID == topicID
 }
 
 // TopicPartition identifies a partition by topic name.
@@ -120,22 +130,33 @@ func (s *State) All(groupID string) []struct {
 	return out
 }
 
+// Commit value versions. 0 and 1 are what builds before topic ids wrote and are still read;
+// 2 and 3 add the topic id. The odd versions are materialized transactional offsets, which
+// carry the log position of the staged record they came from.
+const (
+	commitValueV0         = 0 // offset, leader epoch, metadata, commit and expire timestamps
+	commitValueStagedV1   = 1 // v0 + staged record's log position
+	commitValueV2         = 2 // v0 + topic id
+	commitValueStagedV3   = 3 // v1 + topic id
+	commitValueNewestRead = commitValueStagedV3
+)
+
 // CommitRecord encodes a commit.
 func CommitRecord(groupID string, tp TopicPartition, c Committed) log.Record {
 	return log.Record{
 		Key: commitKey(groupID, tp),
-		Value: records.NewValue(0).Int64(c.Offset).Int32(c.LeaderEpoch).String(c.Metadata).
-			Int64(c.CommitTimestamp).Int64(c.ExpireTimestamp).Build(),
+		Value: records.NewValue(commitValueV2).Int64(c.Offset).Int32(c.LeaderEpoch).String(c.Metadata).
+			Int64(c.CommitTimestamp).Int64(c.ExpireTimestamp).UUID(c.TopicID).Build(),
 	}
 }
 
-// materializedRecord encodes a committed transactional offset: value version 1 carries the log
-// position of the staged record it came from.
+// materializedRecord encodes a committed transactional offset: it carries the log position of
+// the staged record it came from.
 func materializedRecord(groupID string, tp TopicPartition, c Committed) log.Record {
 	return log.Record{
 		Key: commitKey(groupID, tp),
-		Value: records.NewValue(1).Int64(c.Offset).Int32(c.LeaderEpoch).String(c.Metadata).
-			Int64(c.CommitTimestamp).Int64(c.ExpireTimestamp).Int64(c.LogOffset).Build(),
+		Value: records.NewValue(commitValueStagedV3).Int64(c.Offset).Int32(c.LeaderEpoch).String(c.Metadata).
+			Int64(c.CommitTimestamp).Int64(c.ExpireTimestamp).Int64(c.LogOffset).UUID(c.TopicID).Build(),
 	}
 }
 
@@ -177,14 +198,17 @@ func (s *State) Replay(offset int64, rec log.Record) error {
 	if err != nil {
 		return err
 	}
-	if version > 1 {
+	if version > commitValueNewestRead {
 		return fmt.Errorf("offset commit value version %d is newer than this build understands", version)
 	}
 	c := Committed{Offset: v.Int64(), LeaderEpoch: v.Int32(), Metadata: v.String(), CommitTimestamp: v.Int64(), ExpireTimestamp: v.Int64(), LogOffset: offset}
-	if version == 1 {
+	if version == commitValueStagedV1 || version == commitValueStagedV3 {
 		// A materialized transactional offset keeps the log position of its staged record,
 		// which is what orders it against regular commits (spec coordinator-apis §4.3).
 		c.LogOffset = v.Int64()
+	}
+	if version >= commitValueV2 {
+		c.TopicID = v.UUID()
 	}
 	if err := v.Err(); err != nil {
 		return fmt.Errorf("offset commit value: %w", err)

@@ -141,12 +141,13 @@ func (s *State) StageCheck(producerID int64, epoch int16) int16 {
 	return 0
 }
 
-// StageRecord encodes one staged transactional offset.
+// StageRecord encodes one staged transactional offset. Value version 1 adds the topic id to
+// version 0's fields; both are read.
 func StageRecord(producerID int64, groupID string, tp TopicPartition, p Pending) log.Record {
 	return log.Record{
 		Key: txnOffsetKey(producerID, groupID, tp),
-		Value: records.NewValue(0).Int16(p.ProducerEpoch).Int64(p.Offset).Int32(p.LeaderEpoch).String(p.Metadata).
-			Int64(p.CommitTimestamp).Build(),
+		Value: records.NewValue(1).Int16(p.ProducerEpoch).Int64(p.Offset).Int32(p.LeaderEpoch).String(p.Metadata).
+			Int64(p.CommitTimestamp).UUID(p.TopicID).Build(),
 	}
 }
 
@@ -179,7 +180,11 @@ func producerKey(producerID int64) []byte {
 // committed value; either way the staged offsets are removed. The code is non-zero when the
 // marker is refused: an epoch below the producer's (INVALID_PRODUCER_EPOCH) or a transaction
 // coordinator epoch below the last one seen (TRANSACTION_COORDINATOR_FENCED), as Kafka's log
-// would answer. A marker for a producer with nothing staged changes nothing and succeeds.
+// would answer. A marker for a producer with nothing staged changes no offset, but its epochs
+// are still recorded when they are new: a transaction coordinator bumps the epoch when it ends
+// a transaction (transaction version 2), and Kafka's log remembers the marker's epoch for the
+// partition even where the producer never wrote, so a zombie's later TxnOffsetCommit with the
+// older epoch is INVALID_PRODUCER_EPOCH.
 func (s *State) CompleteTxn(producerID int64, epoch int16, coordinatorEpoch int32, commit bool, now int64) ([]log.Record, int16) {
 	p, known := s.producers[producerID]
 	if known && epoch < p.Epoch {
@@ -190,7 +195,10 @@ func (s *State) CompleteTxn(producerID int64, epoch int16, coordinatorEpoch int3
 	}
 	staged := s.StagedBy(producerID)
 	if len(staged) == 0 {
-		return nil, 0
+		if known && epoch == p.Epoch && coordinatorEpoch == p.CoordinatorEpoch {
+			return nil, 0 // nothing new to remember: a repeated marker writes nothing
+		}
+		return []log.Record{s.ProducerRecord(producerID, epoch, coordinatorEpoch, now)}, 0
 	}
 	recs := make([]log.Record, 0, 2*len(staged)+1)
 	for _, e := range staged {
@@ -254,11 +262,14 @@ func (s *State) replayTxnOffset(offset int64, rec log.Record) error {
 	if err != nil {
 		return err
 	}
-	if version != 0 {
+	if version > 1 {
 		return fmt.Errorf("txn offset value version %d is newer than this build understands", version)
 	}
 	p := Pending{ProducerEpoch: v.Int16()}
 	p.Offset, p.LeaderEpoch, p.Metadata, p.CommitTimestamp = v.Int64(), v.Int32(), v.String(), v.Int64()
+	if version >= 1 {
+		p.TopicID = v.UUID()
+	}
 	p.ExpireTimestamp, p.LogOffset = -1, offset
 	if err := v.Err(); err != nil {
 		return fmt.Errorf("txn offset value: %w", err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/records"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -159,12 +160,43 @@ func TestSpec4_3_MaterializedOffsetKeepsStagedPosition(t *testing.T) {
 	}
 }
 
-// T73: a marker for a producer with nothing staged succeeds and changes nothing.
+// T73: a marker for a producer with nothing staged succeeds and changes no offset; it only
+// records the producer's epochs, and a repeated marker writes nothing.
 func TestSpec4_3_MarkerWithNothingStagedIsNoop(t *testing.T) {
-	s := New()
-	recs, code := s.CompleteTxn(9, 0, 0, true, 1)
-	if code != 0 || len(recs) != 0 {
-		t.Fatalf("recs %d code %d", len(recs), code)
+	l := newShardLog(t)
+	l.commit("g", t0, 10)
+	if code := l.marker(9, 0, true); code != 0 {
+		t.Fatalf("code %d", code)
+	}
+	if l.offset("g", t0) != 10 || l.s.HasOpenTxns("g") {
+		t.Fatalf("offset %d", l.offset("g", t0))
+	}
+	if recs, code := l.s.CompleteTxn(9, 0, 0, true, 3); code != 0 || len(recs) != 0 {
+		t.Fatalf("repeated marker: %d records, code %d", len(recs), code)
+	}
+	l.reload(true)
+}
+
+// Kafka's TxnOffsetCommitRequestTest.testDelayedTxnOffsetCommitWithBumpedEpochIsRejected: a
+// transaction that staged nothing here ends with a marker carrying the bumped epoch (transaction
+// version 2); a delayed TxnOffsetCommit with the old epoch is then INVALID_PRODUCER_EPOCH, also
+// after a restart and compaction.
+func TestBumpedEpochFromMarkerWithNothingStagedFences(t *testing.T) {
+	l := newShardLog(t)
+	if code := l.marker(9, 1, true); code != 0 {
+		t.Fatalf("marker: %d", code)
+	}
+	l.reload(true)
+	if code := l.s.StageCheck(9, 0); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("stage with the epoch before the bump: %d", code)
+	}
+	if code := l.s.StageCheck(9, 1); code != 0 {
+		t.Fatalf("stage with the bumped epoch: %d", code)
+	}
+	// A later, higher epoch from a marker raises it again.
+	l.marker(9, 2, false)
+	if code := l.s.StageCheck(9, 1); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("after a second bump: %d", code)
 	}
 }
 
@@ -271,7 +303,7 @@ func TestSpec3_5_DropDeletedTopics(t *testing.T) {
 	l.append(CommitRecord("g", TopicPartition{"gone", 0}, Committed{Offset: 1, CommitTimestamp: 10, ExpireTimestamp: -1}))
 	l.append(CommitRecord("h", TopicPartition{"gone", 1}, Committed{Offset: 1, CommitTimestamp: 30, ExpireTimestamp: -1}))
 	l.append(StageRecord(7, "g", TopicPartition{"gone", 2}, Pending{Committed: Committed{Offset: 1, CommitTimestamp: 10}}))
-	exists := func(topic string) bool { return topic == "t" }
+	exists := func(topic string) ([16]byte, bool) { return [16]byte{}, topic == "t" }
 	recs := l.s.DropDeletedTopics(exists, 20)
 	l.append(recs...)
 	if len(recs) != 2 || l.s.HasPending("g", "gone", 2) || l.offset("g", TopicPartition{"gone", 0}) != -1 {
@@ -314,4 +346,70 @@ func TestGroupWithOnlyStagedOffsetsExists(t *testing.T) {
 	if l.s.HasGroup("g") || len(l.s.Groups()) != 0 {
 		t.Fatalf("groups after abort %v", l.s.Groups())
 	}
+}
+
+var (
+	idOld = [16]byte{0: 1}
+	idNew = [16]byte{0: 2}
+)
+
+// Issue 10, defect 13 (OffsetFetchRequestTest.testFetchOffsetWithRecreatedTopic): an offset is
+// bound to the id of the topic it was committed for, in regular and transactional commits, and
+// keeps it through a reload and compaction.
+func TestOffsetsKeepTheirTopicID(t *testing.T) {
+	l := newShardLog(t)
+	l.append(CommitRecord("g", t0, Committed{Offset: 5, LeaderEpoch: -1, CommitTimestamp: 1, ExpireTimestamp: -1, TopicID: idOld}))
+	l.append(StageRecord(7, "g", TopicPartition{"t", 1}, Pending{Committed: Committed{Offset: 6, LeaderEpoch: -1, CommitTimestamp: 1, TopicID: idOld}}),
+		l.s.ProducerRecord(7, 0, -1, 1))
+	l.reload(true)
+	if p, _ := l.s.Staged(7, "g", "t", 1); p.TopicID != idOld {
+		t.Fatalf("staged offset's topic id %x", p.TopicID)
+	}
+	l.marker(7, 0, true)
+	l.reload(true)
+	for _, tp := range []TopicPartition{t0, {"t", 1}} {
+		c, ok := l.s.Get("g", tp.Topic, tp.Partition)
+		if !ok || c.TopicID != idOld || !c.For(idOld) || c.For(idNew) {
+			t.Fatalf("%v: %+v", tp, c)
+		}
+	}
+}
+
+// Records written before topic ids (commit values 0 and 1, staged value 0) still load; their
+// offsets belong to whatever topic has the name.
+func TestOffsetRecordsWithoutTopicIDStillLoad(t *testing.T) {
+	l := newShardLog(t)
+	l.append(log.Record{Key: commitKey("g", t0), Value: records.NewValue(0).Int64(5).Int32(-1).String("m").Int64(10).Int64(-1).Build()})
+	l.append(log.Record{Key: commitKey("g", TopicPartition{"t", 1}), Value: records.NewValue(1).Int64(6).Int32(-1).String("").Int64(10).Int64(-1).Int64(0).Build()})
+	l.append(log.Record{Key: txnOffsetKey(7, "g", TopicPartition{"t", 2}), Value: records.NewValue(0).Int16(0).Int64(7).Int32(-1).String("").Int64(10).Build()})
+	l.reload(true)
+	c, ok := l.s.Get("g", "t", 0)
+	if !ok || c.Offset != 5 || c.Metadata != "m" || c.TopicID != ([16]byte{}) || !c.For(idNew) {
+		t.Fatalf("v0 commit: %+v", c)
+	}
+	if c, ok := l.s.Get("g", "t", 1); !ok || c.Offset != 6 || c.LogOffset != 0 {
+		t.Fatalf("v1 commit: %+v", c)
+	}
+	if p, ok := l.s.Staged(7, "g", "t", 2); !ok || p.Offset != 7 {
+		t.Fatalf("v0 staged: %+v", p)
+	}
+}
+
+// A deletion drops the offsets of a topic that is gone and of an earlier topic of a name that
+// was re-created under a new id; the new topic's offsets and those of unknown id stay.
+func TestDropDeletedTopicsByID(t *testing.T) {
+	l := newShardLog(t)
+	l.append(CommitRecord("g", t0, Committed{Offset: 1, CommitTimestamp: 10, ExpireTimestamp: -1, TopicID: idOld}))
+	l.append(CommitRecord("h", t0, Committed{Offset: 2, CommitTimestamp: 10, ExpireTimestamp: -1, TopicID: idNew}))
+	l.append(CommitRecord("i", t0, Committed{Offset: 3, CommitTimestamp: 10, ExpireTimestamp: -1}))
+	l.append(StageRecord(7, "j", t0, Pending{Committed: Committed{Offset: 4, CommitTimestamp: 10, TopicID: idOld}}))
+	lookup := func(topic string) ([16]byte, bool) { return idNew, topic == "t" }
+	l.append(l.s.DropDeletedTopics(lookup, 20)...)
+	if l.offset("g", t0) != -1 || l.s.HasPending("j", "t", 0) {
+		t.Fatal("the old topic's offsets stayed")
+	}
+	if l.offset("h", t0) != 2 || l.offset("i", t0) != 3 {
+		t.Fatal("dropped the new topic's offset or one of unknown id")
+	}
+	l.reload(true)
 }

@@ -95,16 +95,31 @@ func TestSpec3_5_RetentionCheckExpiresOffsets(t *testing.T) {
 }
 
 // The retention timer is re-armed when a shard loads: offsets due while the process was down
-// expire after a restart (and after kill -9).
+// expire after a restart (and after kill -9). The expiry must be the restarted process's doing
+// on the commit it reloaded, so a restart that lost the commit fails the test: a long-lived
+// witness commit must still be there, and the restarted process must log the expiry of one
+// offset.
 func TestSpec3_5_RetentionResumesAfterRestart(t *testing.T) {
 	d := startDaemon(t, "offsets.retention.check.interval.ms=100")
 	adm := kadm.NewClient(d.client())
-	createTopic(t, adm, "t", 1)
+	createTopic(t, adm, "t", 2)
 	commitWithRetention(t, d, "g", "t", 0, 1, 1000)
+	commitWithRetention(t, d, "g", "t", 1, 2, 24*3600*1000)
 	d.kill()
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond) // t/0 is due while the process is down
+	before := len(d.allLogs())
 	d.start("offsets.retention.check.interval.ms=100")
-	eventually(t, "expiry after restart", func() bool { return len(fetchAllV7(t, d, "g")) == 0 })
+	eventually(t, "expiry after restart", func() bool {
+		for _, l := range d.allLogs()[before:] {
+			if l["msg"] == "expired committed offsets" && l["offsets"] == float64(1) {
+				return true
+			}
+		}
+		return false
+	})
+	if got := fetchAllV7(t, d, "g"); len(got) != 1 || got["t/1"] != 2 {
+		t.Fatalf("after restart: %v, want only t/1=2", got)
+	}
 }
 
 // Spec §3.5: deleting a topic removes every group's offsets for it (committed and staged), so a

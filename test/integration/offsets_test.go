@@ -132,3 +132,61 @@ func TestOffsetCommitErrors(t *testing.T) {
 		t.Fatalf("unknown group fetch: %v %v %v", err, unknown.Error(), unknown)
 	}
 }
+
+// Issue 10, defect 13 (Kafka's OffsetFetchRequestTest.testFetchOffsetWithRecreatedTopic): a
+// topic deleted and re-created under the same name has a new id and none of the old topic's
+// offsets; OffsetFetch v10 by the new id and a fetch by name answer -1, also after a restart.
+// The deletion also removes the offsets at once (no retention sweep runs in this test), so
+// the simple group that only had them is gone.
+func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
+	d := startDaemon(t)
+	adm := kadm.NewClient(d.client())
+	createTopic(t, adm, "t", 3)
+	for p := int32(0); p < 3; p++ {
+		commitPlain(t, adm, "g", "t", p, 100+int64(p))
+	}
+	if res, err := adm.DeleteTopics(ctxT(t), "t"); err != nil || res["t"].Err != nil {
+		t.Fatalf("delete t: %v %v", err, res["t"].Err)
+	}
+	res, err := adm.CreateTopics(ctxT(t), 3, -1, nil, "t")
+	if err != nil || res["t"].Err != nil {
+		t.Fatalf("re-create t: %v %v", err, res["t"].Err)
+	}
+	newID := [16]byte(res["t"].ID)
+	check := func(when string) {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = "g"
+		rt := kmsg.NewOffsetFetchRequestGroupTopic()
+		rt.TopicID, rt.Partitions = newID, []int32{0, 1, 2}
+		rg.Topics = append(rg.Topics, rt)
+		req.Groups = append(req.Groups, rg)
+		resp := call(t, d, req, 10).(*kmsg.OffsetFetchResponse)
+		if len(resp.Groups) != 1 || len(resp.Groups[0].Topics) != 1 || len(resp.Groups[0].Topics[0].Partitions) != 3 {
+			t.Fatalf("%s: v10 answer %+v", when, resp)
+		}
+		for _, p := range resp.Groups[0].Topics[0].Partitions {
+			if p.ErrorCode != 0 || p.Offset != -1 {
+				t.Fatalf("%s: v10 partition %d: offset %d code %d, want -1", when, p.Partition, p.Offset, p.ErrorCode)
+			}
+		}
+		if got := fetchV7(t, d, "g", false, "t", 0, 1, 2); got[0].offset != -1 || got[1].offset != -1 || got[2].offset != -1 {
+			t.Fatalf("%s: fetch by name %v", when, got)
+		}
+	}
+	check("after re-create")
+	eventually(t, "the group with only the deleted topic's offsets disappears", func() bool {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = []string{"g"}
+		return call(t, d, req, 5).(*kmsg.DescribeGroupsResponse).Groups[0].State == "Dead"
+	})
+	// The new topic's own commit is served (a new client: the first one caches the old id).
+	commitPlain(t, kadm.NewClient(d.client()), "g", "t", 1, 7)
+	d.stop()
+	d.start()
+	check2 := fetchV7(t, d, "g", false, "t", 0, 1)
+	if check2[0].offset != -1 || check2[1].offset != 7 {
+		t.Fatalf("after restart: %v", check2)
+	}
+}

@@ -473,3 +473,26 @@ func TestStreamsHighAvailabilityMovesActivesToNewProcess(t *testing.T) {
 	}
 	t.Logf("balanced %d rounds after d joined", rounds)
 }
+
+// Issue 10, defect 7 for streams groups: the session timers a restarted coordinator re-arms
+// follow the configured group.streams.session.timeout.ms (3 s here), not Kafka's default
+// (45 s): a member that died with the old process is removed within seconds of the restart.
+func TestStreamsRestartRearmsConfiguredSessionTimeout(t *testing.T) {
+	d := startStreamsDaemon(t)
+	createStreamsTopics(t, d.Addr, 2, "rearm-in-0")
+	app := newStreamsApp(t, d.Addr, "rearm", streamsTopology("rearm-in", 1))
+	defer app.stopAll()
+	m := app.newMember("m0", "p0", nil)
+	m.start()
+	app.waitConverged([]*simMember{m}, 1, 2, 0, 30*time.Second)
+	m.crash()
+	d.kill()
+	d.start(streamsTestSettings...)
+	deadline := time.Now().Add(20 * time.Second) // well under the 45 s default
+	for len(describeStreams(t, d.Addr, "rearm").Members) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the member of a restarted group outlived the configured session timeout")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

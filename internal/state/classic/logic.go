@@ -937,10 +937,14 @@ func (s *State) Rearm(cfg Config) []Timer {
 		for _, p := range g.Pending {
 			add(TimerPending, p.ID, ms(p.SessionTimeoutMs))
 		}
-		switch g.State {
-		case PreparingRebalance:
+		switch {
+		case g.State == PreparingRebalance && g.InitialRebalance:
+			// The first rebalance out of Empty goes on waiting in steps of
+			// group.initial.rebalance.delay.ms, as it would have without the restart.
+			out = append(out, Timer{Kind: TimerJoin, Group: id, Generation: g.Generation, Delay: ms(min(cfg.InitialRebalanceDelayMs, g.maxRebalanceTimeout()))})
+		case g.State == PreparingRebalance:
 			out = append(out, Timer{Kind: TimerJoin, Group: id, Generation: g.Generation, Delay: ms(g.maxRebalanceTimeout()), Final: true})
-		case CompletingRebalance, Stable:
+		case g.State == CompletingRebalance || g.State == Stable:
 			for _, m := range g.Members {
 				if m.PendingSync {
 					add(TimerSync, "", ms(g.maxRebalanceTimeout()))

@@ -74,7 +74,6 @@ func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_
 // validateOnly nothing is written.
 func CreateTopics(topics []NewTopic, validateOnly bool, d Defaults) runtime.WriteOp[*Catalog] {
 	return func(_ *runtime.Ctx[*Catalog], c *Catalog) runtime.Result {
-		snap := c.snap
 		results := make([]TopicResult, 0, len(topics))
 		var recs []log.Record
 		count := map[string]int{}
@@ -111,7 +110,7 @@ func CreateTopics(topics []NewTopic, validateOnly bool, d Defaults) runtime.Writ
 				}
 				continue
 			}
-			r := createOne(snap, t, d, claimed)
+			r := createOne(c, t, d, claimed)
 			if r.Code == 0 {
 				claimed[collisionName(t.Name)] = t.Name
 				if !validateOnly {
@@ -124,18 +123,16 @@ func CreateTopics(topics []NewTopic, validateOnly bool, d Defaults) runtime.Writ
 	}
 }
 
-func createOne(snap *Snapshot, t NewTopic, d Defaults, claimed map[string]string) TopicResult {
+func createOne(c *Catalog, t NewTopic, d Defaults, claimed map[string]string) TopicResult {
 	if err := ValidateTopicName(t.Name); err != nil {
 		return fail(t.Name, kerr.InvalidTopicException, "%v", err)
 	}
-	if _, ok := snap.byName[t.Name]; ok {
+	if _, ok := c.byName[t.Name]; ok {
 		return fail(t.Name, kerr.TopicAlreadyExists, "topic '%s' already exists", t.Name)
 	}
 	cn := collisionName(t.Name)
-	for name := range snap.byName {
-		if collisionName(name) == cn {
-			return fail(t.Name, kerr.InvalidTopicException, "topic '%s' collides with existing topic: %s", t.Name, name)
-		}
+	if name, ok := c.collide[cn]; ok {
+		return fail(t.Name, kerr.InvalidTopicException, "topic '%s' collides with existing topic: %s", t.Name, name)
 	}
 	if other, ok := claimed[cn]; ok {
 		return fail(t.Name, kerr.InvalidTopicException, "topic '%s' collides with existing topic: %s", t.Name, other)
@@ -183,19 +180,19 @@ func createOne(snap *Snapshot, t NewTopic, d Defaults, claimed map[string]string
 		}
 		configs[k] = *v
 	}
-	return TopicResult{Name: t.Name, Topic: &Topic{Name: t.Name, ID: newTopicID(snap), Partitions: partitions, ReplicationFactor: rf, Configs: configs}}
+	return TopicResult{Name: t.Name, Topic: &Topic{Name: t.Name, ID: newTopicID(c), Partitions: partitions, ReplicationFactor: rf, Configs: configs}}
 }
 
 // newTopicID draws a random id that is neither the zero id nor one in use, and whose base64
 // form does not start with '-' (Kafka's rule, so ids never look like command-line flags).
-func newTopicID(snap *Snapshot) [16]byte {
+func newTopicID(c *Catalog) [16]byte {
 	for {
 		var id [16]byte
 		rand.Read(id[:])
 		if id == [16]byte{} || id == [16]byte{15: 1} {
 			continue
 		}
-		if _, used := snap.byID[id]; used {
+		if _, used := c.byID[id]; used {
 			continue
 		}
 		if base64.RawURLEncoding.EncodeToString(id[:])[0] == '-' {
@@ -224,12 +221,12 @@ func DeleteTopics(refs []TopicRef) runtime.WriteOp[*Catalog] {
 			)
 			switch {
 			case ref.Name != nil && *ref.Name != "":
-				if t, ok = c.snap.byName[*ref.Name]; !ok {
+				if t, ok = c.byName[*ref.Name]; !ok {
 					results = append(results, fail(*ref.Name, kerr.UnknownTopicOrPartition, "this server does not host this topic-partition"))
 					continue
 				}
 			case ref.ID != [16]byte{}:
-				if t, ok = c.snap.byID[ref.ID]; !ok {
+				if t, ok = c.byID[ref.ID]; !ok {
 					results = append(results, TopicResult{Code: kerr.UnknownTopicID.Code, Message: "this server does not host this topic ID"})
 					continue
 				}
@@ -270,7 +267,7 @@ func CreatePartitions(incs []PartitionIncrease, validateOnly bool, d Defaults) r
 				results = append(results, fail(inc.Name, kerr.InvalidRequest, "duplicate topic in request"))
 				continue
 			}
-			t, ok := c.snap.byName[inc.Name]
+			t, ok := c.byName[inc.Name]
 			if !ok {
 				results = append(results, fail(inc.Name, kerr.UnknownTopicOrPartition, "the topic '%s' does not exist", inc.Name))
 				continue
@@ -316,4 +313,4 @@ func CreatePartitions(incs []PartitionIncrease, validateOnly bool, d Defaults) r
 }
 
 // Read returns the durable snapshot.
-func Read(c *Catalog) (any, error) { return c.snap, nil }
+func Read(c *Catalog) (any, error) { return c.Snapshot(), nil }

@@ -184,9 +184,9 @@ func classicTimer(cfg classic.Config, t classic.Timer) runtime.WriteOp[*Machine]
 }
 
 // onLoadedClassic re-arms the classic timers of a freshly loaded shard (timers are never
-// persisted; session deadlines restart from the load time).
-func (m *Machine) onLoadedClassic(c *runtime.Ctx[*Machine]) {
-	cfg := classic.DefaultConfig()
+// persisted; session deadlines restart from the load time). cfg is the configured group.*
+// keys: the re-armed timers and every transaction they start run with it, as the handlers do.
+func (m *Machine) onLoadedClassic(c *runtime.Ctx[*Machine], cfg classic.Config) {
 	for _, t := range m.Classic.Rearm(cfg) {
 		c.Schedule(t.Key(), t.Delay, classicTimer(cfg, t))
 	}
@@ -350,8 +350,15 @@ func (m *Machine) classicOffsetRules(groupID string) (OffsetRules, bool) {
 	r := OffsetRules{Dead: g.State == classic.Dead, Empty: g.State == classic.Empty}
 	r.NonEmpty = g.State != classic.Empty && g.State != classic.Dead && g.ProtocolType != "consumer"
 	topics, known := g.SubscribedTopics()
-	if known && g.State != classic.Empty {
+	switch {
+	case known && g.State != classic.Empty:
 		r.Subscribed = func(topic string) bool { return topics[topic] }
+	case !known && g.ProtocolType == "consumer" && g.State != classic.Empty && g.State != classic.Dead:
+		// Kafka's ClassicGroup.isSubscribedToTopic: a consumer group whose subscriptions cannot
+		// be read (metadata that is not a ConsumerProtocolSubscription, no protocol chosen yet)
+		// is taken to be subscribed to every topic, so OffsetDelete never removes an offset a
+		// member may still be reading from.
+		r.Subscribed = func(string) bool { return true }
 	}
 	switch {
 	case g.State == classic.Empty:

@@ -42,8 +42,9 @@ func newClassicHarness(t *testing.T, b *memlog.Backend) *classicHarness {
 }
 
 func (h *classicHarness) start() {
+	cfg := h.cfg // the configuration at (re)start, as a process reads its keys once
 	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: NewMachine, Backend: h.b,
-		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) { m.onLoadedClassic(c) }})
+		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) { m.onLoadedClassic(c, cfg) }})
 	h.s.Start()
 	for h.s.State() != runtime.StateActive {
 		if h.s.State() == runtime.StateFailed {
@@ -1101,6 +1102,37 @@ func TestClassicJoinConvertsEmptyStreamsGroup(t *testing.T) {
 		v, err := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Streams.Owns("s"), nil })
 		if err != nil || v.(bool) {
 			t.Fatalf("the streams group survived the conversion (%v)", err)
+		}
+	})
+}
+
+// Issue 10, defect 7: the timers a shard re-arms when it loads ran with Kafka's defaults, not
+// the configured group.* keys. A group restarted in its initial rebalance goes on waiting in
+// steps of the configured group.initial.rebalance.delay.ms (1 s here; the default is 3 s, and
+// before the fix the barrier waited the whole 20 s rebalance timeout).
+func TestClassicRearmedTimersUseConfiguredKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newClassicHarness(t, nil)
+		defer h.close()
+		h.cfg.InitialRebalanceDelayMs = 1000
+		first := h.joinAsync(jreq("g", "", 3))
+		synctest.Wait()
+		d := h.describe("g")
+		if d.State != "PreparingRebalance" || len(d.Members) != 1 {
+			t.Fatalf("before restart: %+v", d)
+		}
+		member := d.Members[0].ID
+		h.restart()
+		if r := wait(t, first); r.Code != -100 {
+			t.Fatalf("parked join across a restart: %+v", r)
+		}
+		again := h.joinAsync(jreq("g", member, 3))
+		time.Sleep(1500 * time.Millisecond)
+		if pending(again) {
+			t.Fatal("the restarted initial rebalance did not end after the configured delay")
+		}
+		if d := h.describe("g"); d.State != "CompletingRebalance" {
+			t.Fatalf("after the configured delay: %+v", d)
 		}
 	})
 }

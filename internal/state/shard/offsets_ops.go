@@ -15,6 +15,9 @@ type CommitPartition struct {
 	Metadata    *string
 	// RetentionMs is an explicit retention (OffsetCommit v2-v4); -1: none, the default rules apply.
 	RetentionMs int64
+	// TopicID is the id of the topic the catalog resolved the commit to; the offset is bound to
+	// it (a re-created topic of the same name does not inherit it).
+	TopicID [16]byte
 }
 
 // CommitRequest is an OffsetCommit addressed to one group.
@@ -63,7 +66,7 @@ func CommitOffsets(r CommitRequest) runtime.WriteOp[*Machine] {
 			}
 			recs = append(recs, offsets.CommitRecord(r.Group, p.TopicPartition, offsets.Committed{
 				Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: meta,
-				CommitTimestamp: now, ExpireTimestamp: expire,
+				CommitTimestamp: now, ExpireTimestamp: expire, TopicID: p.TopicID,
 			}))
 		}
 		return runtime.Result{Records: recs, Response: codes}

@@ -23,9 +23,9 @@ type RetentionConfig struct {
 	Retention          time.Duration // offsets.retention.minutes
 	CheckInterval      time.Duration // offsets.retention.check.interval.ms
 	ProducerExpiration time.Duration // producer.id.expiration.ms
-	// Topics returns a catalog snapshot's membership test; it runs off the shard goroutine.
-	// Nil disables dropping the offsets of deleted topics.
-	Topics func(ctx context.Context) (exists func(topic string) bool, err error)
+	// Topics returns a catalog snapshot's lookup; it runs off the shard goroutine. Nil
+	// disables dropping the offsets of deleted topics.
+	Topics func(ctx context.Context) (offsets.TopicLookup, error)
 	Logger *zap.Logger
 }
 
@@ -112,7 +112,7 @@ func ExpireOffsets(cfg RetentionConfig) runtime.WriteOp[*Machine] {
 
 // DropDeletedTopicOffsets removes every group's committed and staged offsets of topics absent
 // from a catalog snapshot taken at snapshotAt.
-func DropDeletedTopicOffsets(cfg RetentionConfig, exists func(topic string) bool, snapshotAt time.Time) runtime.WriteOp[*Machine] {
+func DropDeletedTopicOffsets(cfg RetentionConfig, exists offsets.TopicLookup, snapshotAt time.Time) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		recs := m.Offsets.DropDeletedTopics(exists, snapshotAt.UnixMilli())
 		if len(recs) > sweepBatchRecords {

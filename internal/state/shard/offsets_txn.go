@@ -51,7 +51,7 @@ func TxnCommitOffsets(r TxnCommitRequest) runtime.WriteOp[*Machine] {
 			}
 			recs = append(recs, offsets.StageRecord(r.ProducerID, r.Group, p.TopicPartition, offsets.Pending{
 				ProducerEpoch: r.ProducerEpoch,
-				Committed:     offsets.Committed{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: meta, CommitTimestamp: now, ExpireTimestamp: -1},
+				Committed:     offsets.Committed{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: meta, CommitTimestamp: now, ExpireTimestamp: -1, TopicID: p.TopicID},
 			}))
 		}
 		if len(recs) > 0 {

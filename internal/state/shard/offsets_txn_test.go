@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
+	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -183,14 +184,14 @@ func TestSpec3_5_RetentionSweepOnShard(t *testing.T) {
 		catalog := map[string]bool{"t": true, "gone": true}
 		cfg := RetentionConfig{
 			Retention: 10 * time.Minute, CheckInterval: time.Minute, ProducerExpiration: time.Hour,
-			Topics: func(context.Context) (func(string) bool, error) {
+			Topics: func(context.Context) (offsets.TopicLookup, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				snap := map[string]bool{}
 				for k, v := range catalog {
 					snap[k] = v
 				}
-				return func(topic string) bool { return snap[topic] }, nil
+				return func(topic string) ([16]byte, bool) { return [16]byte{}, snap[topic] }, nil
 			},
 		}
 		onLoaded := func(c *runtime.Ctx[*Machine], _ *Machine) { ArmRetention(c, cfg) }
@@ -286,7 +287,7 @@ func TestReplayEquivalenceWithTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Write(ctx, DropDeletedTopicOffsets(RetentionConfig{}, func(topic string) bool { return topic == "t0" }, time.Now())); err != nil {
+	if _, err := s.Write(ctx, DropDeletedTopicOffsets(RetentionConfig{}, func(topic string) ([16]byte, bool) { return [16]byte{}, topic == "t0" }, time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	durable := func(s *runtime.Shard[*Machine]) *offsets.State {
@@ -318,4 +319,30 @@ func TestReplayEquivalenceWithTransactions(t *testing.T) {
 	if got := durable(s); !reflect.DeepEqual(got, want) {
 		t.Fatal("offsets replayed from the compacted log differ")
 	}
+}
+
+// Kafka's OffsetDeleteRequestTest.testOffsetDeleteWithOldConsumerGroupProtocol: a Stable consumer
+// group whose member joined with empty protocol metadata has subscriptions nobody can read, so
+// every topic counts as subscribed (GROUP_SUBSCRIBED_TO_TOPIC) and the offset stays.
+func TestOffsetDeleteUnreadableSubscriptionIsSubscribed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newClassicHarness(t, nil)
+		defer h.close()
+		req := jreq("g", "", 3)
+		req.Protocols = []classic.Protocol{{Name: "range", Metadata: []byte{}}}
+		r := h.join(req)
+		code(t, "join", r.Code, 0)
+		code(t, "sync", h.sync(sreq("g", r.MemberID, r.Generation, map[string][]byte{r.MemberID: {}})).Code, 0)
+		code(t, "commit", h.commit("g", r.Generation, r.MemberID, nil), 0)
+		if d := h.describe("g"); d.State != "Stable" {
+			t.Fatalf("state %s", d.State)
+		}
+		res := write[DeleteOffsetsResult](t, h.s, DeleteOffsets("g", []offsets.TopicPartition{{Topic: "t", Partition: 0}}))
+		if res.Code != 0 || !reflect.DeepEqual(res.Codes, []int16{kerr.GroupSubscribedToTopic.Code}) {
+			t.Fatalf("delete: %+v", res)
+		}
+		if got := write[[]FetchPartition](t, h.s, FetchOffsetsStable("g", []offsets.TopicPartition{{Topic: "t", Partition: 0}})); !got[0].Found {
+			t.Fatalf("offset deleted: %+v", got)
+		}
+	})
 }

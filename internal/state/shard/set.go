@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
@@ -31,12 +32,18 @@ type SetOptions struct {
 	// Streams is the streams groups' broker-level configuration (session timeouts of timers
 	// re-armed on load).
 	Streams streams.Config
+	// Classic is the classic groups' configuration (group.* keys) the timers re-armed on load
+	// run with; zero means Kafka's defaults.
+	Classic classic.Config
 }
 
 // NewSet creates the shards; Start loads them.
 func NewSet(o SetOptions) *Set {
 	if o.Streams.SessionTimeout <= 0 {
 		o.Streams = streams.DefaultConfig()
+	}
+	if o.Classic == (classic.Config{}) {
+		o.Classic = classic.DefaultConfig()
 	}
 	s := &Set{shards: make([]*runtime.Shard[*Machine], o.Count)}
 	for i := range s.shards {
@@ -57,7 +64,7 @@ func NewSet(o SetOptions) *Set {
 				if m.UnknownKinds > 0 && lg != nil {
 					lg.Warn("skipped records of unknown kinds (written by a newer version?)", zap.Int32("shard", c.ShardID()), zap.Int("records", m.UnknownKinds))
 				}
-				m.onLoadedClassic(c)
+				m.onLoadedClassic(c, o.Classic)
 				StreamsOnLoaded(c, m, o.Streams)
 				if o.OnLoaded != nil {
 					o.OnLoaded(c, m)
