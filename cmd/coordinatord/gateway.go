@@ -9,6 +9,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/gateway"
+	"github.com/coordinatord/coordinatord/internal/handlers"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/upstream"
@@ -76,7 +77,7 @@ func (m *gatewayMode) close(ctx context.Context) {
 // startGateway reaches the upstream (refusing to start when it cannot, after the configured
 // retries), binds a listener per upstream broker and keeps the topic catalog equal to the
 // upstream's.
-func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, local gateway.Local,
+func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, local *handlers.Table,
 	st *state, self config.Listener, newServer func(name string, h wire.Handler) *wire.Server, ls *listenerSet) (*gatewayMode, error) {
 	g := cfg.Gateway
 	gw, err := gateway.New(gateway.Options{
@@ -100,7 +101,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 				startErr = err
 				return
 			}
-			mirrorCatalog(st, v, log)
+			mirrorCatalog(st, v, log, local.TopicsDeleted)
 		},
 	})
 	if err != nil {
@@ -124,8 +125,9 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 }
 
 // mirrorCatalog writes the upstream's topics into the catalog (ids and partition counts), so
-// group APIs validate against the cluster the clients actually use.
-func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger) {
+// group APIs validate against the cluster the clients actually use. A deletion seen upstream
+// removes the topic's offsets, as Kafka does when a deletion reaches its group coordinator.
+func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger, topicsDeleted func()) {
 	topics := make([]meta.Topic, 0, len(v.Topics))
 	for _, t := range v.Topics {
 		topics = append(topics, meta.Topic{Name: t.Name, ID: t.ID, Partitions: t.Partitions, ReplicationFactor: -1})
@@ -138,6 +140,9 @@ func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger) {
 		return
 	}
 	r := res.(meta.MirrorResult)
+	if len(r.Deleted) > 0 {
+		topicsDeleted()
+	}
 	if n := len(r.Created) + len(r.Changed) + len(r.Deleted); n > 0 {
 		log.Info("catalog follows the upstream", zap.Int("created", len(r.Created)), zap.Int("changed", len(r.Changed)),
 			zap.Strings("deleted", r.Deleted))

@@ -63,7 +63,11 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 // the topic id they were committed for. One pass runs at a time, and deletions during a pass
 // make one more; the periodic retention sweep catches whatever a pass misses (a shard not
 // loaded yet).
-func (t *Table) dropDeletedTopicOffsets() {
+func (t *Table) dropDeletedTopicOffsets() { t.TopicsDeleted() }
+
+// TopicsDeleted starts the removal of deleted topics' offsets (see dropDeletedTopicOffsets) for
+// deletions learned elsewhere: in gateway mode, from the upstream's metadata.
+func (t *Table) TopicsDeleted() {
 	if t.deps.Groups == nil {
 		return // a table without group shards (tests of the catalog alone)
 	}

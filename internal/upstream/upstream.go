@@ -96,7 +96,6 @@ func New(opts Options) (*Client, error) {
 		kgo.ClientID(opts.ClientID),
 		kgo.RequestTimeoutOverhead(opts.RequestTimeout),
 		kgo.DialTimeout(opts.ConnectTimeout),
-		kgo.MetadataMaxAge(opts.MaxAge),
 	)
 	if err != nil {
 		return nil, err

@@ -78,7 +78,12 @@ func (g *gateway) start() {
 	started := make(chan map[string]any, 1)
 	go g.readLogs(out, started)
 	go func() { g.cmd.Wait(); close(g.exited) }()
-	t.Cleanup(g.kill)
+	t.Cleanup(func() {
+		g.kill()
+		if t.Failed() {
+			g.reportProblems()
+		}
+	})
 	select {
 	case line := <-started:
 		g.Admin = line["admin"].(string)
@@ -152,4 +157,16 @@ func freePortRange(t *testing.T, n int) int {
 	}
 	t.Fatal("no free port range below the ephemeral range")
 	return 0
+}
+
+// reportProblems logs the daemon's warnings and errors, for a failed test's report.
+func (g *gateway) reportProblems() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.logs {
+		if l["level"] == "warn" || l["level"] == "error" {
+			b, _ := json.Marshal(l)
+			g.t.Logf("coordinatord %s", tail(b, 2000))
+		}
+	}
 }

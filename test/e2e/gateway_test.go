@@ -258,3 +258,67 @@ func TestGateway_NodeIDClashRefusesStart(t *testing.T) {
 		t.Fatalf("no clear refusal:\n%s", out)
 	}
 }
+
+// A topic deleted and re-created upstream behind the gateway's back (between two metadata
+// refreshes) is a new topic: the old one's committed offsets are gone, as Kafka drops a deleted
+// topic's offsets, and commits for the new one work.
+func TestGateway_TopicRecreatedUpstreamStartsWithoutOffsets(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t, "upstream.metadata.max.age.ms=300")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, g.Addr))
+	direct := kadm.NewClient(newClient(t, upstreamAddr))
+	topic := "gw-recreated-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	group := topic + "-group"
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	commit := func() error {
+		resp, err := adm.CommitOffsets(ctx, group, kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 0, Offset: 41}))
+		if err == nil {
+			err = resp.Error()
+		}
+		return err
+	}
+	if err := commit(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := direct.ListTopics(ctx, topic)
+	oldID := before[topic].ID
+	if _, err := direct.DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := direct.CreateTopic(ctx, 1, 1, nil, topic); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("re-creating %s upstream: %v", topic, err)
+		}
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		after, _ := direct.ListTopics(ctx, topic)
+		if d, ok := after[topic]; ok && d.Err == nil && d.ID != oldID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream never showed the re-created topic under a new id")
+		}
+	}
+	// The gateway's catalog learns of the new id at its next refresh; then the old offsets are gone.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		offsets, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := offsets.Lookup(topic, 0); !ok || o.At < 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the re-created topic %s still shows the old topic's committed offset", topic)
+		}
+	}
+	if err := commit(); err != nil {
+		t.Fatalf("committing for the re-created topic: %v", err)
+	}
+}

@@ -24,7 +24,7 @@ func Mirror(topics []Topic) runtime.WriteOp[*Catalog] {
 		for i := range topics {
 			t := topics[i]
 			seen[t.Name] = true
-			old, ok := c.snap.byName[t.Name]
+			old, ok := c.byName[t.Name]
 			switch {
 			case !ok:
 				res.Created = append(res.Created, t.Name)
@@ -40,7 +40,7 @@ func Mirror(topics []Topic) runtime.WriteOp[*Catalog] {
 			}
 			recs = append(recs, TopicRecord(&t))
 		}
-		for name := range c.snap.byName {
+		for name := range c.byName {
 			if !seen[name] {
 				recs = append(recs, DeleteTopicRecord(name))
 				res.Deleted = append(res.Deleted, name)
