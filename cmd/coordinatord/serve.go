@@ -152,6 +152,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, log)
 	defer stopCleanup()
 	st.waitCatalog(ctx)
+	// One budget for every listener: queued.max.request.bytes bounds the process, not a port.
+	budget := wire.NewBudget(cfg.QueuedMaxRequestBytes, reg, log)
 	servers := make([]*wire.Server, len(lns))
 	errc := make(chan error, len(lns))
 	for i, ln := range lns {
@@ -160,6 +162,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 			MaxRequestBytes: cfg.MaxRequestBytes,
 			IdleTimeout:     cfg.ConnectionsMaxIdle,
 			MaxConnections:  cfg.MaxConnections,
+			Budget:          budget,
 			Logger:          log.With(zap.String("listener", cfg.Listeners[i].Name)),
 			Metrics:         metrics,
 		}, table)

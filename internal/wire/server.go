@@ -51,8 +51,11 @@ type Options struct {
 	MaxRequestBytes int32
 	IdleTimeout     time.Duration
 	MaxConnections  int
-	Logger          *zap.Logger
-	Metrics         *Metrics
+	// Budget is the process-wide queued.max.request.bytes, shared by every listener; nil:
+	// unbounded.
+	Budget  *Budget
+	Logger  *zap.Logger
+	Metrics *Metrics
 }
 
 // Server accepts connections on one listener and runs a loop per connection.
@@ -68,6 +71,10 @@ type Server struct {
 	// baseCtx is the parent of every request context; cancelled when a shutdown gives up waiting.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
+	// drainCtx is cancelled when a shutdown starts: connections waiting for budget stop waiting
+	// (they have nothing read yet, so nothing is lost).
+	drainCtx    context.Context
+	cancelDrain context.CancelFunc
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -86,15 +93,21 @@ func NewServer(opts Options, handler Handler) *Server {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = int(^uint(0) >> 1)
 	}
+	if opts.Budget == nil {
+		opts.Budget = NewBudget(0, nil, opts.Logger)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	drainCtx, cancelDrain := context.WithCancel(context.Background())
 	return &Server{
-		opts:       opts,
-		handler:    handler,
-		log:        opts.Logger,
-		metrics:    opts.Metrics,
-		baseCtx:    ctx,
-		cancelBase: cancel,
-		conns:      map[*serverConn]struct{}{},
+		opts:        opts,
+		handler:     handler,
+		log:         opts.Logger,
+		metrics:     opts.Metrics,
+		baseCtx:     ctx,
+		cancelBase:  cancel,
+		drainCtx:    drainCtx,
+		cancelDrain: cancelDrain,
+		conns:       map[*serverConn]struct{}{},
 	}
 }
 
@@ -169,6 +182,7 @@ func (s *Server) startConn(nc net.Conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining.Store(true)
+	s.cancelDrain()
 	if s.ln != nil {
 		s.ln.Close()
 	}
@@ -228,12 +242,32 @@ func (c *serverConn) run() {
 		s.wg.Done()
 	}()
 	br := bufio.NewReaderSize(&countingReader{r: c.nc, n: s.metrics.bytesIn}, 16<<10)
+	budget := s.opts.Budget
+	var held int64 // budget reserved for the frame being read or answered
+	defer func() { budget.Release(held) }()
 	var out []byte
 	for !s.draining.Load() {
 		if s.opts.IdleTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
-		frame, err := ReadFrame(br, s.opts.MaxRequestBytes)
+		size, err := ReadFrameSize(br, s.opts.MaxRequestBytes)
+		if err == nil && budget.Limit() > 0 && int64(size) > budget.Limit() {
+			// Only reachable if the configuration check was bypassed: it could never fit.
+			err = &FrameError{Reason: fmt.Sprintf("frame size %d exceeds queued.max.request.bytes %d", size, budget.Limit())}
+		}
+		if err != nil {
+			reason = c.readFailure(err)
+			return
+		}
+		if err := budget.Acquire(s.drainCtx, int64(size)); err != nil {
+			break // shutdown: this frame was not read, so it is not lost
+		}
+		held = int64(size)
+		if s.opts.IdleTimeout > 0 {
+			// Waiting for the budget is not the peer's idleness.
+			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		}
+		frame, err := ReadFrameBody(br, size)
 		if err != nil {
 			reason = c.readFailure(err)
 			return
@@ -253,6 +287,8 @@ func (c *serverConn) run() {
 			c.warn("closing connection", "writing response: "+err.Error())
 			return
 		}
+		budget.Release(held)
+		held = 0
 		if cap(out) > initialFrameChunk {
 			out = nil // do not pin one huge response's buffer for the connection's lifetime
 		}

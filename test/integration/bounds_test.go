@@ -1,13 +1,16 @@
 package integration
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -112,4 +115,110 @@ func TestWriteTxnMarkersFanOutIsBounded(t *testing.T) {
 		t.Fatalf("goroutines grew by %d during %d WriteTxnMarkers of %d entries each", grown, conns, entries)
 	}
 	t.Logf("goroutines: %v at rest, peak %d", base, peak.Load())
+}
+
+// Many connections each send a large valid request while the process-wide
+// queued.max.request.bytes holds only a few of them: the server reads what fits and leaves
+// the rest in the sockets (RSS stays near the budget, not near the sum of the frames), closes
+// nobody, and answers every request once the bytes arrive. Every frame is sent but for its last
+// byte first, so that each one the server has started to read stays in its memory.
+func TestQueuedRequestBytesBoundMemoryWithoutDroppingAnyone(t *testing.T) {
+	const (
+		conns     = 100
+		frameSize = 4 << 20
+		budget    = 32 << 20
+	)
+	d := startPlainDaemon(t, fmt.Sprintf("queued.max.request.bytes=%d", budget), fmt.Sprintf("socket.request.max.bytes=%d", frameSize))
+	assertServing(t, d)
+	before := d.rssBytes()
+
+	// FindCoordinator v3 whose group key fills the frame: valid, and cheap to answer.
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	probe := frame(req, 3, 0, strp("c"), nil)
+	req.CoordinatorKey = strings.Repeat("g", frameSize-len(probe)+1) // +1: its length prefix grows from 1 to 4 bytes
+	frames := make([][]byte, conns)
+	for i := range frames {
+		frames[i] = frame(req, 3, int32(i+1), strp("c"), nil)
+		if len(frames[i]) != frameSize+4 {
+			t.Fatalf("frame of %d bytes, want %d", len(frames[i]), frameSize+4)
+		}
+	}
+
+	finish := make(chan struct{})
+	errs := make(chan error, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		nc, err := net.DialTimeout("tcp", d.Addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		wg.Go(func() {
+			nc.SetDeadline(time.Now().Add(2 * time.Minute))
+			f := frames[i]
+			if _, err := nc.Write(f[:len(f)-1]); err != nil {
+				errs <- fmt.Errorf("connection %d: writing: %v", i, err)
+				return
+			}
+			<-finish
+			if _, err := nc.Write(f[len(f)-1:]); err != nil {
+				errs <- fmt.Errorf("connection %d: writing the last byte: %v", i, err)
+				return
+			}
+			var size [4]byte
+			_, err := io.ReadFull(nc, size[:])
+			b := make([]byte, int(size[0])<<24|int(size[1])<<16|int(size[2])<<8|int(size[3]))
+			if err == nil {
+				_, err = io.ReadFull(nc, b)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("connection %d was not answered: %v", i, err)
+				return
+			}
+			resp := kmsg.NewPtrFindCoordinatorResponse()
+			resp.SetVersion(3)
+			if corr := int32(b[0])<<24 | int32(b[1])<<16 | int32(b[2])<<8 | int32(b[3]); corr != int32(i+1) {
+				errs <- fmt.Errorf("connection %d: correlation id %d", i, corr)
+			} else if err := resp.ReadFrom(b[5:]); err != nil || resp.ErrorCode != 0 {
+				errs <- fmt.Errorf("connection %d: answer %v, error code %d", i, err, resp.ErrorCode)
+			}
+		})
+	}
+	// Settled: either the server has read (nearly) every frame, as it did without a budget, or
+	// the connections that do not fit are waiting for it.
+	received := float64(conns * (frameSize + 3))
+	waitFor(t, "the server to read what it will read", func() bool {
+		if w, ok := scrapeGauge(d.Admin, "coordinatord_connections_waiting_for_budget"); ok && w == conns-budget/frameSize {
+			return true
+		}
+		r, _ := scrapeGauge(d.Admin, "coordinatord_bytes_received_total")
+		return r >= received
+	})
+	time.Sleep(200 * time.Millisecond) // let the reading connections reach their last byte
+	grown := d.rssBytes() - before
+	t.Logf("RSS grew by %d MiB with %d frames of %d MiB against a %d MiB budget", grown>>20, conns, frameSize>>20, budget>>20)
+	if limit := int64(3 * budget); grown > limit {
+		t.Errorf("RSS grew by %d MiB, more than %d MiB (3 × queued.max.request.bytes) for %d MiB of requests", grown>>20, limit>>20, conns*frameSize>>20)
+	}
+	if q, ok := scrapeGauge(d.Admin, "coordinatord_queued_request_bytes"); !ok || q > budget {
+		t.Errorf("coordinatord_queued_request_bytes %v (ok %v) with a budget of %d", q, ok, budget)
+	}
+	d.waitLogged("queued.max.request.bytes exhausted: connections wait before reading their next request", func(l map[string]any) bool {
+		return l["queued_max_request_bytes"] == float64(budget)
+	})
+
+	start := time.Now()
+	close(finish)
+	wg.Wait()
+	t.Logf("all answered %v after the last bytes were sent", time.Since(start))
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	waitFor(t, "the budget to drain", func() bool {
+		q, ok1 := scrapeGauge(d.Admin, "coordinatord_queued_request_bytes")
+		w, ok2 := scrapeGauge(d.Admin, "coordinatord_connections_waiting_for_budget")
+		return ok1 && ok2 && q == 0 && w == 0
+	})
+	assertServing(t, d)
 }
