@@ -177,7 +177,7 @@ var keys = []key{
 			c.QueuedMaxRequestBytes = n
 			return nil
 		}},
-	{"max.connections", "10000", "Connections accepted at once per listener; further connections are closed at accept. See docs/operations.md for how the default was chosen (Kafka's is unlimited).",
+	{"max.connections", "10000", "Connections open at once; further connections are closed at accept. See docs/operations.md for how the default was chosen (Kafka's is unlimited).",
 		func(c *Config, v string) (err error) {
 			n, err := parseInt32(v, 1, 1<<31-1)
 			c.MaxConnections = int(n)
