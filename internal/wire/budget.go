@@ -13,8 +13,9 @@ import (
 // listener of the process: Kafka's queued.max.request.bytes. A connection reserves its next
 // frame's size as soon as it has read the size prefix and before anything is allocated for the
 // frame; while the reservation does not fit, the connection stops reading from its socket (TCP
-// flow control then holds the peer back) and nothing is dropped. The reservation is released
-// when the response has been written or the connection closes.
+// flow control then holds the peer back) and nothing is dropped. Once the request is handled
+// its reservation is exchanged for one of its answer's size, taken before the answer is
+// encoded, and released when the answer has been written or the connection closes.
 //
 // Frames larger than smallFrame are granted in arrival order among themselves, so a large frame
 // is not starved by other large ones. Frames up to smallFrame (nearly every coordinator request)
@@ -64,7 +65,7 @@ func NewBudget(limit int64, reg prometheus.Registerer, log *zap.Logger) *Budget 
 		log:   log,
 		queued: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "coordinatord_queued_request_bytes",
-			Help: "Bytes of requests read (or reserved for reading) and not yet answered, counted against queued.max.request.bytes.",
+			Help: "Bytes of requests read (or reserved for reading) and not yet answered, and of answers being written, counted against queued.max.request.bytes.",
 		}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "coordinatord_connections_waiting_for_budget",

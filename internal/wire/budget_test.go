@@ -45,13 +45,18 @@ func TestBudgetWaitsInOrderAndReleases(t *testing.T) {
 		if got := gaugeValue(b.queued); got != 6*S+smallFrame {
 			t.Fatalf("queued %v, want %d", got, 6*S+smallFrame)
 		}
-		b.Release(6 * S)
+		b.Release(2 * S) // room for the first large frame only
 		synctest.Wait()
-		if n := len(granted); n != 2 {
-			t.Fatalf("after the release %d of 2 waiters granted", n)
+		if n := len(granted); n != 1 {
+			t.Fatalf("after the first release %d of 2 waiters granted, want 1", n)
 		}
 		if first := <-granted; first != "first large" {
 			t.Fatalf("%s granted first", first)
+		}
+		b.Release(4 * S)
+		synctest.Wait()
+		if n := len(granted); n != 1 {
+			t.Fatalf("the second large frame was not granted after the second release")
 		}
 		if got := gaugeValue(b.queued); got != 8*S+smallFrame {
 			t.Fatalf("queued %v, want %d", got, 8*S+smallFrame)

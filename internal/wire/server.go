@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
@@ -278,6 +279,25 @@ func (c *serverConn) run() {
 			c.warn("closing connection", why)
 			return
 		}
+		// The request is done with; its answer is what needs memory now. Nothing is held while
+		// waiting for the answer's bytes, so this wait cannot deadlock with anyone's.
+		budget.Release(held)
+		held = 0
+		limit := budget.Limit()
+		if limit <= 0 {
+			limit = math.MaxInt64
+		}
+		respBytes, fits := encodedSizeAtMost(resp, limit)
+		if !fits {
+			reason = "response too large"
+			c.warn("closing connection", fmt.Sprintf("the %s answer would exceed queued.max.request.bytes %d", kmsg.NameForKey(hdr.Key), limit))
+			return
+		}
+		if err := budget.Acquire(c.ctx, respBytes); err != nil {
+			reason = "shutdown"
+			return
+		}
+		held = respBytes
 		out = AppendResponse(out[:0], hdr.CorrelationID, resp)
 		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		n, err := c.nc.Write(out)

@@ -222,3 +222,61 @@ func TestQueuedRequestBytesBoundMemoryWithoutDroppingAnyone(t *testing.T) {
 	})
 	assertServing(t, d)
 }
+
+// A small request can ask for a large answer: DescribeGroups naming one group with a large
+// member 2 000 times would need 2 000 copies of its metadata on the wire. The answer's bytes
+// count against queued.max.request.bytes before its buffer is allocated; one that could never
+// fit closes the connection (WARN "closing connection" naming the API) instead of growing the
+// process by the size of the answer. Other connections are served throughout.
+func TestOversizedAnswerIsRefusedBeforeItIsBuilt(t *testing.T) {
+	const (
+		budget  = 64 << 20
+		meta    = 256 << 10
+		repeats = 2000 // 500 MiB of answer from a 10 KiB request
+	)
+	d := startPlainDaemon(t, fmt.Sprintf("queued.max.request.bytes=%d", budget), "socket.request.max.bytes=1048576", "group.initial.rebalance.delay.ms=0")
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "big", 30000, 30000, "consumer"
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "range", make([]byte, meta)
+	join.Protocols = append(join.Protocols, p)
+	joined := call(t, d, join, 3).(*kmsg.JoinGroupResponse)
+	if joined.ErrorCode != 0 {
+		t.Fatalf("join: %s", kerr.ErrorForCode(joined.ErrorCode))
+	}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.Generation, sync.MemberID = "big", joined.Generation, joined.MemberID
+	a := kmsg.NewSyncGroupRequestGroupAssignment()
+	a.MemberID, a.MemberAssignment = joined.MemberID, []byte{0, 0, 0, 0, 0, 0, 0, 0}
+	sync.GroupAssignment = append(sync.GroupAssignment, a)
+	if synced := call(t, d, sync, 2).(*kmsg.SyncGroupResponse); synced.ErrorCode != 0 {
+		t.Fatalf("sync: %s", kerr.ErrorForCode(synced.ErrorCode))
+	}
+	// One describe is answered in full: the large member is described with its metadata.
+	one := kmsg.NewPtrDescribeGroupsRequest()
+	one.Groups = []string{"big"}
+	described := call(t, d, one, 4).(*kmsg.DescribeGroupsResponse)
+	if len(described.Groups) != 1 || len(described.Groups[0].Members) != 1 || len(described.Groups[0].Members[0].ProtocolMetadata) != meta {
+		t.Fatal("the group is not described with its member's metadata")
+	}
+
+	assertServing(t, d)
+	before := d.rssBytes()
+	many := kmsg.NewPtrDescribeGroupsRequest()
+	for range repeats {
+		many.Groups = append(many.Groups, "big")
+	}
+	c := dialRaw(t, d.Addr)
+	local := c.nc.LocalAddr().String()
+	c.write(frame(many, 4, 7, strp("c"), nil))
+	c.expectClosed()
+	d.waitLogged("closing connection", func(l map[string]any) bool {
+		return l["peer"] == local && strings.Contains(l["reason"].(string), "DescribeGroups answer would exceed queued.max.request.bytes")
+	})
+	grown := d.rssBytes() - before
+	t.Logf("RSS grew by %d MiB for a %d MiB answer", grown>>20, repeats*meta>>20)
+	if grown > budget {
+		t.Fatalf("RSS grew by %d MiB for an answer that was refused", grown>>20)
+	}
+	assertServing(t, d)
+}
