@@ -24,7 +24,8 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 	snap, catErr := t.catalog(ctx)
 	var gets []plugin.GetRequest
 	var getAt []int
-	for _, id := range req.Groups {
+	ids, at := distinctGroups(req.Groups)
+	for _, id := range ids {
 		g := kmsg.NewStreamsGroupDescribeResponseGroup()
 		g.Group = id
 		var epochs streams.DescriptionEpochs
@@ -70,6 +71,7 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 			}
 		}
 	}
+	resp.Groups = expandAnswers(resp.Groups, at)
 	return resp
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -279,4 +280,110 @@ func TestOversizedAnswerIsRefusedBeforeItIsBuilt(t *testing.T) {
 		t.Fatalf("RSS grew by %d MiB for an answer that was refused", grown>>20)
 	}
 	assertServing(t, d)
+}
+
+// A group named many times in one DescribeGroups is described once: every repeat is answered
+// (the same description), but the server does not build a copy of the group's members per
+// repeat, which for an answer too large to send would cost memory before it is refused.
+func TestDescribeGroupsRepeatsCostOneDescription(t *testing.T) {
+	const members = 200
+	d := startPlainDaemon(t, "queued.max.request.bytes=67108864", "socket.request.max.bytes=1048576", "group.initial.rebalance.delay.ms=2000")
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "wide", 60000, 60000, "consumer"
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "range", []byte{0, 1}
+	join.Protocols = append(join.Protocols, p)
+	conns := make([]*rawConn, members)
+	for i := range conns {
+		conns[i] = dialRaw(t, d.Addr)
+		conns[i].write(frame(join, 3, int32(i), strp(fmt.Sprintf("client-%d", i)), nil))
+	}
+	for i, c := range conns {
+		resp := kmsg.NewPtrJoinGroupResponse()
+		c.read(resp, 3, int32(i))
+		if resp.ErrorCode != 0 {
+			t.Fatalf("member %d: join %s", i, kerr.ErrorForCode(resp.ErrorCode))
+		}
+	}
+
+	// Repeats that fit are all answered with the whole group.
+	some := kmsg.NewPtrDescribeGroupsRequest()
+	for range 50 {
+		some.Groups = append(some.Groups, "wide")
+	}
+	described := call(t, d, some, 4).(*kmsg.DescribeGroupsResponse)
+	if len(described.Groups) != 50 {
+		t.Fatalf("%d answers for 50 repeats", len(described.Groups))
+	}
+	for i, g := range described.Groups {
+		if g.Group != "wide" || g.ErrorCode != 0 || len(g.Members) != members {
+			t.Fatalf("answer %d: group %q code %d, %d members", i, g.Group, g.ErrorCode, len(g.Members))
+		}
+	}
+
+	// 20 000 repeats: 4 million member entries, far beyond the budget. The connection is
+	// closed, and the server did not build them first.
+	before := d.rssBytes()
+	many := kmsg.NewPtrDescribeGroupsRequest()
+	for range 20_000 {
+		many.Groups = append(many.Groups, "wide")
+	}
+	c := dialRaw(t, d.Addr)
+	c.write(frame(many, 4, 9, strp("c"), nil))
+	c.expectClosed()
+	grown := d.rssBytes() - before
+	t.Logf("RSS grew by %d MiB describing a %d-member group %d times", grown>>20, members, len(many.Groups))
+	if grown > 64<<20 {
+		t.Fatalf("RSS grew by %d MiB for an answer that was refused", grown>>20)
+	}
+	assertServing(t, d)
+}
+
+// OffsetFetch v8 asking for all of one group's offsets several times in one request: every
+// repeat is answered in full (the server builds the answer once), and a repeat with explicit
+// topics is answered on its own.
+func TestOffsetFetchRepeatedAllTopicsGroup(t *testing.T) {
+	d := startDaemon(t)
+	adm := kadm.NewClient(d.client())
+	createTopic(t, adm, "t", 3)
+	var offs kadm.Offsets
+	for p := int32(0); p < 3; p++ {
+		offs.Add(kadm.Offset{Topic: "t", Partition: p, At: int64(10 + p), LeaderEpoch: -1})
+	}
+	if committed, err := adm.CommitOffsets(ctxT(t), "rep", offs); err != nil || committed.Error() != nil {
+		t.Fatalf("commit: %v %v", err, committed.Error())
+	}
+	req := kmsg.NewPtrOffsetFetchRequest()
+	for i := range 4 {
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group = "rep"
+		if i == 2 {
+			rt := kmsg.NewOffsetFetchRequestGroupTopic()
+			rt.Topic, rt.Partitions = "t", []int32{1}
+			g.Topics = append(g.Topics, rt)
+		}
+		req.Groups = append(req.Groups, g)
+	}
+	resp := call(t, d, req, 8).(*kmsg.OffsetFetchResponse)
+	if len(resp.Groups) != 4 {
+		t.Fatalf("%d answers for 4 groups", len(resp.Groups))
+	}
+	for i, g := range resp.Groups {
+		want := 3
+		if i == 2 {
+			want = 1
+		}
+		n := 0
+		for _, tp := range g.Topics {
+			for _, p := range tp.Partitions {
+				if p.ErrorCode != 0 || p.Offset != int64(10+p.Partition) {
+					t.Fatalf("answer %d: t/%d offset %d code %d", i, p.Partition, p.Offset, p.ErrorCode)
+				}
+				n++
+			}
+		}
+		if g.Group != "rep" || g.ErrorCode != 0 || n != want {
+			t.Fatalf("answer %d: group %q code %d, %d partitions, want %d", i, g.Group, g.ErrorCode, n, want)
+		}
+	}
 }
