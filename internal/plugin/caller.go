@@ -374,19 +374,13 @@ func run[T any](c *Caller, ctx context.Context, method Method, group string, sta
 	done := make(chan result[T], 1)
 	c.metrics.inflight.Inc()
 	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				c.log.Error("topology description plugin panicked; treated as a transient failure",
-					zap.String("method", string(method)), zap.String("group", group),
-					zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-				done <- result[T]{err: &panicError{value: r}}
-			}
-			c.metrics.inflight.Dec()
-			<-c.sem
-			c.workers.Done()
-		}()
-		v, err := fn(ctx)
-		done <- result[T]{v: v, err: err}
+		defer c.workers.Done()
+		r := guarded(c, ctx, method, group, fn)
+		// The slot is free and the gauge down before the caller sees the answer, so that what
+		// a caller observes after a call returns is settled.
+		c.metrics.inflight.Dec()
+		<-c.sem
+		done <- r
 	}()
 
 	var r result[T]
@@ -421,6 +415,20 @@ func run[T any](c *Caller, ctx context.Context, method Method, group string, sta
 	c.metrics.latency.WithLabelValues(string(method)).Observe(time.Since(start).Seconds())
 	c.metrics.vec(method).WithLabelValues("success", "").Inc()
 	return r.v, nil
+}
+
+// guarded runs fn, turning a panic into a result.
+func guarded[T any](c *Caller, ctx context.Context, method Method, group string, fn func(context.Context) (T, error)) (r result[T]) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("topology description plugin panicked; treated as a transient failure",
+				zap.String("method", string(method)), zap.String("group", group),
+				zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			r = result[T]{err: &panicError{value: p}}
+		}
+	}()
+	v, err := fn(ctx)
+	return result[T]{v: v, err: err}
 }
 
 type panicError struct{ value any }
