@@ -81,7 +81,13 @@ type Server struct {
 	ln    net.Listener
 	conns map[*serverConn]struct{}
 	wg    sync.WaitGroup
+	// lastRejectLog and rejectedUnlogged rate-limit the max.connections WARN line (under mu).
+	lastRejectLog    time.Time
+	rejectedUnlogged int
 }
+
+// rejectLogEvery is the shortest interval between two max.connections WARN lines.
+const rejectLogEvery = 10 * time.Second
 
 // NewServer returns a server that serves handler with the given limits.
 func NewServer(opts Options, handler Handler) *Server {
@@ -157,9 +163,17 @@ func (s *Server) startConn(nc net.Conn) {
 		return
 	}
 	if len(s.conns) >= s.opts.MaxConnections {
-		s.mu.Unlock()
 		s.metrics.connectionsRejected.Inc()
-		s.log.Warn("closing connection: max.connections reached", zap.Stringer("peer", nc.RemoteAddr()), zap.Int("max_connections", s.opts.MaxConnections))
+		// A flood of connections must not become a flood of log lines: one per window, with
+		// how many were closed since the last one.
+		if now := time.Now(); now.Sub(s.lastRejectLog) >= rejectLogEvery {
+			s.log.Warn("closing connection: max.connections reached", zap.Stringer("peer", nc.RemoteAddr()),
+				zap.Int("max_connections", s.opts.MaxConnections), zap.Int("rejected_since_last_line", s.rejectedUnlogged+1))
+			s.lastRejectLog, s.rejectedUnlogged = now, 0
+		} else {
+			s.rejectedUnlogged++
+		}
+		s.mu.Unlock()
 		nc.Close()
 		return
 	}

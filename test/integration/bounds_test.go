@@ -387,3 +387,26 @@ func TestOffsetFetchRepeatedAllTopicsGroup(t *testing.T) {
 		}
 	}
 }
+
+// A flood of connections beyond max.connections is counted in full but logged at most once per
+// window (with the number closed since the last line), so it cannot flood the log.
+func TestMaxConnectionsRejectionsAreLoggedRateLimited(t *testing.T) {
+	d := startDaemon(t, "max.connections=2")
+	for i := range 2 {
+		c := dialRaw(t, d.Addr)
+		c.write(frame(kmsg.NewPtrApiVersionsRequest(), 0, int32(i), strp("c"), nil))
+		c.read(kmsg.NewPtrApiVersionsResponse(), 0, int32(i))
+	}
+	const flood = 30
+	for range flood {
+		dialRaw(t, d.Addr).expectClosed()
+	}
+	if got, ok := scrapeGauge(d.Admin, "coordinatord_connections_rejected_total"); !ok || got != flood {
+		t.Fatalf("coordinatord_connections_rejected_total %v, want %d", got, flood)
+	}
+	d.waitLogged("closing connection: max.connections reached", nil)
+	// The window is 10 s: a slow run may cross one boundary, never thirty.
+	if n := len(d.logged("closing connection: max.connections reached")); n > 2 {
+		t.Fatalf("%d WARN lines for %d rejected connections", n, flood)
+	}
+}
