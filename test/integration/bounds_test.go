@@ -410,3 +410,50 @@ func TestMaxConnectionsRejectionsAreLoggedRateLimited(t *testing.T) {
 		t.Fatalf("%d WARN lines for %d rejected connections", n, flood)
 	}
 }
+
+// A partition is only a count in the catalog, but every Metadata answer lists each one: one
+// CreateTopics or CreatePartitions may add at most 10 000 partitions, as Kafka's controller
+// allows, and a request above that fails as a whole with POLICY_VIOLATION.
+func TestPartitionsAddedPerRequestAreBounded(t *testing.T) {
+	d := startDaemon(t)
+	create := func(counts ...int32) *kmsg.CreateTopicsResponse {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 5000
+		for i, n := range counts {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("p%d-%d", len(counts), i), n, 1
+			req.Topics = append(req.Topics, rt)
+		}
+		return call(t, d, req, 7).(*kmsg.CreateTopicsResponse)
+	}
+	for _, counts := range [][]int32{{2147483647}, {10_000, 1}} {
+		resp := create(counts...)
+		for _, st := range resp.Topics {
+			if st.ErrorCode != kerr.PolicyViolation.Code || st.ErrorMessage == nil {
+				t.Fatalf("%v partitions: topic %s got %v", counts, st.Topic, kerr.ErrorForCode(st.ErrorCode))
+			}
+		}
+	}
+	for _, st := range create(5_000, 5_000).Topics {
+		if st.ErrorCode != 0 {
+			t.Fatalf("10 000 partitions in one request refused: %s %v", st.Topic, kerr.ErrorForCode(st.ErrorCode))
+		}
+	}
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	grow.TimeoutMillis = 5000
+	gt := kmsg.NewCreatePartitionsRequestTopic()
+	gt.Topic, gt.Count = "p2-0", 5_000+10_001
+	grow.Topics = append(grow.Topics, gt)
+	if got := call(t, d, grow, 3).(*kmsg.CreatePartitionsResponse); len(got.Topics) != 1 || got.Topics[0].ErrorCode != kerr.PolicyViolation.Code {
+		t.Fatalf("adding 10 001 partitions: %+v", got.Topics)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	answered := call(t, d, md, 12).(*kmsg.MetadataResponse)
+	total := 0
+	for _, mt := range answered.Topics {
+		total += len(mt.Partitions)
+	}
+	if total != 10_000 {
+		t.Fatalf("Metadata lists %d partitions, want the 10 000 created", total)
+	}
+}
