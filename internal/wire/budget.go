@@ -19,8 +19,9 @@ import (
 //
 // Frames larger than smallFrame are granted in arrival order among themselves, so a large frame
 // is not starved by other large ones. Frames up to smallFrame (nearly every coordinator request)
-// are granted whenever they fit: a peer that claims a large frame and then sends its body slowly
-// holds its reservation, but must not stall the small requests of everyone else behind it.
+// and answers are granted whenever they fit: a peer that claims a large frame and then sends its
+// body slowly, or not at all, must not stall everyone else's requests, nor the answers of
+// requests already handled (a JoinGroup leader's answer can be large).
 // Because a whole frame is reserved at once, a connection never holds part of the budget while
 // it waits for the rest, so connections cannot deadlock one another.
 type Budget struct {
@@ -38,12 +39,15 @@ type Budget struct {
 	lastLog    time.Time
 }
 
-// smallFrame is the largest frame that may be granted ahead of a waiting larger one.
-const smallFrame = initialFrameChunk
+// smallFrame is the largest request frame that may be granted ahead of a waiting larger one.
+// Coordinator requests above 1 MiB are rare (a topology push, a commit of tens of thousands of
+// partitions); everything below passes a large frame that cannot be served yet.
+const smallFrame = 1 << 20
 
 type budgetWaiter struct {
-	n     int64
-	ready chan struct{}
+	n       int64
+	ordered bool // a large request: granted in arrival order with the other large ones
+	ready   chan struct{}
 }
 
 // BudgetExhaustedMessage is the WARN line logged (at most once per budgetLogEvery) when a
@@ -85,19 +89,29 @@ func NewBudget(limit int64, reg prometheus.Registerer, log *zap.Logger) *Budget 
 // Limit is the budget in bytes; <= 0 means unbounded.
 func (b *Budget) Limit() int64 { return b.limit }
 
-// Acquire reserves n bytes, waiting until they fit or ctx is done. n must not exceed a positive
-// limit (the caller refuses such a frame: it could never fit).
+// Acquire reserves n bytes for a request frame, waiting until they fit or ctx is done. n must
+// not exceed a positive limit (the caller refuses such a frame: it could never fit).
 func (b *Budget) Acquire(ctx context.Context, n int64) error {
+	return b.acquire(ctx, n, n > smallFrame)
+}
+
+// AcquireAnswer reserves n bytes for an answer: like Acquire, but never queued behind a large
+// request, since the request it answers has already been served.
+func (b *Budget) AcquireAnswer(ctx context.Context, n int64) error {
+	return b.acquire(ctx, n, false)
+}
+
+func (b *Budget) acquire(ctx context.Context, n int64, ordered bool) error {
 	b.mu.Lock()
-	if b.limit <= 0 || b.used+n <= b.limit && (n <= smallFrame || b.largeWaits == 0) {
+	if b.limit <= 0 || b.used+n <= b.limit && (!ordered || b.largeWaits == 0) {
 		b.used += n
 		b.queued.Set(float64(b.used))
 		b.mu.Unlock()
 		return nil
 	}
-	w := &budgetWaiter{n: n, ready: make(chan struct{})}
+	w := &budgetWaiter{n: n, ordered: ordered, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
-	if n > smallFrame {
+	if ordered {
 		b.largeWaits++
 	}
 	b.waiting.Inc()
@@ -128,7 +142,7 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 				break
 			}
 		}
-		if n > smallFrame {
+		if ordered {
 			b.largeWaits--
 		}
 	}
@@ -153,16 +167,15 @@ func (b *Budget) grantLocked() {
 	kept := b.waiters[:0]
 	largeBlocked := false
 	for _, w := range b.waiters {
-		large := w.n > smallFrame
-		if (!large || !largeBlocked) && b.used+w.n <= b.limit {
+		if (!w.ordered || !largeBlocked) && b.used+w.n <= b.limit {
 			b.used += w.n
-			if large {
+			if w.ordered {
 				b.largeWaits--
 			}
 			close(w.ready)
 			continue
 		}
-		largeBlocked = largeBlocked || large
+		largeBlocked = largeBlocked || w.ordered
 		kept = append(kept, w)
 	}
 	clear(b.waiters[len(kept):])

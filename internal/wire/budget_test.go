@@ -100,3 +100,32 @@ func TestBudgetUnboundedCounts(t *testing.T) {
 	}
 	b.Release(1 << 40)
 }
+
+// A request frame that needs nearly the whole budget waits for it; meanwhile requests up to
+// smallFrame and answers of any size that fit are granted, so one peer claiming a huge frame
+// under steady traffic cannot hold back the large answers of requests already served (a
+// JoinGroup leader's) nor ordinary requests.
+func TestBudgetHugeWaitingFrameDoesNotHoldBackAnswers(t *testing.T) {
+	const S = smallFrame + 1
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(10*S, nil, nil)
+		ctx := context.Background()
+		b.Acquire(ctx, 2*S) // traffic in flight
+		huge := make(chan struct{})
+		go func() { b.Acquire(ctx, 9*S); close(huge) }()
+		synctest.Wait()
+		if err := b.AcquireAnswer(ctx, 3*S); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Acquire(ctx, smallFrame); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-huge:
+			t.Fatal("the huge frame was granted without room")
+		default:
+		}
+		b.Release(2*S + 3*S + smallFrame)
+		<-huge
+	})
+}

@@ -307,7 +307,7 @@ func (c *serverConn) run() {
 			c.warn("closing connection", fmt.Sprintf("the %s answer would exceed queued.max.request.bytes %d", kmsg.NameForKey(hdr.Key), limit))
 			return
 		}
-		if err := budget.Acquire(c.ctx, respBytes); err != nil {
+		if err := budget.AcquireAnswer(c.ctx, respBytes); err != nil {
 			reason = "shutdown"
 			return
 		}
