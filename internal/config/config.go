@@ -38,19 +38,21 @@ func (l Listener) String() string { return l.Name + "://" + l.Addr() }
 
 // Config is the validated configuration of one coordinatord process.
 type Config struct {
-	Listeners             []Listener
-	AdvertisedListeners   []Listener
-	NodeID                int32
-	ClusterID             string
-	LogDirs               string
-	ShardCount            int32
-	MaxRequestBytes       int32
-	QueuedMaxRequestBytes int64 // <= 0: unbounded
-	MaxConnections        int
-	ConnectionsMaxIdle    time.Duration
-	AdminListener         string
-	LogLevel              string
-	ShutdownTimeout       time.Duration
+	Listeners           []Listener
+	AdvertisedListeners []Listener
+	NodeID              int32
+	ClusterID           string
+	LogDirs             string
+	ShardCount          int32
+	MaxRequestBytes     int32
+	MaxConnections      int
+	ConnectionsMaxIdle  time.Duration
+	AdminListener       string
+	LogLevel            string
+	ShutdownTimeout     time.Duration
+
+	// QueuedMaxRequestBytes is queued.max.request.bytes; <= 0: unbounded.
+	QueuedMaxRequestBytes int64
 
 	OffsetMetadataMaxBytes int
 	// Offsets retention (spec coordinator-apis §3.5) and transactional producer expiry.

@@ -52,11 +52,12 @@ type Options struct {
 	MaxRequestBytes int32
 	IdleTimeout     time.Duration
 	MaxConnections  int
+	Logger          *zap.Logger
+	Metrics         *Metrics
+
 	// Budget is the process-wide queued.max.request.bytes, shared by every listener; nil:
 	// unbounded.
-	Budget  *Budget
-	Logger  *zap.Logger
-	Metrics *Metrics
+	Budget *Budget
 }
 
 // Server accepts connections on one listener and runs a loop per connection.
