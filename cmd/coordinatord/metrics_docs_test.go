@@ -61,6 +61,7 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 	}
 	wire.NewMetrics(reg)
 	gateway.NewMetrics(reg) // gateway mode's series
+	wire.NewBudget(1<<20, reg, zap.NewNop())
 	topology, err := openTopologyPlugin(cfg, zap.NewNop(), reg)
 	if err != nil {
 		t.Fatal(err)

@@ -161,12 +161,15 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, st.descriptionsSettled, log)
 	defer stopCleanup()
 	st.waitCatalog(ctx)
+	// One budget for every listener: queued.max.request.bytes bounds the process, not a port.
+	budget := wire.NewBudget(cfg.QueuedMaxRequestBytes, reg, log)
 	newServer := func(name string, h wire.Handler) *wire.Server {
 		return wire.NewServer(wire.Options{
 			ListenerName:    name,
 			MaxRequestBytes: cfg.MaxRequestBytes,
 			IdleTimeout:     cfg.ConnectionsMaxIdle,
 			MaxConnections:  cfg.MaxConnections,
+			Budget:          budget,
 			Logger:          log.With(zap.String("listener", name)),
 			Metrics:         metrics,
 		}, h)

@@ -52,6 +52,9 @@ type Config struct {
 	LogLevel            string
 	ShutdownTimeout     time.Duration
 
+	// QueuedMaxRequestBytes is queued.max.request.bytes; <= 0: unbounded.
+	QueuedMaxRequestBytes int64
+
 	OffsetMetadataMaxBytes int
 	// Offsets retention (spec coordinator-apis §3.5) and transactional producer expiry.
 	OffsetsRetention              time.Duration
@@ -176,7 +179,16 @@ var keys = []key{
 		func(c *Config, v string) (err error) { c.ShardCount, err = parseInt32(v, 1, 10000); return }},
 	{"socket.request.max.bytes", "104857600", "Largest request frame accepted; a larger size prefix closes the connection before anything is allocated.",
 		func(c *Config, v string) (err error) { c.MaxRequestBytes, err = parseInt32(v, 1024, 1<<31-1); return }},
-	{"max.connections", "2147483647", "Connections accepted at once; further connections are closed at accept.",
+	{"queued.max.request.bytes", "104857600", "Bytes of requests read and not yet answered, across all connections; a connection whose next request does not fit stops reading until it does (it is not closed). At least socket.request.max.bytes; -1 is unbounded (Kafka's default).",
+		func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n != -1 && n < 1024 {
+				return errors.New("must be -1 (unbounded) or an integer >= 1024")
+			}
+			c.QueuedMaxRequestBytes = n
+			return nil
+		}},
+	{"max.connections", "10000", "Connections open at once; further connections are closed at accept. See docs/operations.md for how the default was chosen (Kafka's is unlimited).",
 		func(c *Config, v string) (err error) {
 			n, err := parseInt32(v, 1, 1<<31-1)
 			c.MaxConnections = int(n)
@@ -359,6 +371,12 @@ func Load(path string, overrides []string) (*Config, error) {
 func (c *Config) validate() error {
 	if err := c.validateStreams(); err != nil {
 		return err
+	}
+	if c.QueuedMaxRequestBytes > 0 && int64(c.MaxRequestBytes) > c.QueuedMaxRequestBytes {
+		// A frame larger than the whole budget could never be read: its connection would wait
+		// forever.
+		return &KeyError{Key: "socket.request.max.bytes", Value: c.values["socket.request.max.bytes"],
+			Reason: fmt.Sprintf("must not exceed queued.max.request.bytes (%d)", c.QueuedMaxRequestBytes)}
 	}
 	if len(c.AdvertisedListeners) == 0 {
 		for _, l := range c.Listeners {

@@ -26,6 +26,12 @@ func TestDefaultsWithoutFile(t *testing.T) {
 	if c.ShardCount != 50 || c.MaxRequestBytes != 104857600 || c.AdminListener != "127.0.0.1:9644" {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
+	if c.QueuedMaxRequestBytes != 104857600 || c.MaxConnections != 10000 {
+		t.Fatalf("queued.max.request.bytes %d, max.connections %d: both must be bounded by default", c.QueuedMaxRequestBytes, c.MaxConnections)
+	}
+	if u, err := Load("", []string{"queued.max.request.bytes=-1", "socket.request.max.bytes=2147483647"}); err != nil || u.QueuedMaxRequestBytes != -1 {
+		t.Fatalf("an unbounded budget admits any frame size: %v", err)
+	}
 	if len(c.AdvertisedListeners) != 1 || c.AdvertisedListeners[0].Addr() != "127.0.0.1:9092" {
 		t.Fatalf("advertised listeners should default to listeners, got %v", c.AdvertisedListeners)
 	}
@@ -69,6 +75,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"unspecified host needs advertised", "listeners=PLAINTEXT://0.0.0.0:9092\n", nil, "advertised.listeners", "must be set"},
 		{"flag without equals", "", []string{"node.id"}, "node.id", "key=value"},
 		{"bad level", "", []string{"log.level=loud"}, "log.level", "one of"},
+		{"frame larger than the queued budget", "", []string{"queued.max.request.bytes=1048576", "socket.request.max.bytes=1048577"}, "socket.request.max.bytes", "must not exceed queued.max.request.bytes"},
+		{"queued budget zero", "", []string{"queued.max.request.bytes=0"}, "queued.max.request.bytes", "-1 (unbounded)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

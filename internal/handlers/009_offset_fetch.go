@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
@@ -77,7 +78,22 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 		return resp
 	}
 
+	// A group asked for all its offsets is answered from state, not from the request: a repeat
+	// of the same question reuses the first answer rather than building another copy.
+	allAnswered := map[string]int{}
 	for _, rg := range req.Groups {
+		if rg.Topics == nil {
+			member := "\x00null"
+			if rg.MemberID != nil {
+				member = "\x01" + *rg.MemberID
+			}
+			allKey := strconv.Quote(rg.Group) + member + "\x00" + strconv.Itoa(int(rg.MemberEpoch))
+			if j, ok := allAnswered[allKey]; ok {
+				resp.Groups = append(resp.Groups, resp.Groups[j])
+				continue
+			}
+			allAnswered[allKey] = len(resp.Groups)
+		}
 		if r.Version >= 9 {
 			if code := t.validateStreamsFetch(ctx, rg.Group, rg.MemberID, rg.MemberEpoch); code != 0 {
 				g := kmsg.NewOffsetFetchResponseGroup()

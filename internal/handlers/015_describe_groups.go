@@ -20,7 +20,8 @@ const allGroupOperations = 3400
 func (t *Table) describeGroups(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	for _, id := range req.Groups {
+	ids, at := distinctGroups(req.Groups)
+	for _, id := range ids {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group, g.AuthorizedOperations = id, math.MinInt32
 		v, err := t.deps.Groups.For(id).Read(ctx, shard.DescribeClassicGroups([]string{id}))
@@ -60,6 +61,7 @@ func (t *Table) describeGroups(ctx context.Context, r *wire.Request) kmsg.Respon
 		}
 		resp.Groups = append(resp.Groups, g)
 	}
+	resp.Groups = expandAnswers(resp.Groups, at)
 	return resp
 }
 

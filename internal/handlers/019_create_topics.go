@@ -2,18 +2,47 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// maxPartitionsPerRequest bounds the partitions one CreateTopics or CreatePartitions may add, as
+// Kafka's controller bounds them (10 000, POLICY_VIOLATION for the whole request). A partition
+// is only a count in the catalog, but every Metadata answer lists each one: a 30-byte request
+// must not be able to make the next Metadata allocate 2^31 partition entries.
+const maxPartitionsPerRequest = 10_000
 
 // createTopics adds topics to the catalog. coordinatord stores no data, so a topic is its
 // metadata: name, id, partition count, replication factor (recorded, not enforced) and configs.
 func (t *Table) createTopics(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	total := int64(0)
+	for _, rt := range req.Topics {
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			total += int64(len(rt.ReplicaAssignment))
+		case rt.NumPartitions == -1:
+			total += int64(t.deps.Limits.DefaultPartitions)
+		case rt.NumPartitions > 0:
+			total += int64(rt.NumPartitions)
+		}
+	}
+	if total > maxPartitionsPerRequest {
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic, st.ErrorCode = rt.Topic, kerr.PolicyViolation.Code
+			st.ErrorMessage = strPtr(fmt.Sprintf("A request may create at most %d partitions; this one asks for %d.", maxPartitionsPerRequest, total))
+			st.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}
 	topics := make([]meta.NewTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		nt := meta.NewTopic{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor, Configs: map[string]*string{}}

@@ -14,6 +14,21 @@ import (
 // transaction committed offsets of a group on shard N (spec coordinator-apis §1.5, §4.4).
 const offsetsTopic = "__consumer_offsets"
 
+// markerWorkers bounds the shard writes one WriteTxnMarkers request runs at once. A marker is
+// one write per shard whatever the number of partition entries naming that shard, so a request
+// costs at most markers × shards writes, run by this many goroutines: a frame listing 100 000
+// partitions must not start 100 000 goroutines.
+const markerWorkers = 16
+
+// markerOp is one marker applied to one shard; every response partition naming that shard in
+// that marker gets its code.
+type markerOp struct {
+	marker *kmsg.WriteTxnMarkersRequestMarker
+	shard  int32
+	code   int16
+	parts  []*kmsg.WriteTxnMarkersResponseMarkerTopicPartition
+}
+
 // writeTxnMarkers applies transaction markers sent by a transaction coordinator (spec
 // coordinator-apis §4.4 option A): for each marker, partition N of __consumer_offsets is shard N,
 // where the producer's staged offsets are committed or dropped. coordinatord stores no data, so
@@ -24,10 +39,14 @@ func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Respo
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	count := t.deps.Groups.Count()
-	var wg sync.WaitGroup
-	for _, m := range req.Markers {
-		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+	var ops []*markerOp
+	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
+	for mi := range req.Markers {
+		m := &req.Markers[mi]
+		rm := &resp.Markers[mi]
+		*rm = kmsg.NewWriteTxnMarkersResponseMarker()
 		rm.ProducerID = m.ProducerID
+		byShard := map[int32]*markerOp{}
 		rm.Topics = make([]kmsg.WriteTxnMarkersResponseMarkerTopic, len(m.Topics))
 		for i, mt := range m.Topics {
 			rt := &rm.Topics[i]
@@ -42,20 +61,45 @@ func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Respo
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					continue
 				}
-				wg.Add(1)
-				go func(m kmsg.WriteTxnMarkersRequestMarker) {
-					defer wg.Done()
-					v, err := t.deps.Groups.Shard(p).Write(ctx, shard.CompleteTxn(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed))
-					if err != nil {
-						rp.ErrorCode = kerr.NotLeaderForPartition.Code
-						return
-					}
-					rp.ErrorCode = v.(int16)
-				}(m)
+				op := byShard[p]
+				if op == nil {
+					op = &markerOp{marker: m, shard: p}
+					byShard[p] = op
+					ops = append(ops, op)
+				}
+				op.parts = append(op.parts, rp)
 			}
 		}
-		resp.Markers = append(resp.Markers, rm)
 	}
-	wg.Wait()
+	t.runMarkerOps(ctx, ops)
+	for _, op := range ops {
+		for _, rp := range op.parts {
+			rp.ErrorCode = op.code
+		}
+	}
 	return resp
+}
+
+// runMarkerOps runs the ops on at most markerWorkers goroutines and waits for all of them.
+func (t *Table) runMarkerOps(ctx context.Context, ops []*markerOp) {
+	next := make(chan *markerOp)
+	var wg sync.WaitGroup
+	for range min(len(ops), markerWorkers) {
+		wg.Go(func() {
+			for op := range next {
+				m := op.marker
+				v, err := t.deps.Groups.Shard(op.shard).Write(ctx, shard.CompleteTxn(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed))
+				if err != nil {
+					op.code = kerr.NotLeaderForPartition.Code
+					continue
+				}
+				op.code = v.(int16)
+			}
+		})
+	}
+	for _, op := range ops {
+		next <- op
+	}
+	close(next)
+	wg.Wait()
 }

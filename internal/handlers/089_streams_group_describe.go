@@ -27,7 +27,8 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 	snap, catErr := t.catalog(ctx)
 	var gets []plugin.GetRequest
 	var getAt []int
-	for _, id := range req.Groups {
+	ids, at := distinctGroups(req.Groups)
+	for _, id := range ids {
 		g := kmsg.NewStreamsGroupDescribeResponseGroup()
 		g.Group = id
 		var epochs streams.DescriptionEpochs
@@ -77,6 +78,7 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 		}
 		t.descriptionsLost(ctx, lost)
 	}
+	resp.Groups = expandAnswers(resp.Groups, at)
 	return resp
 }
 

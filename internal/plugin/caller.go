@@ -230,7 +230,11 @@ func (c *Caller) OnLateSet(fn func(group string, epoch int32)) {
 // Get calls the plugin's Get. (nil, nil) means the plugin holds nothing for (group, epoch):
 // NOT_STORED. A description that fails Validate is an error (CauseInvalid).
 func (c *Caller) Get(ctx context.Context, group string, epoch int32) (*topologyplugin.Description, error) {
-	return call(c, ctx, MethodGet, group, func(ctx context.Context) (*topologyplugin.Description, error) {
+	return call(c, ctx, MethodGet, group, c.getFn(group, epoch), nil)
+}
+
+func (c *Caller) getFn(group string, epoch int32) func(context.Context) (*topologyplugin.Description, error) {
+	return func(ctx context.Context) (*topologyplugin.Description, error) {
 		d, err := c.plugin.Get(ctx, group, epoch)
 		if err == nil && d != nil {
 			if verr := d.Validate(); verr != nil {
@@ -238,7 +242,7 @@ func (c *Caller) Get(ctx context.Context, group string, epoch int32) (*topologyp
 			}
 		}
 		return d, err
-	}, nil)
+	}
 }
 
 type invalidError struct{ error }
@@ -248,13 +252,19 @@ func (e *invalidError) Unwrap() error { return e.error }
 // Delete calls the plugin's Delete. On success the group's back-off entry is removed (spec §2.3
 // clearGroup after a successful plugin delete).
 func (c *Caller) Delete(ctx context.Context, group string) error {
-	_, err := call(c, ctx, MethodDelete, group, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.plugin.Delete(ctx, group)
-	}, nil)
+	_, err := call(c, ctx, MethodDelete, group, c.deleteFn(group), nil)
+	c.afterDelete(group, err)
+	return err
+}
+
+func (c *Caller) deleteFn(group string) func(context.Context) (struct{}, error) {
+	return func(ctx context.Context) (struct{}, error) { return struct{}{}, c.plugin.Delete(ctx, group) }
+}
+
+func (c *Caller) afterDelete(group string, err error) {
 	if err == nil {
 		c.backoff.ClearGroup(group)
 	}
-	return err
 }
 
 // GetRequest is one group of a describe.
@@ -269,30 +279,58 @@ type GetResult struct {
 	Err         error                       // non-nil: ERROR for this group only
 }
 
-// GetMany runs the Gets concurrently (each bounded by the pool and its own timeout) and waits
-// for all of them (spec §5: a describe of N groups takes about one call's time, not N).
+// GetMany runs the Gets concurrently and waits for all of them (spec §5: a describe of N
+// groups takes about one call's time, not N). A goroutine is started for a group only once it
+// holds a worker slot, so a describe of 100 000 groups costs at most MaxConcurrency goroutines;
+// every call's timeout counts from GetMany's entry, so groups still waiting for a slot when it
+// expires fail at once, as they would have had each been called on its own at that moment.
 func (c *Caller) GetMany(ctx context.Context, reqs []GetRequest) []GetResult {
 	out := make([]GetResult, len(reqs))
-	var wg sync.WaitGroup
-	for i, r := range reqs {
-		wg.Go(func() {
-			d, err := c.Get(ctx, r.Group, r.Epoch)
-			out[i] = GetResult{Description: d, Err: err}
-		})
-	}
-	wg.Wait()
+	many(c, ctx, MethodGet, len(reqs),
+		func(i int) string { return reqs[i].Group },
+		func(i int) func(context.Context) (*topologyplugin.Description, error) {
+			return c.getFn(reqs[i].Group, reqs[i].Epoch)
+		},
+		func(i int, d *topologyplugin.Description, err error) { out[i] = GetResult{Description: d, Err: err} })
 	return out
 }
 
-// DeleteMany runs the Deletes concurrently and returns their errors in the order of groups.
+// DeleteMany runs the Deletes concurrently, bounded as GetMany is, and returns their errors in
+// the order of groups.
 func (c *Caller) DeleteMany(ctx context.Context, groups []string) []error {
 	out := make([]error, len(groups))
+	many(c, ctx, MethodDelete, len(groups),
+		func(i int) string { return groups[i] },
+		func(i int) func(context.Context) (struct{}, error) { return c.deleteFn(groups[i]) },
+		func(i int, _ struct{}, err error) {
+			c.afterDelete(groups[i], err)
+			out[i] = err
+		})
+	return out
+}
+
+// many calls fnOf(i) for i in [0, n) with the pool's concurrency, acquiring each call's worker
+// slot on this goroutine before anything is spawned for it.
+func many[T any](c *Caller, ctx context.Context, method Method, n int, groupOf func(int) string,
+	fnOf func(int) func(context.Context) (T, error), done func(int, T, error)) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	var wg sync.WaitGroup
-	for i, g := range groups {
-		wg.Go(func() { out[i] = c.Delete(ctx, g) })
+	for i := range n {
+		cctx, ccancel, err := c.enter(ctx, method, groupOf(i), start)
+		if err != nil {
+			var zero T
+			done(i, zero, err)
+			continue
+		}
+		wg.Go(func() {
+			defer ccancel()
+			v, err := run(c, cctx, method, groupOf(i), start, fnOf(i), nil)
+			done(i, v, err)
+		})
 	}
 	wg.Wait()
-	return out
 }
 
 type result[T any] struct {
@@ -303,60 +341,71 @@ type result[T any] struct {
 // call runs fn on a worker with the call timeout, the panic guard and the metrics. late, if
 // not nil, runs when fn succeeds after the caller stopped waiting for it.
 func call[T any](c *Caller, ctx context.Context, method Method, group string, fn func(context.Context) (T, error), late func()) (T, error) {
-	var zero T
 	start := time.Now()
-	fail := func(cause Cause, kind topologyplugin.Kind, err error) (T, error) {
-		c.metrics.latency.WithLabelValues(string(method)).Observe(time.Since(start).Seconds())
-		c.metrics.vec(method).WithLabelValues("error", failureKind(cause, kind)).Inc()
-		return zero, &CallError{Method: method, Group: group, Kind: kind, Cause: cause, Err: err}
+	ctx, cancel, err := c.enter(ctx, method, group, start)
+	if err != nil {
+		var zero T
+		return zero, err
 	}
+	defer cancel()
+	return run(c, ctx, method, group, start, fn, late)
+}
+
+// failed records a failed call in the metrics and builds its error.
+func (c *Caller) failed(method Method, group string, start time.Time, cause Cause, kind topologyplugin.Kind, err error) error {
+	c.metrics.latency.WithLabelValues(string(method)).Observe(time.Since(start).Seconds())
+	c.metrics.vec(method).WithLabelValues("error", failureKind(cause, kind)).Inc()
+	return &CallError{Method: method, Group: group, Kind: kind, Cause: cause, Err: err}
+}
+
+// enter starts a call: it derives the call's context (the call timeout, cancelled on Close) and
+// waits for a worker slot. On success the caller owns the slot and one count of c.workers, and
+// must pass them to run; on failure nothing is held.
+func (c *Caller) enter(ctx context.Context, method Method, group string, start time.Time) (context.Context, context.CancelFunc, error) {
 	c.mu.RLock()
 	if c.closed.Load() {
 		c.mu.RUnlock()
-		return fail(CauseClosed, topologyplugin.KindTransient, errors.New("plugin caller is closed"))
+		return nil, nil, c.failed(method, group, start, CauseClosed, topologyplugin.KindTransient, errors.New("plugin caller is closed"))
 	}
 	c.workers.Add(1)
 	c.mu.RUnlock()
-	spawned := false
-	defer func() {
-		if !spawned {
-			c.workers.Done()
-		}
-	}()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	stopOnClose := context.AfterFunc(c.root, cancel)
-	defer stopOnClose()
+	release := func() { stopOnClose(); cancel() }
+	if ctx.Err() == nil {
+		select {
+		case c.sem <- struct{}{}:
+			return ctx, release, nil
+		case <-ctx.Done():
+		}
+	}
+	// Checked first so that a batch past its deadline starts nothing even where a slot is free.
+	err := c.failed(method, group, start, ctxCause(c, ctx), topologyplugin.KindTransient, fmt.Errorf("waiting for a free plugin worker: %w", ctx.Err()))
+	release()
+	c.workers.Done()
+	return nil, nil, err
+}
 
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return fail(ctxCause(c, ctx), topologyplugin.KindTransient, fmt.Errorf("waiting for a free plugin worker: %w", ctx.Err()))
+// run runs fn on a worker goroutine holding the slot enter acquired, and waits for it at most
+// until ctx is done; the worker gives the slot back when fn returns.
+func run[T any](c *Caller, ctx context.Context, method Method, group string, start time.Time, fn func(context.Context) (T, error), late func()) (T, error) {
+	var zero T
+	fail := func(cause Cause, kind topologyplugin.Kind, err error) (T, error) {
+		return zero, c.failed(method, group, start, cause, kind, err)
 	}
 	done := make(chan result[T], 1)
 	// Who settles the call first: the worker with its answer (1), or the caller giving up (2).
 	var settled atomic.Int32
-	spawned = true
 	c.metrics.inflight.Inc()
 	go func() {
-		var r result[T]
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					c.log.Error("topology description plugin panicked; treated as a transient failure",
-						zap.String("method", string(method)), zap.String("group", group),
-						zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
-					r = result[T]{err: &panicError{value: p}}
-				}
-			}()
-			v, err := fn(ctx)
-			r = result[T]{v: v, err: err}
-		}()
-		done <- r
+		defer c.workers.Done()
+		r := guarded(c, ctx, method, group, fn)
 		abandoned := !settled.CompareAndSwap(0, 1)
+		// The slot is free and the gauge down before the caller sees the answer, so that what
+		// a caller observes after a call returns is settled.
 		c.metrics.inflight.Dec()
 		<-c.sem
-		c.workers.Done()
+		done <- r
 		if abandoned && r.err == nil && late != nil {
 			c.log.Info("topology description plugin call succeeded after it had been given up",
 				zap.String("method", string(method)), zap.String("group", group))
@@ -396,6 +445,20 @@ func call[T any](c *Caller, ctx context.Context, method Method, group string, fn
 	c.metrics.latency.WithLabelValues(string(method)).Observe(time.Since(start).Seconds())
 	c.metrics.vec(method).WithLabelValues("success", "").Inc()
 	return r.v, nil
+}
+
+// guarded runs fn, turning a panic into a result.
+func guarded[T any](c *Caller, ctx context.Context, method Method, group string, fn func(context.Context) (T, error)) (r result[T]) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("topology description plugin panicked; treated as a transient failure",
+				zap.String("method", string(method)), zap.String("group", group),
+				zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			r = result[T]{err: &panicError{value: p}}
+		}
+	}()
+	v, err := fn(ctx)
+	return result[T]{v: v, err: err}
 }
 
 type panicError struct{ value any }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -461,4 +462,58 @@ func TestCallerReportsLateSuccessfulSet(t *testing.T) {
 			t.Fatalf("late sets reported: %v, want only hang-ok@7", late)
 		}
 	})
+}
+
+// Issue 10 defect 3: a describe (or cleanup) of many groups with a hung plugin starts no more
+// goroutines than the pool allows, and still ends one call timeout after it began, every group
+// answered with a transient timeout.
+func TestGetManyAndDeleteManySpawnOnlyWithinThePool(t *testing.T) {
+	const pool, groups = 4, 10_000
+	hang := func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }
+	f := &fake{
+		get: func(ctx context.Context, g string) (*topologyplugin.Description, error) { return nil, hang(ctx, g) },
+		del: hang,
+	}
+	names := make([]string, groups)
+	reqs := make([]GetRequest, groups)
+	for i := range names {
+		names[i] = fmt.Sprintf("g%d", i)
+		reqs[i] = GetRequest{Group: names[i], Epoch: 1}
+	}
+	for _, method := range []Method{MethodGet, MethodDelete} {
+		t.Run(string(method), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, _, _ := newTestCaller(t, f, time.Second, pool)
+				defer c.Close()
+				base := runtime.NumGoroutine()
+				var errs []error
+				start := time.Now()
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if method == MethodGet {
+						for _, r := range c.GetMany(context.Background(), reqs) {
+							errs = append(errs, r.Err)
+						}
+						return
+					}
+					errs = c.DeleteMany(context.Background(), names)
+				}()
+				synctest.Wait()
+				// Per call in flight: the waiting goroutine and the plugin worker; plus the batch.
+				if grown := runtime.NumGoroutine() - base; grown > 2*pool+1 {
+					t.Fatalf("%d goroutines for a %s of %d groups with a pool of %d", grown, method, groups, pool)
+				}
+				<-done
+				if took := time.Since(start); took != time.Second {
+					t.Fatalf("took %v, want one call timeout", took)
+				}
+				for i, err := range errs {
+					if ce := callErr(t, err); ce.Cause != CauseTimeout || ce.Kind != topologyplugin.KindTransient {
+						t.Fatalf("group %d: %v", i, err)
+					}
+				}
+			})
+		})
+	}
 }

@@ -29,17 +29,32 @@ const initialFrameChunk = 64 << 10
 // any allocation of that size; the buffer then grows only as bytes arrive. A frame cut short by
 // EOF returns io.ErrUnexpectedEOF; a clean EOF before the size prefix returns io.EOF.
 func ReadFrame(r io.Reader, max int32) ([]byte, error) {
+	size, err := ReadFrameSize(r, max)
+	if err != nil {
+		return nil, err
+	}
+	return ReadFrameBody(r, size)
+}
+
+// ReadFrameSize reads a frame's size prefix and checks it against max; nothing is allocated.
+func ReadFrameSize(r io.Reader, max int32) (int32, error) {
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-		return nil, err
+		return 0, err
 	}
 	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 	if size < 0 {
-		return nil, &FrameError{Reason: fmt.Sprintf("negative frame size %d", size)}
+		return 0, &FrameError{Reason: fmt.Sprintf("negative frame size %d", size)}
 	}
 	if size > max {
-		return nil, &FrameError{Reason: fmt.Sprintf("frame size %d exceeds socket.request.max.bytes %d", size, max)}
+		return 0, &FrameError{Reason: fmt.Sprintf("frame size %d exceeds socket.request.max.bytes %d", size, max)}
 	}
+	return size, nil
+}
+
+// ReadFrameBody reads the size bytes of a frame whose prefix was read. Its buffer grows only as
+// bytes arrive, so a peer that claims a large frame and goes silent costs one chunk.
+func ReadFrameBody(r io.Reader, size int32) ([]byte, error) {
 	buf := make([]byte, 0, min(int(size), initialFrameChunk))
 	for len(buf) < int(size) {
 		if len(buf) == cap(buf) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
@@ -67,6 +68,10 @@ type Options struct {
 	MaxConnections  int
 	Logger          *zap.Logger
 	Metrics         *Metrics
+
+	// Budget is the process-wide queued.max.request.bytes, shared by every listener; nil:
+	// unbounded.
+	Budget *Budget
 }
 
 // Server accepts connections on one listener and runs a loop per connection.
@@ -82,12 +87,22 @@ type Server struct {
 	// baseCtx is the parent of every request context; cancelled when a shutdown gives up waiting.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
+	// drainCtx is cancelled when a shutdown starts: connections waiting for budget stop waiting
+	// (they have nothing read yet, so nothing is lost).
+	drainCtx    context.Context
+	cancelDrain context.CancelFunc
 
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[*serverConn]struct{}
 	wg    sync.WaitGroup
+	// lastRejectLog and rejectedUnlogged rate-limit the max.connections WARN line (under mu).
+	lastRejectLog    time.Time
+	rejectedUnlogged int
 }
+
+// rejectLogEvery is the shortest interval between two max.connections WARN lines.
+const rejectLogEvery = 10 * time.Second
 
 // NewServer returns a server that serves handler with the given limits.
 func NewServer(opts Options, handler Handler) *Server {
@@ -100,15 +115,21 @@ func NewServer(opts Options, handler Handler) *Server {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = int(^uint(0) >> 1)
 	}
+	if opts.Budget == nil {
+		opts.Budget = NewBudget(0, nil, opts.Logger)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	drainCtx, cancelDrain := context.WithCancel(context.Background())
 	return &Server{
-		opts:       opts,
-		handler:    handler,
-		log:        opts.Logger,
-		metrics:    opts.Metrics,
-		baseCtx:    ctx,
-		cancelBase: cancel,
-		conns:      map[*serverConn]struct{}{},
+		opts:        opts,
+		handler:     handler,
+		log:         opts.Logger,
+		metrics:     opts.Metrics,
+		baseCtx:     ctx,
+		cancelBase:  cancel,
+		drainCtx:    drainCtx,
+		cancelDrain: cancelDrain,
+		conns:       map[*serverConn]struct{}{},
 	}
 }
 
@@ -157,9 +178,17 @@ func (s *Server) startConn(nc net.Conn) {
 		return
 	}
 	if len(s.conns) >= s.opts.MaxConnections {
-		s.mu.Unlock()
 		s.metrics.connectionsRejected.Inc()
-		s.log.Warn("closing connection: max.connections reached", zap.Stringer("peer", nc.RemoteAddr()), zap.Int("max_connections", s.opts.MaxConnections))
+		// A flood of connections must not become a flood of log lines: one per window, with
+		// how many were closed since the last one.
+		if now := time.Now(); now.Sub(s.lastRejectLog) >= rejectLogEvery {
+			s.log.Warn("closing connection: max.connections reached", zap.Stringer("peer", nc.RemoteAddr()),
+				zap.Int("max_connections", s.opts.MaxConnections), zap.Int("rejected_since_last_line", s.rejectedUnlogged+1))
+			s.lastRejectLog, s.rejectedUnlogged = now, 0
+		} else {
+			s.rejectedUnlogged++
+		}
+		s.mu.Unlock()
 		nc.Close()
 		return
 	}
@@ -183,6 +212,7 @@ func (s *Server) startConn(nc net.Conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining.Store(true)
+	s.cancelDrain()
 	if s.ln != nil {
 		s.ln.Close()
 	}
@@ -245,17 +275,40 @@ func (c *serverConn) run() {
 		s.wg.Done()
 	}()
 	br := bufio.NewReaderSize(&countingReader{r: c.nc, n: s.metrics.bytesIn}, 16<<10)
+	budget := s.opts.Budget
+	var held int64 // budget reserved for the frame being read or answered
+	defer func() { budget.Release(held) }()
 	var out []byte
 	for !s.draining.Load() {
 		if s.opts.IdleTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
-		frame, err := ReadFrame(br, s.opts.MaxRequestBytes)
+		size, err := ReadFrameSize(br, s.opts.MaxRequestBytes)
+		if err == nil && budget.Limit() > 0 && int64(size) > budget.Limit() {
+			// Only reachable if the configuration check was bypassed: it could never fit.
+			err = &FrameError{Reason: fmt.Sprintf("frame size %d exceeds queued.max.request.bytes %d", size, budget.Limit())}
+		}
 		if err != nil {
 			reason = c.readFailure(err)
 			return
 		}
+		if err := budget.Acquire(s.drainCtx, int64(size)); err != nil {
+			break // shutdown: this frame was not read, so it is not lost
+		}
+		held = int64(size)
+		if s.opts.IdleTimeout > 0 {
+			// Waiting for the budget is not the peer's idleness.
+			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		}
+		frame, err := ReadFrameBody(br, size)
+		if err != nil {
+			reason = c.readFailure(err)
+			return
+		}
+		var answer []byte // the bytes to write: the upstream's, or a local response's encoding
 		if raw, forwarded, err := c.forward(frame); forwarded {
+			budget.Release(held)
+			held = 0
 			if err != nil {
 				reason = "upstream failed"
 				c.warn("closing connection", err.Error())
@@ -264,7 +317,13 @@ func (c *serverConn) run() {
 			if raw == nil {
 				continue // no response is due (acks=0)
 			}
-			out = append(out[:0], raw...)
+			// The upstream's answer is already in memory; it counts until it is written.
+			if err := budget.AcquireAnswer(c.ctx, int64(len(raw))); err != nil {
+				reason = "shutdown"
+				return
+			}
+			held = int64(len(raw))
+			answer = raw
 		} else {
 			resp, hdr, why := c.serve(frame)
 			if resp == nil {
@@ -272,16 +331,38 @@ func (c *serverConn) run() {
 				c.warn("closing connection", why)
 				return
 			}
+			// The request is done with; its answer is what needs memory now. Nothing is held
+			// while waiting for the answer's bytes, so this wait cannot deadlock with anyone's.
+			budget.Release(held)
+			held = 0
+			limit := budget.Limit()
+			if limit <= 0 {
+				limit = math.MaxInt64
+			}
+			respBytes, fits := encodedSizeAtMost(resp, limit)
+			if !fits {
+				reason = "response too large"
+				c.warn("closing connection", fmt.Sprintf("the %s answer would exceed queued.max.request.bytes %d", kmsg.NameForKey(hdr.Key), limit))
+				return
+			}
+			if err := budget.AcquireAnswer(c.ctx, respBytes); err != nil {
+				reason = "shutdown"
+				return
+			}
+			held = respBytes
 			out = AppendResponse(out[:0], hdr.CorrelationID, resp)
+			answer = out
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		n, err := c.nc.Write(out)
+		n, err := c.nc.Write(answer)
 		s.metrics.bytesOut.Add(float64(n))
 		if err != nil {
 			reason = "write failed"
 			c.warn("closing connection", "writing response: "+err.Error())
 			return
 		}
+		budget.Release(held)
+		held = 0
 		if cap(out) > initialFrameChunk {
 			out = nil // do not pin one huge response's buffer for the connection's lifetime
 		}
