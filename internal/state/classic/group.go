@@ -123,11 +123,42 @@ type Group struct {
 	// StateTimestamp is when the group entered its current state (ms); offset retention of an
 	// Empty group counts from it.
 	StateTimestamp int64
+
+	// byID and byInstance index the members of a group as replayed into State, so that a
+	// heartbeat or commit validation costs the same in a group of 10 or 1000 members. Groups
+	// in State are never changed in place (a transaction changes a clone, and only Replay puts
+	// a freshly decoded group in), so the index cannot go stale; a clone drops it and looks
+	// members up by scanning. Nil for small groups, where a scan is cheaper than a map.
+	byID       map[string]*Member
+	byInstance map[string]*Member
+}
+
+// indexFrom is the member count from which a replayed group gets a member index.
+const indexFrom = 8
+
+func (g *Group) index() {
+	if len(g.Members) < indexFrom {
+		return
+	}
+	g.byID = make(map[string]*Member, len(g.Members))
+	g.byInstance = map[string]*Member{}
+	for _, m := range g.Members {
+		// The first wins, as a scan would find it.
+		if _, dup := g.byID[m.ID]; !dup {
+			g.byID[m.ID] = m
+		}
+		if m.InstanceID != nil {
+			if _, dup := g.byInstance[*m.InstanceID]; !dup {
+				g.byInstance[*m.InstanceID] = m
+			}
+		}
+	}
 }
 
 // Clone returns a deep copy that an operation may change.
 func (g *Group) Clone() *Group {
 	c := *g
+	c.byID, c.byInstance = nil, nil
 	c.Members = make([]*Member, len(g.Members))
 	for i, m := range g.Members {
 		c.Members[i] = m.clone()
@@ -142,6 +173,9 @@ func (g *Group) Clone() *Group {
 
 // Member returns a member by id.
 func (g *Group) Member(id string) *Member {
+	if g.byID != nil {
+		return g.byID[id]
+	}
 	for _, m := range g.Members {
 		if m.ID == id {
 			return m
@@ -152,6 +186,9 @@ func (g *Group) Member(id string) *Member {
 
 // StaticMember returns the member id holding an instance id.
 func (g *Group) StaticMember(instance string) *Member {
+	if g.byInstance != nil {
+		return g.byInstance[instance]
+	}
 	for _, m := range g.Members {
 		if m.InstanceID != nil && *m.InstanceID == instance {
 			return m
@@ -419,13 +456,15 @@ func (g *Group) Record() log.Record {
 		}
 		b.Bytes(m.Assignment).Bool(m.AwaitingJoin).Bool(m.PendingSync).Bool(m.New)
 	}
-	return log.Record{Key: groupKey(g.ID), Value: b.Build()}
+	return log.Record{Key: GroupKey(g.ID), Value: b.Build()}
 }
 
 // DeleteRecord is the tombstone of a classic group.
-func DeleteRecord(id string) log.Record { return log.Record{Key: groupKey(id)} }
+func DeleteRecord(id string) log.Record { return log.Record{Key: GroupKey(id)} }
 
-func groupKey(id string) []byte { return records.NewKey(records.KindClassicGroup).String(id).Build() }
+// GroupKey is the key of a classic group's record: what an operation that read the group
+// depends on.
+func GroupKey(id string) []byte { return records.NewKey(records.KindClassicGroup).String(id).Build() }
 
 func nonNil(b []byte) []byte {
 	if b == nil {
@@ -489,6 +528,7 @@ func decodeGroup(id string, value []byte) (*Group, error) {
 	if g.State > Dead {
 		return nil, fmt.Errorf("unknown state %d", g.State)
 	}
+	g.index()
 	return g, nil
 }
 

@@ -140,6 +140,13 @@ func (s *State) begin(cfg Config, now time.Time, group string) *Tx {
 	return tx
 }
 
+// view starts a transaction that only reads the group: tx.g is the group as State holds it,
+// not a copy, so it must not be changed (nor its changed flag set). It spares the operations
+// that change nothing (a heartbeat) a copy of the whole group.
+func (s *State) view(cfg Config, now time.Time, group string) *Tx {
+	return &Tx{cfg: cfg, now: now, group: group, g: s.groups[group]}
+}
+
 // Config is the configuration the transaction ran with (timers fired later use it too).
 func (tx *Tx) Config() Config { return tx.cfg }
 
@@ -694,9 +701,10 @@ func (tx *Tx) syncResponse(m *Member) *SyncResult {
 	return &SyncResult{ProtocolType: &pt, Protocol: tx.g.Protocol, Assignment: a}
 }
 
-// Heartbeat runs a Heartbeat (spec §2.6); it changes no record, only the session timer.
+// Heartbeat runs a Heartbeat (spec §2.6); it changes no record, only the session timer, so it
+// reads the group in place: its cost does not grow with the group.
 func (s *State) Heartbeat(cfg Config, now time.Time, group, member string, instance *string, generation int32) *Tx {
-	tx := s.begin(cfg, now, group)
+	tx := s.view(cfg, now, group)
 	g := tx.g
 	switch {
 	case g == nil:

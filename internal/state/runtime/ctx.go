@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"runtime/debug"
 	"time"
 )
@@ -15,6 +16,7 @@ type Ctx[M Machine] struct {
 	now          time.Time
 	afterDurable []func()
 	promises     []*Promise // created by this operation
+	reads        []uint64   // hashes of the record keys named by Reads; nil: not named
 }
 
 // Now is the time the operation started; use it instead of time.Now so that one operation sees
@@ -25,9 +27,18 @@ func (c *Ctx[M]) Now() time.Time { return c.now }
 func (c *Ctx[M]) ShardID() int32 { return c.s.opts.Shard }
 
 // AfterDurable runs fn on the shard goroutine once this operation's records — or, if it has
-// none, everything appended before it — are durable, just before its response is released. It
+// none, everything appended before it (even with Reads) — are durable, just before its response
+// is released. It
 // never runs if they are not made durable.
 func (c *Ctx[M]) AfterDurable(fn func()) { c.afterDurable = append(c.afterDurable, fn) }
+
+// Reads names a record key whose state the operation's answer depends on. An operation that
+// appends no records and names every key it read is answered as soon as the last pending
+// record of those keys is durable, instead of after everything appended before it: a heartbeat
+// does not wait for another group's fsync, and still sees its own group's writes only once they
+// are durable. Name every key read (a key with no record yet too: its first record may be
+// pending); an operation that names none, or registers AfterDurable work, waits for everything.
+func (c *Ctx[M]) Reads(key []byte) { c.reads = append(c.reads, maphash.Bytes(c.s.keySeed, key)) }
 
 type timer[M Machine] struct {
 	t   *time.Timer

@@ -13,7 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"runtime/debug"
+	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +71,8 @@ var ErrRecordTooLarge = errors.New("records too large for the log")
 
 // Result is what a write operation returns. Records are appended as one atomic batch; Response
 // and Err are delivered to the caller once the records (or, when there are none, everything the
-// operation may have read) are durable. A *Promise response makes the caller wait for it too.
+// operation may have read: the keys it named with Ctx.Reads, else everything appended before it)
+// are durable. A *Promise response makes the caller wait for it too.
 type Result struct {
 	Records  []log.Record
 	Response any
@@ -132,6 +136,12 @@ type Shard[M Machine] struct {
 	appended int64 // last offset appended (-1: none this generation)
 	durableO int64 // last offset reported durable
 	pending  []pendingRecord
+	// lastPending maps the hash of a record key to the offset of the last not-yet-durable
+	// record with that key, so that an operation which appends nothing waits only for the keys
+	// it read (Ctx.Reads). A hash collision only makes such an operation wait longer.
+	lastPending map[uint64]int64
+	keySeed     maphash.Seed
+	// waiters are ordered by offset: markDurable answers a prefix of them.
 	waiters  []waiter
 	timers   map[string]*timer[M]
 	timerSeq uint64
@@ -148,6 +158,7 @@ type Shard[M Machine] struct {
 type pendingRecord struct {
 	offset int64
 	rec    log.Record
+	key    uint64 // hash of rec.Key, for lastPending
 }
 
 type outcome struct {
@@ -213,6 +224,7 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 		done:    make(chan struct{}),
 
 		replaying: -1,
+		keySeed:   maphash.MakeSeed(),
 	}
 	s.setState(StateInitial)
 	s.m.track(opts.Kind, opts.Shard, s.gauges)
@@ -499,15 +511,29 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		s.appended = last
 		s.lag.Store(s.appended - s.durableO)
 		for i, rec := range res.Records {
-			s.pending = append(s.pending, pendingRecord{offset: first + int64(i), rec: rec})
+			h := maphash.Bytes(s.keySeed, rec.Key)
+			s.pending = append(s.pending, pendingRecord{offset: first + int64(i), rec: rec, key: h})
+			s.lastPending[h] = first + int64(i)
 		}
 		s.m.appended(len(res.Records), res.Records)
 	}
-	if s.appended > s.durableO {
-		// Wait for this op's records, or for whatever it may have read that is not durable yet.
-		w.offset = s.appended
+	// Wait for this op's records, or for whatever it may have read that is not durable yet:
+	// everything appended, unless it appended nothing and named what it read.
+	wait := s.appended
+	if len(res.Records) == 0 && c.reads != nil && len(c.afterDurable) == 0 {
+		wait = s.durableO
+		for _, h := range c.reads {
+			if o, ok := s.lastPending[h]; ok && o > wait {
+				wait = o
+			}
+		}
+	}
+	if wait > s.durableO {
+		w.offset = wait
 		w.appendedAt = c.now
-		s.waiters = append(s.waiters, w)
+		// Usually the last; an op waiting for fewer keys may go before others.
+		i := sort.Search(len(s.waiters), func(i int) bool { return s.waiters[i].offset > wait })
+		s.waiters = slices.Insert(s.waiters, i, w)
 		return
 	}
 	for _, fn := range w.afterDurable {
@@ -562,6 +588,9 @@ func (s *Shard[M]) markDurable(offset int64) {
 			s.fail(err)
 			return
 		}
+		if s.lastPending[p.key] == p.offset {
+			delete(s.lastPending, p.key)
+		}
 	}
 	s.replaying = -1
 	clear(s.pending[:i])
@@ -602,6 +631,7 @@ func (s *Shard[M]) abandon(err error) {
 	}
 	s.waiters = nil
 	s.pending = nil
+	clear(s.lastPending)
 	s.lag.Store(0) // what was pending will never be reported durable
 	for p := range s.promises {
 		p.resolve(outcome{err: err})
@@ -644,6 +674,7 @@ func (s *Shard[M]) load() {
 	start := time.Now()
 	s.spec, s.durable = s.opts.New(), s.opts.New()
 	s.pending, s.waiters = nil, nil
+	s.lastPending = map[uint64]int64{}
 	s.timers = map[string]*timer[M]{}
 	s.promises = map[*Promise]struct{}{}
 	s.compacting = false // the previous log's Close waited for its compaction

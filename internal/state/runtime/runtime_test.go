@@ -522,3 +522,74 @@ func TestShardServesWhileCompactionIsHeld(t *testing.T) {
 		s.Close(context.Background())
 	})
 }
+
+// readsKey answers a counter without writing, naming the one key it read.
+func readsKey(name string) WriteOp[*counters] {
+	return func(c *Ctx[*counters], m *counters) Result {
+		c.Reads(setRecord(name, 0).Key)
+		return Result{Response: m.vals[name]}
+	}
+}
+
+// A write op that appends nothing and names what it read waits for those keys only: not
+// behind another key's fsync, but still until its own key's pending record is durable
+// (read-your-writes), and in offset order with the writes it waits beside.
+func TestRecordlessWriteWaitsOnlyForKeysItRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memlog.New()
+		s := startShard(t, b, nil)
+		b.Hold(true)
+		ctx := context.Background()
+		async := func(op WriteOp[*counters]) <-chan any {
+			ch := make(chan any, 1)
+			go func() {
+				v, err := s.Write(ctx, op)
+				if err != nil {
+					v = err
+				}
+				ch <- v
+			}()
+			synctest.Wait()
+			return ch
+		}
+		answered := func(ch <-chan any) (any, bool) {
+			synctest.Wait()
+			select {
+			case v := <-ch:
+				return v, true
+			default:
+				return nil, false
+			}
+		}
+		setA := async(set("a", 1)) // offset 0, its own fsync round
+		setB := async(set("b", 2)) // offset 1, the next round
+		if v, ok := answered(async(readsKey("c"))); !ok || v != int64(0) {
+			t.Fatalf("read of an untouched key waited for other keys' fsyncs (answered %v, %v)", ok, v)
+		}
+		readA := async(readsKey("a"))
+		readAll := async(func(_ *Ctx[*counters], m *counters) Result { return Result{Response: m.vals["c"]} })
+		if _, ok := answered(readA); ok {
+			t.Fatal("read of a answered before a's pending record was durable")
+		}
+		b.ReleaseOldest(3) // a durable, b still pending
+		if v, ok := answered(setA); !ok || v != int64(0) {
+			t.Fatalf("write of a: answered %v, %v", ok, v)
+		}
+		if v, ok := answered(readA); !ok || v != int64(1) {
+			t.Fatalf("read of a once a is durable: answered %v, %v", ok, v)
+		}
+		if _, ok := answered(readAll); ok {
+			t.Fatal("an op naming no keys answered before everything appended before it was durable")
+		}
+		if _, ok := answered(setB); ok {
+			t.Fatal("write of b answered before durable")
+		}
+		b.Release(3)
+		if _, ok := answered(setB); !ok {
+			t.Fatal("write of b not answered once durable")
+		}
+		if _, ok := answered(readAll); !ok {
+			t.Fatal("op naming no keys not answered once everything was durable")
+		}
+	})
+}

@@ -67,7 +67,13 @@ func (m *Machine) applyClassic(c *runtime.Ctx[*Machine], tx *classic.Tx) (recs [
 		}
 		c.AfterDurable(func() { c.Resolve(p, resp, nil) })
 	}
-	return tx.Records(), join, sync
+	recs = tx.Records()
+	if len(recs) == 0 {
+		// A classic transaction reads its group's record and nothing else that is persisted:
+		// an answer without records waits for that group's pending writes, not the shard's.
+		c.Reads(classic.GroupKey(group))
+	}
+	return recs, join, sync
 }
 
 // park stores the caller's promise (ephemeral state of the speculative machine). A request of

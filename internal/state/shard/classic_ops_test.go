@@ -1136,3 +1136,81 @@ func TestClassicRearmedTimersUseConfiguredKeys(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat appends nothing, so it waits only for its own group's pending record: another
+// group's commit held in fsync does not delay it, while a pending change to its own group
+// (a JoinGroup starting a rebalance) does, since its answer reflects that change.
+func TestClassicHeartbeatWaitsOnlyForItsOwnGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memlog.New()
+		h := newClassicHarness(t, b)
+		defer func() { b.Hold(false); b.Release(0); h.close() }()
+		ctx := context.Background()
+		a, genA := h.stableGroup("A", 2)
+		bm, genB := h.stableGroup("B", 2)
+		heartbeat := func(group, member string, gen int32) <-chan int16 {
+			ch := make(chan int16, 1)
+			go func() {
+				v, err := h.s.Write(ctx, Heartbeat(h.cfg, group, member, nil, gen))
+				if err != nil {
+					ch <- -100
+					return
+				}
+				ch <- v.(int16)
+			}()
+			return ch
+		}
+		answered := func(ch <-chan int16) (int16, bool) {
+			synctest.Wait()
+			select {
+			case v := <-ch:
+				return v, true
+			default:
+				return 0, false
+			}
+		}
+
+		b.Hold(true)
+		commit := make(chan any, 1)
+		go func() {
+			v, err := h.s.Write(ctx, CommitOffsets(CommitRequest{Group: "A", Generation: genA, MemberID: a[0], Version: 8, MaxMetadata: 4096,
+				Partitions: []CommitPartition{{TopicPartition: offsets.TopicPartition{Topic: "t", Partition: 0}, Offset: 5, RetentionMs: -1}}}))
+			if err != nil {
+				v = err
+			}
+			commit <- v
+		}()
+		synctest.Wait()
+		if b.Pending(0) != 1 {
+			t.Fatalf("%d batches pending, want group A's commit", b.Pending(0))
+		}
+		if v, ok := answered(heartbeat("B", bm[1], genB)); !ok {
+			t.Fatal("group B's heartbeat waited for group A's commit fsync")
+		} else {
+			code(t, "B heartbeat beside A's commit", v, 0)
+		}
+
+		join := h.joinAsync(jreq("A", "", 3)) // a new member: A rebalances, its record is pending
+		synctest.Wait()
+		hbA := heartbeat("A", a[1], genA)
+		if _, ok := answered(hbA); ok {
+			t.Fatal("group A's heartbeat answered before A's pending JoinGroup record was durable")
+		}
+		if v, ok := answered(heartbeat("B", bm[0], genB)); !ok {
+			t.Fatal("group B's heartbeat waited for group A's JoinGroup fsync")
+		} else {
+			code(t, "B heartbeat beside A's join", v, 0)
+		}
+
+		b.Release(0)
+		v, ok := answered(hbA)
+		if !ok {
+			t.Fatal("group A's heartbeat not answered once A's record was durable")
+		}
+		code(t, "A heartbeat after its join is durable", v, kerr.RebalanceInProgress.Code)
+		if v := <-commit; !reflect.DeepEqual(v, []int16{0}) {
+			t.Fatalf("commit: %v", v)
+		}
+		_ = join
+	})
+}

@@ -92,7 +92,14 @@ func (b *Backend) Pending(shard int32) int {
 }
 
 // Release makes every pending append of the shard durable and reports it.
-func (b *Backend) Release(shard int32) {
+func (b *Backend) Release(shard int32) { b.release(shard, -1) }
+
+// ReleaseOldest makes only the oldest pending append of the shard durable and reports it, as a
+// log reports a prefix of what waits while later appends wait for the next fsync.
+func (b *Backend) ReleaseOldest(shard int32) { b.release(shard, 1) }
+
+// release makes the first n pending appends durable (all when n < 0).
+func (b *Backend) release(shard int32, n int) {
 	b.mu.Lock()
 	st := b.shards[shard]
 	if st == nil || st.open == nil {
@@ -100,12 +107,15 @@ func (b *Backend) Release(shard int32) {
 		return
 	}
 	l := st.open
+	if n < 0 || n > len(l.pending) {
+		n = len(l.pending)
+	}
 	last := int64(-1)
-	for _, batch := range l.pending {
+	for _, batch := range l.pending[:n] {
 		st.durable = append(st.durable, batch...)
 		last = batch[len(batch)-1].offset
 	}
-	l.pending = nil
+	l.pending = l.pending[n:]
 	b.mu.Unlock()
 	if last >= 0 {
 		l.cb.Durable(last)
