@@ -13,7 +13,9 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +139,41 @@ func (w *wireConn) expectClosed(what string) {
 		w.t.Fatalf("%s: the gateway answered; want the connection closed without an answer", what)
 	case errors.As(err, &ne) && ne.Timeout():
 		w.t.Fatalf("%s: the connection stayed open; want it closed", what)
+	}
+}
+
+// forwardedCount is how many requests the gateway has sent upstream for clients, succeeded or
+// failed (its per-broker metrics).
+func forwardedCount(t *testing.T, g *gateway) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + g.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, "coordinatord_gateway_forwarded_requests_total{") ||
+			strings.HasPrefix(line, "coordinatord_gateway_forward_failures_total{") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			n += v
+		}
+	}
+	return n
+}
+
+func assertNothingForwarded(t *testing.T, g *gateway, before float64, what string) {
+	t.Helper()
+	if after := forwardedCount(t, g); after != before {
+		t.Fatalf("%s: %v requests went upstream, want none", what, after-before)
 	}
 }
 
@@ -326,7 +363,10 @@ func TestGateway_S3_FindGroupCoordinatorEveryPort(t *testing.T) {
 	g := startGateway(t)
 	host, portText, _ := net.SplitHostPort(g.Addr)
 	port, _ := strconv.Atoi(portText)
-	for _, addr := range allPorts(t, g) {
+	ports := allPorts(t, g)
+	before := forwardedCount(t, g)
+	defer assertNothingForwarded(t, g, before, "FindCoordinator GROUP")
+	for _, addr := range ports {
 		c := dialWire(t, addr)
 		for v := int16(0); v <= 6; v++ {
 			req := kmsg.NewPtrFindCoordinatorRequest()
@@ -414,6 +454,8 @@ func TestGateway_S3_LocalAnswersIdenticalOnEveryPort(t *testing.T) {
 			return r
 		}, 2},
 	}
+	before := forwardedCount(t, g)
+	defer assertNothingForwarded(t, g, before, "group APIs")
 	for _, rq := range requests {
 		var first []byte
 		for i, addr := range ports {
@@ -457,7 +499,10 @@ func TestGateway_S2_NeverForwardedKeys(t *testing.T) {
 	requireE2E(t)
 	g := startGateway(t)
 	hidden := append([]int16{27, 68, 69, 76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92}, neverServed...)
-	for _, port := range allPorts(t, g) {
+	ports := allPorts(t, g)
+	before := forwardedCount(t, g)
+	defer assertNothingForwarded(t, g, before, "broker-only keys")
+	for _, port := range ports {
 		av := kmsg.NewPtrApiVersionsRequest()
 		av.ClientSoftwareName, av.ClientSoftwareVersion = "e2e", "1.0"
 		r, _ := dialWire(t, port).roundTrip(av, 4)
