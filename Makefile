@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
 	./internal/state/classic:FuzzGroupRecord
 
-.PHONY: build run test unit fuzz bench microbench lint conformance e2e soak clean
+.PHONY: build run test unit fuzz bench microbench lint conformance conformance-gateway e2e soak clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
@@ -46,6 +46,11 @@ soak:
 # when missing; see test/conformance/README.md).
 conformance:
 	test/conformance/run.sh
+
+# The same scenarios with coordinatord in gateway mode in front of the reference broker, diffed
+# against the broker directly (about 3 minutes; test/conformance/README.md).
+conformance-gateway:
+	CONFORMANCE_GATEWAY=1 test/conformance/run.sh
 
 # Gateway mode end to end: coordinatord in front of a real Kafka 4.4 broker with real clients
 # (installs Java/Maven and fetches the broker when missing; see docs/gateway.md).

@@ -57,6 +57,11 @@ func (g *Gateway) rewrite(h wire.Header, frame []byte) ([]byte, error) {
 func (g *Gateway) self() (host string, port int32) { return g.opts.SelfHost, g.opts.SelfPort }
 
 func (g *Gateway) rewriteMetadataBrokers(in []kmsg.MetadataResponseBroker) []kmsg.MetadataResponseBroker {
+	if len(in) == 0 {
+		// Kafka's answer to a request it refuses whole (a topic id before v12) lists no
+		// brokers; listing coordinatord would make it look like a cluster view.
+		return in
+	}
 	out := in[:0]
 	for _, b := range in {
 		host, port, ok := g.address(b.NodeID)
@@ -73,6 +78,9 @@ func (g *Gateway) rewriteMetadataBrokers(in []kmsg.MetadataResponseBroker) []kms
 }
 
 func (g *Gateway) rewriteClusterBrokers(in []kmsg.DescribeClusterResponseBroker) []kmsg.DescribeClusterResponseBroker {
+	if len(in) == 0 {
+		return in // an error answer (MISMATCHED_ENDPOINT_TYPE...) lists no brokers
+	}
 	out := in[:0]
 	for _, b := range in {
 		host, port, ok := g.address(b.NodeID)

@@ -89,6 +89,8 @@ func TestParseErrors(t *testing.T) {
 		"scenario a\ncall c1 Metadata v1 nope=1":                           "unknown argument",
 		"scenario a":                                                       "has no steps",
 		"scenario a\ncall c1 Metadata v1\nscenario a\ncall c1 Metadata v1": "already defined",
+		"scenario a\nmode zk\ncall c1 Metadata v1":                         "mode needs",
+		"scenario a\nmode gateway\nmode gateway\ncall c1 Metadata v1":      "mode given twice",
 	}
 	for text, want := range cases {
 		_, err := Parse("x.txt", text)
@@ -272,5 +274,49 @@ func TestAPITable(t *testing.T) {
 	m := tb.Check(Kafka, toTree(resp))
 	if len(m) != 2 || !strings.Contains(m[0], "0 Produce: kafka advertises -, the table says 0-13") {
 		t.Fatalf("kafka column: %v", m)
+	}
+}
+
+// In gateway mode coordinatord's Metadata lists the upstream broker at its gateway port plus
+// itself, and names its topics with its own run: normalized, it reads as the reference's.
+func TestNormalizeGateway(t *testing.T) {
+	mk := func(brokers [][2]int32, topic string) any {
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.SetVersion(12)
+		for _, b := range brokers {
+			mb := kmsg.NewMetadataResponseBroker()
+			mb.NodeID, mb.Host, mb.Port = b[0], "127.0.0.1", b[1]
+			resp.Brokers = append(resp.Brokers, mb)
+		}
+		resp.ControllerID = brokers[0][0]
+		tp := kmsg.NewMetadataResponseTopic()
+		tp.Topic = kmsg.StringPtr(topic)
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Leader, p.Replicas = brokers[0][0], []int32{brokers[0][0]}
+		tp.Partitions = append(tp.Partitions, p)
+		resp.Topics = append(resp.Topics, tp)
+		return toTree(resp)
+	}
+	gw := &Run{Target: &Target{Name: Coordinatord, Host: "127.0.0.1", Port: 9092, NodeID: 7,
+		Gateway: true, Upstream: map[int32]int32{1: 9093}, RunSuffix: "g"}, vars: map[string]string{"run": "42g"}}
+	kafka := &Run{Target: &Target{Name: Kafka, Host: "127.0.0.1", Port: 19092, NodeID: 1}, vars: map[string]string{"run": "42"}}
+	na := gw.normalize(mk([][2]int32{{1, 9093}, {7, 9092}}, "t-42g"))
+	nb := kafka.normalize(mk([][2]int32{{1, 19092}}, "t-42"))
+	var diffs []Difference
+	diffTrees(na, nb, nil, &diffs)
+	if len(diffs) != 0 {
+		t.Fatalf("normalized responses differ:\n%s\n%s\n%s", formatDiffs(diffs, "gateway", "kafka"), render(na), render(nb))
+	}
+	if r := render(na); !strings.Contains(r, `"Topic":"t-<run>"`) || strings.Count(r, `"NodeID"`) != 1 {
+		t.Fatalf("normalized: %s", r)
+	}
+	// The other target's names stay as they are: each sees both in one broker.
+	if r := render(gw.normalize(mk([][2]int32{{1, 9093}, {7, 9092}}, "t-42"))); !strings.Contains(r, `"Topic":"t-42"`) {
+		t.Fatalf("the reference's topic was renamed: %s", r)
+	}
+	// A broker list without the upstream broker (FindCoordinator has none; an error answer
+	// is empty) keeps coordinatord's entry.
+	if r := render(gw.normalize(mk([][2]int32{{7, 9092}}, "x"))); !strings.Contains(r, `"NodeID":"${node}"`) {
+		t.Fatalf("coordinatord's lone entry was dropped: %s", r)
 	}
 }

@@ -27,6 +27,15 @@ type Target struct {
 	ClusterID string
 	// APIs is what the server advertises in ApiVersions: key -> [min, max].
 	APIs map[int16][2]int16
+
+	// Gateway mode (CONFORMANCE_GATEWAY=1): coordinatord in front of the reference broker.
+	// Upstream maps each upstream broker's node id to its gateway port, as Metadata lists it.
+	Gateway  bool
+	Upstream map[int32]int32
+	// RunSuffix makes this target's ${run} its own: in gateway mode both targets create
+	// topics (and transactional ids) in the same broker, so their names must not collide.
+	// Normalization maps the target's names back to the shared run's.
+	RunSuffix string
 }
 
 const (
@@ -35,8 +44,9 @@ const (
 	defaultClosedWait = 5 * time.Second
 )
 
-// Probe connects to a server and records its advertised APIs, node id and cluster id.
-func Probe(name, addr string) (*Target, error) {
+// Probe connects to a server and records its advertised APIs, node id and cluster id; with
+// gateway, also the upstream brokers coordinatord lists beside itself.
+func Probe(name, addr string, gateway bool) (*Target, error) {
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -94,6 +104,17 @@ func Probe(name, addr string) (*Target, error) {
 			t.NodeID = br.NodeID
 		}
 	}
+	if gateway {
+		t.Gateway, t.RunSuffix, t.Upstream = true, "g", map[int32]int32{}
+		for _, br := range mr.Brokers {
+			if br.NodeID != t.NodeID {
+				t.Upstream[br.NodeID] = br.Port
+			}
+		}
+		if len(t.Upstream) == 0 {
+			return nil, fmt.Errorf("probe %s: gateway Metadata lists no upstream broker", name)
+		}
+	}
 	if t.NodeID < 0 {
 		return nil, fmt.Errorf("probe %s: no broker at %s in Metadata", name, addr)
 	}
@@ -110,6 +131,26 @@ func Probe(name, addr string) (*Target, error) {
 		t.ClusterID = *cid
 	}
 	return t, nil
+}
+
+// table is the API table a diff names, for this target: in gateway mode coordinatord's
+// column is the gateway's (gateway-<name>) where that file exists.
+func (t *Target) table(name string) string {
+	if t.Gateway {
+		return "gateway-" + name
+	}
+	return name
+}
+
+// Mode is coordinatord's mode (the mode directive); the reference broker has none.
+func (t *Target) Mode() string {
+	switch {
+	case t.Name != Coordinatord:
+		return ""
+	case t.Gateway:
+		return ModeGateway
+	}
+	return ModeStandalone
 }
 
 // missing names the required APIs the target does not advertise.
@@ -163,11 +204,20 @@ func RunScenario(sc *Scenario, t *Target, shared map[string]string, tables map[s
 	for k, v := range shared {
 		r.vars[k] = v
 	}
+	if t.RunSuffix != "" {
+		r.vars["run"] += t.RunSuffix
+	}
 	r.vars["target"] = t.Name
 	r.vars["node"] = strconv.Itoa(int(t.NodeID))
 	r.vars["host"] = t.Host
 	r.vars["port"] = strconv.Itoa(int(t.Port))
 	r.vars["cluster"] = t.ClusterID
+	// broker is the node that leads partitions: coordinatord itself standalone, the upstream
+	// broker behind a gateway (whose own node only coordinates groups).
+	r.vars["broker"], r.vars["broker_port"] = r.vars["node"], r.vars["port"]
+	for id, port := range t.Upstream {
+		r.vars["broker"], r.vars["broker_port"] = strconv.Itoa(int(id)), strconv.Itoa(int(port))
+	}
 	defer func() {
 		for _, c := range r.conns {
 			c.close()
@@ -468,7 +518,7 @@ func (r *Run) receive(i int, st *Step, c *clientConn, key, version int16) (fails
 			}
 		case "diff":
 			if ck.APIKeys != "" {
-				tb := r.tables[ck.APIKeys]
+				tb := r.tables[r.Target.table(ck.APIKeys)]
 				if tb == nil {
 					return nil, fmt.Errorf("diff: table %s was not loaded", ck.APIKeys)
 				}

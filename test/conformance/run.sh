@@ -9,7 +9,8 @@
 # test starts and stops coordinatord and the broker. Exits non-zero on any failure or any
 # difference not explained in docs/conformance.md.
 #
-# Environment: KAFKA_ADDR=host:port uses a broker that is already running instead of starting
+# Environment: CONFORMANCE_GATEWAY=1 (make conformance-gateway) runs coordinatord in gateway mode
+# in front of the broker instead of standalone; KAFKA_ADDR=host:port uses a broker that is already running instead of starting
 # one; CONFORMANCE_FULL=1 prints whole values in difference tables; CONFORMANCE_KEEP=1 keeps the
 # servers' folders (logs) in $TMPDIR; CONFORMANCE_COORDINATORD=path runs that binary instead of
 # building this tree.

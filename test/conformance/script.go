@@ -48,8 +48,18 @@ type Scenario struct {
 	Line     int
 	Name     string
 	Requires []int16
-	Steps    []*Step
+	// Mode limits the scenario to coordinatord standalone or in gateway mode ("" = both):
+	// what a gateway forwards (Metadata, CreateTopics, ApiVersions' upstream part) answers as
+	// the upstream does, not as standalone coordinatord.
+	Mode  string
+	Steps []*Step
 }
+
+// Modes of coordinatord under test (the mode directive).
+const (
+	ModeStandalone = "standalone"
+	ModeGateway    = "gateway"
+)
 
 // Step is one directive that does something on a connection (or to the scenario's variables).
 type Step struct {
@@ -265,6 +275,15 @@ func (p *parser) directive(l *line) error {
 		return fmt.Errorf("%s@%s needs a [tag] naming the row of docs/conformance.md that explains the difference", op, only)
 	}
 	switch op {
+	case "mode":
+		if len(args) != 1 || (args[0] != ModeStandalone && args[0] != ModeGateway) {
+			return fmt.Errorf("mode needs %s or %s", ModeStandalone, ModeGateway)
+		}
+		if p.cur.Mode != "" {
+			return fmt.Errorf("mode given twice")
+		}
+		p.cur.Mode = args[0]
+		return nil
 	case "requires":
 		if len(args) == 0 {
 			return fmt.Errorf("requires needs API names")

@@ -70,7 +70,20 @@ func (s *servers) startAll() error {
 		s.kafkaSkip = reason
 	}
 
-	coord, err := startCoordinatord(tmp)
+	// In gateway mode coordinatord needs its upstream first.
+	var upstream string
+	if gatewayWanted() {
+		if !want {
+			return errors.New("CONFORMANCE_GATEWAY=1 needs the reference broker as the upstream: set CONFORMANCE=1 or KAFKA_ADDR too")
+		}
+		k := <-kch
+		if k.err != nil {
+			return k.err
+		}
+		kch <- k
+		upstream = k.b.addr
+	}
+	coord, err := startCoordinatord(tmp, upstream)
 	if err != nil {
 		if want {
 			if k := <-kch; k.b != nil {
@@ -80,7 +93,7 @@ func (s *servers) startAll() error {
 		return err
 	}
 	s.coord = coord
-	if s.Coord, err = Probe(Coordinatord, coord.addr); err != nil {
+	if s.Coord, err = Probe(Coordinatord, coord.addr, upstream != ""); err != nil {
 		return err
 	}
 	if want {
@@ -89,7 +102,7 @@ func (s *servers) startAll() error {
 			return k.err
 		}
 		s.kafka = k.b
-		if s.Kafka, err = Probe(Kafka, k.b.addr); err != nil {
+		if s.Kafka, err = Probe(Kafka, k.b.addr, false); err != nil {
 			return err
 		}
 	}
@@ -120,6 +133,17 @@ func kafkaWanted() (bool, string) {
 	return false, "Kafka side skipped: set CONFORMANCE=1 (or run test/conformance/run.sh) to diff every scenario against Apache Kafka 4.4; only coordinatord's expectations were checked"
 }
 
+// gatewayWanted says whether coordinatord runs in gateway mode in front of the reference
+// broker (CONFORMANCE_GATEWAY=1, make conformance-gateway): every scenario then reaches the
+// group APIs through the gateway and every other API through it to the broker.
+func gatewayWanted() bool {
+	switch os.Getenv("CONFORMANCE_GATEWAY") {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
 // ---------------------------------------------------------------------------- coordinatord
 
 type coordinatord struct {
@@ -131,7 +155,9 @@ type coordinatord struct {
 	logs []string
 }
 
-func startCoordinatord(tmp string) (*coordinatord, error) {
+// startCoordinatord starts coordinatord standalone, or in gateway mode in front of upstream
+// (host:port) when that is set.
+func startCoordinatord(tmp, upstream string) (*coordinatord, error) {
 	bin := os.Getenv("CONFORMANCE_COORDINATORD") // a binary built elsewhere, e.g. a release
 	if bin == "" {
 		bin = filepath.Join(tmp, "coordinatord")
@@ -159,6 +185,10 @@ func startCoordinatord(tmp string) (*coordinatord, error) {
 		// kafka.sh runs Kafka's in-memory topology description plugin (KIP-1331).
 		"--set", "group.streams.topology.description.plugin.class=memory",
 	)
+	if upstream != "" {
+		// Broker ports: the 100 after the listener's, which the kernel picks.
+		c.cmd.Args = append(c.cmd.Args, "--set", "upstream.bootstrap.servers="+upstream)
+	}
 	c.cmd.Stderr = os.Stderr
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
