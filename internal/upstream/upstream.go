@@ -224,11 +224,11 @@ func (c *Client) fetch(ctx context.Context) error {
 	sort.Slice(v.Topics, func(i, j int) bool { return v.Topics[i].Name < v.Topics[j].Name })
 	prev := c.Current()
 	for _, b := range v.Brokers {
-		// A broker's versions change only when it restarts on a new build; keep what we had
-		// unless it is missing, so a refresh costs one request, not one per broker.
+		// Asked on every refresh, not once: finalized features (transaction.version) and their
+		// epoch change while brokers run, and every port must report the upstream's current
+		// levels. A broker that does not answer keeps what it said last.
 		if prev != nil && prev.Versions[b.NodeID] != nil {
 			v.Versions[b.NodeID] = prev.Versions[b.NodeID]
-			continue
 		}
 		avReq := kmsg.NewPtrApiVersionsRequest()
 		avReq.ClientSoftwareName, avReq.ClientSoftwareVersion = "coordinatord", "1"
