@@ -129,6 +129,7 @@ func New(deps Deps) *Table {
 	t.add(32, 1, 4, t.describeConfigs)
 	t.add(33, 0, 2, t.alterConfigs)
 	t.add(44, 0, 1, t.incrementalAlterConfigs)
+	t.add(74, 0, 1, t.listConfigResources)
 	return t
 }
 

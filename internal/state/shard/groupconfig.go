@@ -105,3 +105,16 @@ func AlterGroupConfigs(group string, validateOnly bool, change func(cur map[stri
 		return runtime.Result{Records: []log.Record{GroupConfigRecord(group, next)}}
 	}
 }
+
+// GroupsWithConfigs lists, from durable state, the group ids that have overrides ([]string).
+func GroupsWithConfigs() runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		out := make([]string, 0, len(m.GroupConfigs))
+		for g, v := range m.GroupConfigs {
+			if len(v) > 0 {
+				out = append(out, g)
+			}
+		}
+		return out, nil
+	}
+}
