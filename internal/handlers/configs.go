@@ -167,7 +167,12 @@ func (t *Table) describeBrokerConfigs(r kmsg.DescribeConfigsRequestResource, syn
 // hides PASSWORD keys.
 func sensitiveKey(name string) bool {
 	n := strings.ToLower(name)
-	return strings.Contains(n, "password") || strings.Contains(n, "secret") || strings.Contains(n, "token") || strings.Contains(n, "credential")
+	for _, w := range []string{"password", "secret", "token", "credential", "jaas"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return strings.HasSuffix(n, ".key")
 }
 
 // groupConfigOp is one requested change of a GROUP resource.

@@ -102,6 +102,15 @@ func TestGateway_KafkaConfigsToolGroupsAndBroker(t *testing.T) {
 		!strings.Contains(out, "streams.num.standby.replicas=1 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:streams.num.standby.replicas=1") {
 		t.Fatalf("kafka-configs --describe groups:\n%s", out)
 	}
+	out = kafkaTool(t, tool, g.Addr, "--describe", "--entity-type", "groups")
+	if !strings.Contains(out, "Dynamic configs for group "+group+" are:") {
+		t.Fatalf("kafka-configs --describe --entity-type groups (every group) does not list %s:\n%s", group, out)
+	}
+	out = kafkaTool(t, tool, g.Addr, "--alter", "--entity-type", "groups", "--entity-name", group, "--delete-config", "streams.num.standby.replicas")
+	out = kafkaTool(t, tool, g.Addr, "--describe", "--entity-type", "groups", "--entity-name", group)
+	if strings.Contains(out, "streams.num.standby.replicas=1") {
+		t.Fatalf("kafka-configs --delete-config left the value:\n%s", out)
+	}
 	out = kafkaTool(t, tool, g.Addr, "--describe", "--all", "--entity-type", "brokers", "--entity-name", strconv.Itoa(nodeID))
 	if !strings.Contains(out, "All configs for broker "+strconv.Itoa(nodeID)+" are:") ||
 		!strings.Contains(out, "node.id="+strconv.Itoa(nodeID)+" sensitive=false") {
