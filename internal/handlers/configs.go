@@ -83,7 +83,7 @@ func (t *Table) describeGroupConfigs(ctx context.Context, r kmsg.DescribeConfigs
 		want[n] = true
 	}
 	for _, k := range streams.GroupConfigKeys {
-		if k.Internal || (r.ConfigNames != nil && !want[k.Name]) {
+		if k.Internal || (len(r.ConfigNames) > 0 && !want[k.Name]) {
 			continue
 		}
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
@@ -138,7 +138,7 @@ func (t *Table) describeBrokerConfigs(r kmsg.DescribeConfigsRequestResource, syn
 		want[n] = true
 	}
 	for _, b := range t.deps.BrokerConfigs {
-		if r.ConfigNames != nil && !want[b.Name] {
+		if len(r.ConfigNames) > 0 && !want[b.Name] {
 			continue
 		}
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
