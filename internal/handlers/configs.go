@@ -10,6 +10,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // Configs of GROUP resources (Kafka 4.4's group configs, KIP-848/KIP-1071) and of
@@ -242,6 +243,14 @@ func (t *Table) alterGroupConfigs(ctx context.Context, group string, ops []group
 	var gce *streams.GroupConfigError
 	if e, ok := v.(error); ok && errors.As(e, &gce) {
 		return fail(kerr.InvalidConfig.Code, gce.Msg)
+	}
+	if !validateOnly {
+		// An operator's change that alters how a group runs: worth a line in the log.
+		names := make([]string, len(ops))
+		for i, o := range ops {
+			names[i] = o.op.String() + " " + o.name
+		}
+		t.log.Info("group configs altered", zap.String("group", group), zap.Strings("changes", names), zap.Bool("replace", replace))
 	}
 	return 0, nil
 }

@@ -107,6 +107,12 @@ func TestGroupConfigsStandbysRestartAndValidation(t *testing.T) {
 	if code, msg := alterGroupConfigs(t, cl, "gc-app", false, setGroupConfig("streams.num.standby.replicas", "1")); code != 0 {
 		t.Fatalf("set standbys: %d %q", code, msg)
 	}
+	if l := d.waitLogged("group configs altered", func(l map[string]any) bool { return l["group"] == "gc-app" }); fmt.Sprint(l["changes"]) != "[SET streams.num.standby.replicas]" {
+		t.Fatalf("logged %v", l)
+	}
+	if n := len(d.logged("group configs altered")); n != 1 {
+		t.Fatalf("%d changes logged, want 1 (rejected and validate-only changes write nothing)", n)
+	}
 	app.waitConverged(live, 1, 4, 1, 30*time.Second)
 	app.stopAll()
 
