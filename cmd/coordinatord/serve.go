@@ -138,7 +138,16 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 			return gm.createUpstream(ctx, ts)
 		}
 	}
+	var brokerConfigs []handlers.BrokerConfig
+	brokerDefaults := map[string]string{}
+	for _, e := range cfg.Entries() {
+		brokerConfigs = append(brokerConfigs, handlers.BrokerConfig{Name: e.Key, Value: e.Value, Doc: e.Doc, Explicit: e.Source != config.SourceDefault})
+		if d, ok := config.Default(e.Key); ok {
+			brokerDefaults[e.Key] = d
+		}
+	}
 	table := handlers.New(handlers.Deps{
+		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
 		CreateTopics: createTopics,
 		Node:         node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classicConfig(cfg),

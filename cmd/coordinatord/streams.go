@@ -27,6 +27,13 @@ func streamsConfig(cfg *config.Config) streams.Config {
 		TaskOffsetInterval: ms(s.TaskOffsetIntervalMs), NumWarmupReplicas: s.NumWarmupReplicas,
 		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: assign.Lookup,
 		TopologyDescriptionPlugin: cfg.TopologyPlugin.Class != "",
+		GroupBounds: streams.GroupConfigBounds{
+			MinSessionTimeoutMs: s.MinSessionTimeoutMs, MaxSessionTimeoutMs: s.MaxSessionTimeoutMs,
+			MinHeartbeatIntervalMs: s.MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs: s.MaxHeartbeatIntervalMs,
+			MinAssignmentIntervalMs: s.MinAssignmentIntervalMs, MaxAssignmentIntervalMs: s.MaxAssignmentIntervalMs,
+			MaxStandbyReplicas: s.MaxStandbyReplicas, MaxWarmupReplicas: s.MaxWarmupReplicas,
+			MinTaskOffsetIntervalMs: s.MinTaskOffsetIntervalMs,
+		},
 	}
 }
 

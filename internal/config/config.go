@@ -112,6 +112,12 @@ func (c *Config) Entries() []Entry {
 	return out
 }
 
+// Default returns a key's default value.
+func Default(key string) (string, bool) {
+	k, ok := lookup(key)
+	return k.def, ok
+}
+
 // Get returns the effective raw value of a key.
 func (c *Config) Get(key string) (string, bool) {
 	v, ok := c.values[key]

@@ -70,12 +70,15 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 			resp.SetVersion(r.Version)
 			return resp
 		}
+	case 32, 33, 44:
+		return p.splitConfigs(ctx, r)
 	}
 	return p.g.opts.Local.Handle(ctx, r)
 }
 
 // Forwards decides per request: group APIs and ApiVersions stay; FindCoordinator stays for
-// groups and goes upstream for transactions; the never-forwarded keys stay (and are refused);
+// groups and goes upstream for transactions; config requests naming a GROUP resource or
+// coordinatord's BROKER resource stay (and are split, configs.go); the never-forwarded keys stay (and are refused);
 // everything else goes to the upstream broker of this port.
 func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 	switch {
@@ -83,6 +86,10 @@ func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 		return false
 	case h.Key == 10:
 		return findCoordinatorKeyType(h.Version, rest) == 1
+	case configKeys[h.Key]:
+		return !p.configsLocal(h, rest)
+	case h.Key == 74:
+		return !listConfigResourcesLocal(h, rest)
 	}
 	if max, ok := forwardMax[h.Key]; ok && h.Version > max {
 		return false

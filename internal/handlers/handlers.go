@@ -73,6 +73,10 @@ type Deps struct {
 	// nil creates them in the catalog (standalone); in gateway mode, in the upstream cluster,
 	// returning once the catalog shows them. An error is an availability error.
 	CreateTopics func(ctx context.Context, topics []meta.NewTopic) ([]meta.TopicResult, error)
+	// BrokerConfigs are this process's effective configuration keys (DescribeConfigs of its
+	// BROKER resource; synonyms of group configs), BrokerDefaults their default values.
+	BrokerConfigs  []BrokerConfig
+	BrokerDefaults map[string]string
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response
@@ -124,6 +128,10 @@ func New(deps Deps) *Table {
 	t.add(27, 1, 2, t.writeTxnMarkers)
 	t.add(28, 0, 6, t.txnOffsetCommit)
 	t.add(47, 0, 0, t.offsetDelete)
+	t.add(32, 1, 4, t.describeConfigs)
+	t.add(33, 0, 2, t.alterConfigs)
+	t.add(44, 0, 1, t.incrementalAlterConfigs)
+	t.add(74, 0, 1, t.listConfigResources)
 	return t
 }
 

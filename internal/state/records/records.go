@@ -38,6 +38,9 @@ const (
 	// KindTopic: key (topic name), value the topic's id, partition count, replication factor and
 	// configs. Lives in the metadata shard.
 	KindTopic Kind = 40
+	// KindGroupConfig: key (group), value the group's config overrides (name/value pairs, the
+	// whole set); a tombstone clears them. Kinds 60-69 are group-level records of any type.
+	KindGroupConfig Kind = 60
 	// KindTest is for engine tests that need a record before any group type exists.
 	KindTest Kind = 0xFFFF
 )
@@ -54,6 +57,7 @@ var kindNames = map[Kind]string{
 	KindStreamsCurrentMember:  "streams_current_member_assignment",
 	KindStreamsTopology:       "streams_topology",
 	KindTopic:                 "topic",
+	KindGroupConfig:           "group_config",
 	KindTest:                  "test",
 }
 

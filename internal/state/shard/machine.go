@@ -23,11 +23,13 @@ type Machine struct {
 	// offsets sweep then keeps streams groups whose description the plugin may hold (streams
 	// topology-description §6.4). Configuration, not state.
 	PinTopologyDescriptions bool
+	// GroupConfigs are the group-level config overrides by group id (GROUP config resources).
+	GroupConfigs map[string]map[string]string
 }
 
 // NewMachine returns an empty shard machine.
 func NewMachine() *Machine {
-	return &Machine{Offsets: offsets.New(), Classic: classic.New(), Streams: streams.New()}
+	return &Machine{Offsets: offsets.New(), Classic: classic.New(), Streams: streams.New(), GroupConfigs: map[string]map[string]string{}}
 }
 
 // Replay implements runtime.Machine.
@@ -44,6 +46,8 @@ func (m *Machine) Replay(offset int64, rec log.Record) error {
 		return m.Streams.Replay(rec)
 	case records.KindClassicGroup:
 		return m.Classic.Replay(offset, rec)
+	case records.KindGroupConfig:
+		return m.replayGroupConfig(rec)
 	default:
 		m.UnknownKinds++
 		return nil

@@ -37,11 +37,16 @@ type machineView struct {
 	Offsets      *offsets.State
 	Classic      map[string]*classic.Group
 	Streams      map[string]streamsView
+	GroupConfigs map[string]map[string]string
 	UnknownKinds int
 }
 
 func viewOf(m *Machine) machineView {
-	v := machineView{Offsets: m.Offsets, Classic: map[string]*classic.Group{}, Streams: map[string]streamsView{}, UnknownKinds: m.UnknownKinds}
+	v := machineView{Offsets: m.Offsets, Classic: map[string]*classic.Group{}, Streams: map[string]streamsView{}, UnknownKinds: m.UnknownKinds,
+		GroupConfigs: map[string]map[string]string{}}
+	for id := range m.GroupConfigs {
+		v.GroupConfigs[id] = m.GroupConfigsOf(id)
+	}
 	for _, id := range m.Classic.Groups() {
 		v.Classic[id] = m.Classic.Group(id).Clone()
 	}
@@ -261,6 +266,22 @@ func TestReplayEquivalenceAllKindsOverSegmentLogAndCompaction(t *testing.T) {
 			}
 		case r < 18:
 			group := fmt.Sprint("s", rng.Intn(3))
+			if rng.Intn(3) == 0 { // group configs: set, change, clear (a tombstone)
+				n := rng.Intn(3)
+				write(AlterGroupConfigs(group, false, func(cur map[string]string) (map[string]string, error) {
+					switch n {
+					case 0:
+						return map[string]string{}, nil
+					default:
+						if cur == nil {
+							cur = map[string]string{}
+						}
+						cur[fmt.Sprint("streams.key", n)] = fmt.Sprint(i)
+						return cur, nil
+					}
+				}))
+				continue
+			}
 			switch rng.Intn(4) {
 			case 0:
 				write(StreamsDescriptionStored(group, int32(rng.Intn(3))))

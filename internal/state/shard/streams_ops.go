@@ -23,6 +23,9 @@ import (
 func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		in.Now, in.Scheduled, in.Foreign = c.Now(), c.Scheduled, m.streamsForeign
+		// The group's overrides apply from its next heartbeat on: a changed standby count
+		// changes the assignment configs, which bumps the group epoch (Kafka does the same).
+		in.Config = m.streamsConfigFor(in.Req.Group, in.Config)
 		out := m.Streams.Heartbeat(in)
 		applyStreamsTimers(c, out.Timers, in.Config)
 		return runtime.Result{Records: out.Records, Response: out}
@@ -37,7 +40,7 @@ func StreamsDescribe(groups []string, includeOps bool, cat streams.Catalog, cfg 
 		out := make([]kmsg.StreamsGroupDescribeResponseGroup, len(groups))
 		for i, g := range groups {
 			owned, _, _ := m.streamsForeign(g)
-			out[i] = m.Streams.Describe(g, includeOps, cat, cfg, owned)
+			out[i] = m.Streams.Describe(g, includeOps, cat, m.streamsConfigFor(g, cfg), owned)
 		}
 		return runtime.Result{Response: out}
 	}
@@ -77,7 +80,9 @@ func (m *Machine) StreamsGroups() []string {
 
 // StreamsOnLoaded re-arms the streams timers of a freshly loaded shard (spec §4.6).
 func StreamsOnLoaded(c *runtime.Ctx[*Machine], m *Machine, cfg streams.Config) {
-	applyStreamsTimers(c, m.Streams.LoadedTimers(cfg), cfg)
+	for _, a := range m.Streams.LoadedTimers(func(group string) streams.Config { return m.streamsConfigFor(group, cfg) }) {
+		applyStreamsTimers(c, []streams.TimerAction{a}, m.streamsConfigFor(a.Group, cfg))
+	}
 }
 
 // streamsForeign reports whether another group type owns a group id, whether that group is an
@@ -383,7 +388,7 @@ func StreamsDescribeWithEpochs(groups []string, includeOps bool, cat streams.Cat
 		out := make([]StreamsDescribed, len(groups))
 		for i, g := range groups {
 			owned, _, _ := m.streamsForeign(g)
-			out[i].Group = m.Streams.Describe(g, includeOps, cat, cfg, owned)
+			out[i].Group = m.Streams.Describe(g, includeOps, cat, m.streamsConfigFor(g, cfg), owned)
 			out[i].Epochs, out[i].Found = m.Streams.DescriptionEpochs(g)
 		}
 		return runtime.Result{Response: out}

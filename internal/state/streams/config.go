@@ -28,6 +28,8 @@ type Config struct {
 	// TopologyDescriptionPlugin reports whether a topology description plugin is configured
 	// (KIP-1331): the offsets sweep then pins groups whose description may be held.
 	TopologyDescriptionPlugin bool
+	// GroupBounds bound the group-level overrides (streams.* GROUP configs).
+	GroupBounds GroupConfigBounds
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -36,7 +38,7 @@ func DefaultConfig() Config {
 		SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second, MaxSize: 1<<31 - 1,
 		InitialRebalanceDelay: 3 * time.Second, AssignmentInterval: time.Second,
 		Assignors: []string{"sticky"}, TaskOffsetInterval: time.Minute,
-		NumWarmupReplicas: 2, AcceptableRecoveryLag: 10000,
+		NumWarmupReplicas: 2, AcceptableRecoveryLag: 10000, GroupBounds: DefaultGroupConfigBounds(),
 	}
 }
 

@@ -39,10 +39,11 @@ func (s *State) InitialDelayExpired(group string, cat Catalog, cfg Config, now t
 
 // LoadedTimers are the timers to arm after a load (spec §4.6): a session timer for every
 // member and a rebalance timer for every member in UNREVOKED_TASKS. The initial-delay timer
-// is not restored.
-func (s *State) LoadedTimers(cfg Config) []TimerAction {
+// is not restored. cfg gives a group's configuration (its group-level overrides applied).
+func (s *State) LoadedTimers(cfgFor func(group string) Config) []TimerAction {
 	var out []TimerAction
 	for _, g := range s.Groups {
+		cfg := cfgFor(g.ID)
 		for _, m := range g.Members {
 			out = append(out, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, After: cfg.SessionTimeout})
 			if m.State == UnrevokedTasks {

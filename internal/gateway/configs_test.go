@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A mixed DescribeConfigs is split into the local resources (GROUP, coordinatord's BROKER) and
+// the upstream's, and the answers come back in request order.
+func TestConfigSplitAndMergeKeepRequestOrder(t *testing.T) {
+	g := testGateway(t)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	type res struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}
+	in := []res{{kmsg.ConfigResourceTypeTopic, "t"}, {kmsg.ConfigResourceTypeGroupConfig, "g"}, {kmsg.ConfigResourceTypeBroker, "100"},
+		{kmsg.ConfigResourceTypeBroker, "1"}, {kmsg.ConfigResourceTypeTopic, "u"}}
+	for _, r := range in {
+		x := kmsg.NewDescribeConfigsRequestResource()
+		x.ResourceType, x.ResourceName = r.typ, r.name
+		req.Resources = append(req.Resources, x)
+	}
+	local := make([]bool, len(in))
+	for i, r := range configResources(req) {
+		local[i] = g.localConfig(r)
+	}
+	if want := []bool{false, true, true, false, false}; !equalBools(local, want) {
+		t.Fatalf("local %v, want %v", local, want)
+	}
+	l, u := splitRequest(req, local)
+	answer := func(r kmsg.Request, throttle int32) *kmsg.DescribeConfigsResponse {
+		resp := kmsg.NewPtrDescribeConfigsResponse()
+		resp.ThrottleMillis = throttle
+		for _, x := range r.(*kmsg.DescribeConfigsRequest).Resources {
+			o := kmsg.NewDescribeConfigsResponseResource()
+			o.ResourceType, o.ResourceName = x.ResourceType, x.ResourceName
+			resp.Resources = append(resp.Resources, o)
+		}
+		return resp
+	}
+	merged := mergeResponses(req, answer(l, 0), answer(u, 30), local).(*kmsg.DescribeConfigsResponse)
+	if len(merged.Resources) != len(in) || merged.ThrottleMillis != 30 {
+		t.Fatalf("merged %d resources, throttle %d", len(merged.Resources), merged.ThrottleMillis)
+	}
+	for i, r := range in {
+		if got := merged.Resources[i]; got.ResourceType != r.typ || got.ResourceName != r.name {
+			t.Fatalf("resource %d is %v %s, want %v %s", i, got.ResourceType, got.ResourceName, r.typ, r.name)
+		}
+	}
+}
+
+// ListConfigResources is answered here only when it asks for GROUP resources alone.
+func TestListConfigResourcesLocalOnlyForGroups(t *testing.T) {
+	body := func(types ...int8) []byte {
+		r := kmsg.NewPtrListConfigResourcesRequest()
+		r.SetVersion(1)
+		r.ResourceTypes = types
+		return r.AppendTo(kbin.AppendUvarint(nil, 0)) // empty header tags first
+	}
+	h := wire.Header{Key: 74, Version: 1}
+	for _, tc := range []struct {
+		types []int8
+		want  bool
+	}{{[]int8{32}, true}, {[]int8{32, 2}, false}, {nil, false}, {[]int8{16}, false}} {
+		if got := listConfigResourcesLocal(h, body(tc.types...)); got != tc.want {
+			t.Errorf("types %v: local %v, want %v", tc.types, got, tc.want)
+		}
+	}
+}
+
+func equalBools(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

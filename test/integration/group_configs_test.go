@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type groupConfigChange struct {
+	name  string
+	op    kmsg.IncrementalAlterConfigOp
+	value *string
+}
+
+func setGroupConfig(name, value string) groupConfigChange {
+	return groupConfigChange{name: name, value: &value}
+}
+
+func alterGroupConfigs(t *testing.T, cl *kgo.Client, group string, validateOnly bool, changes ...groupConfigChange) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.ValidateOnly = validateOnly
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for _, c := range changes {
+		rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		rc.Name, rc.Op, rc.Value = c.name, c.op, c.value
+		r.Configs = append(r.Configs, rc)
+	}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resp.Resources[0]
+	msg := ""
+	if res.ErrorMessage != nil {
+		msg = *res.ErrorMessage
+	}
+	return res.ErrorCode, msg
+}
+
+// describeGroupConfigs returns name -> "value/source" for the group's described keys.
+func describeGroupConfigs(t *testing.T, cl *kgo.Client, group string, names ...string) map[string]string {
+	t.Helper()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	r.ConfigNames = names
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Resources[0].ErrorCode; c != 0 {
+		t.Fatalf("describe configs of %s: error %d", group, c)
+	}
+	out := map[string]string{}
+	for _, c := range resp.Resources[0].Configs {
+		out[c.Name] = fmt.Sprintf("%s/%d", *c.Value, c.Source)
+	}
+	return out
+}
+
+// kafka-configs.sh --entity-type groups against coordinatord: a streams group's
+// streams.num.standby.replicas set at run time gives it standbys at its next heartbeats, the
+// override survives a restart, bad values get Kafka's errors, and ValidateOnly writes nothing.
+func TestGroupConfigsStandbysRestartAndValidation(t *testing.T) {
+	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
+	createStreamsTopics(t, d.Addr, 4, "gc-in-0")
+	cl := d.client()
+	defer cl.Close()
+
+	app := newStreamsApp(t, d.Addr, "gc-app", streamsTopology("gc-in", 1))
+	app.interval = 200 * time.Millisecond
+	var live []*simMember
+	for i := range 3 {
+		m := app.newMember(fmt.Sprint("m", i), fmt.Sprint("p", i), nil)
+		m.start()
+		live = append(live, m)
+	}
+	app.waitConverged(live, 1, 4, 0, 30*time.Second)
+
+	if code, msg := alterGroupConfigs(t, cl, "gc-app", false, setGroupConfig("streams.num.standby.replicas", "3")); code != 40 ||
+		msg != "streams.num.standby.replicas must be less than or equal to 2" {
+		t.Fatalf("standbys above group.streams.max.standby.replicas: %d %q", code, msg)
+	}
+	if code, msg := alterGroupConfigs(t, cl, "gc-app", false, setGroupConfig("streams.session.timeout.ms", "500")); code != 40 ||
+		msg != "streams.session.timeout.ms must be in the range 1000 to 60000 inclusive." {
+		t.Fatalf("session timeout below the broker minimum: %d %q", code, msg)
+	}
+	if code, msg := alterGroupConfigs(t, cl, "gc-app", false, groupConfigChange{name: "streams.num.standby.replicas"}); code != 42 {
+		t.Fatalf("SET without a value: %d %q", code, msg)
+	}
+	if code, _ := alterGroupConfigs(t, cl, "gc-app", true, setGroupConfig("streams.num.standby.replicas", "2")); code != 0 {
+		t.Fatalf("validate only: %d", code)
+	}
+	if got := describeGroupConfigs(t, cl, "gc-app", "streams.num.standby.replicas")["streams.num.standby.replicas"]; got != "0/5" {
+		t.Fatalf("after validate-only: %s, want the default 0/5", got)
+	}
+
+	if code, msg := alterGroupConfigs(t, cl, "gc-app", false, setGroupConfig("streams.num.standby.replicas", "1")); code != 0 {
+		t.Fatalf("set standbys: %d %q", code, msg)
+	}
+	if l := d.waitLogged("group configs altered", func(l map[string]any) bool { return l["group"] == "gc-app" }); fmt.Sprint(l["changes"]) != "[SET streams.num.standby.replicas]" {
+		t.Fatalf("logged %v", l)
+	}
+	if n := len(d.logged("group configs altered")); n != 1 {
+		t.Fatalf("%d changes logged, want 1 (rejected and validate-only changes write nothing)", n)
+	}
+	app.waitConverged(live, 1, 4, 1, 30*time.Second)
+	app.stopAll()
+
+	d.stop()
+	d.start(append(append([]string{}, streamsTestSettings...), "group.streams.initial.rebalance.delay.ms=0")...)
+	cl2 := d.client()
+	defer cl2.Close()
+	if got := describeGroupConfigs(t, cl2, "gc-app")["streams.num.standby.replicas"]; got != "1/8" {
+		t.Fatalf("after restart: %s, want 1 from the group (source 8)", got)
+	}
+	// Unset: the broker's value again.
+	if code, _ := alterGroupConfigs(t, cl2, "gc-app", false, groupConfigChange{name: "streams.num.standby.replicas", op: kmsg.IncrementalAlterConfigOpDelete}); code != 0 {
+		t.Fatalf("delete: %d", code)
+	}
+	if got := describeGroupConfigs(t, cl2, "gc-app")["streams.num.standby.replicas"]; got != "0/5" {
+		t.Fatalf("after delete: %s", got)
+	}
+}
+
+// kafka-configs.sh --entity-type brokers --entity-name <node id> --describe: coordinatord's
+// own BROKER resource lists its effective keys; other resources are refused in standalone mode.
+func TestGroupConfigsBrokerSelfDescribe(t *testing.T) {
+	d := startDaemon(t, "node.id=7", "group.max.size=10")
+	adm := kadm.NewClient(d.client())
+	defer adm.Close()
+	rcs, err := adm.DescribeBrokerConfigs(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("7", nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("%v %v", err, rc.Err)
+	}
+	got := map[string]kadm.Config{}
+	for _, c := range rc.Configs {
+		got[c.Key] = c
+	}
+	if c := got["group.max.size"]; c.MaybeValue() != "10" || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Fatalf("group.max.size: %+v", c)
+	}
+	if c := got["group.min.session.timeout.ms"]; c.MaybeValue() != "6000" || c.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("group.min.session.timeout.ms: %+v", c)
+	}
+	trcs, err := adm.DescribeTopicConfigs(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trc, _ := trcs.On("t", nil); trc.Err == nil {
+		t.Fatal("a TOPIC resource was answered in standalone mode")
+	}
+}
