@@ -218,6 +218,11 @@ type Group struct {
 	Members                map[string]*Member
 	Targets                map[string]Roles
 
+	// Derived from the records by Replay, never persisted: which members hold each task, and
+	// how many targets hold warm-ups. They keep a heartbeat's cost independent of group size.
+	owners      taskOwners
+	warmTargets int
+
 	hasMetadata bool
 	soft        soft
 }
@@ -239,6 +244,7 @@ func newGroup(id string) *Group {
 		StoredDescriptionEpoch: -1, FailedDescriptionEpoch: -1,
 		AssignmentConfigs: map[string]string{},
 		Members:           map[string]*Member{}, Targets: map[string]Roles{},
+		owners: newTaskOwners(),
 	}
 }
 
