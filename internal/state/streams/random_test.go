@@ -180,8 +180,9 @@ func checkCompactedReplay(t *testing.T, all []log.Record, want *State, rng *rand
 	}
 }
 
-// checkDerived: the task-ownership index and the warm-up target count that Replay keeps up to
-// date record by record equal what a full rebuild from the members and targets gives.
+// checkDerived: the task-ownership index, the warm-up target count and the instance index that
+// Replay keeps up to date record by record equal what a full rebuild from the members and
+// targets gives.
 func checkDerived(t *testing.T, s *State) {
 	t.Helper()
 	for id, g := range s.Groups {
@@ -196,6 +197,9 @@ func checkDerived(t *testing.T, s *State) {
 		}
 		if g.warmTargets != warm {
 			t.Fatalf("group %s: %d targets with warm-ups counted, %d held", id, g.warmTargets, warm)
+		}
+		if want := instanceIndex(g.Members); !reflect.DeepEqual(g.instances, want) {
+			t.Fatalf("group %s: instance index %v, a rebuild gives %v", id, g.instances, want)
 		}
 	}
 }

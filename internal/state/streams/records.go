@@ -296,7 +296,11 @@ func (s *State) Replay(rec log.Record) error {
 		g.hasMetadata = true
 	case records.KindStreamsMemberMetadata:
 		m := member()
+		g.unindexInstance(m)
 		m.InstanceID, m.RackID, m.ClientID, m.ClientHost = v.NullableString(), v.NullableString(), v.String(), v.String()
+		if m.InstanceID != nil {
+			g.instances[*m.InstanceID] = m.ID
+		}
 		m.RebalanceTimeoutMs, m.TopologyEpoch, m.ProcessID = v.Int32(), v.Int32(), v.String()
 		m.UserEndpoint = nil
 		if v.Bool() {
@@ -401,6 +405,7 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 		if _, ok := g.Targets[memberID]; ok {
 			return fmt.Errorf("streams group %s: member %s metadata tombstone before its target assignment tombstone", g.ID, memberID)
 		}
+		g.unindexInstance(m)
 		delete(g.Members, memberID)
 		delete(g.soft.taskOffsets, memberID)
 		delete(g.soft.taskEndOffsets, memberID)

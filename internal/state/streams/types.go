@@ -218,10 +218,12 @@ type Group struct {
 	Members                map[string]*Member
 	Targets                map[string]Roles
 
-	// Derived from the records by Replay, never persisted: which members hold each task, and
-	// how many targets hold warm-ups. They keep a heartbeat's cost independent of group size.
+	// Derived from the records by Replay, never persisted: which members hold each task, how
+	// many targets hold warm-ups, and which member holds each instance id. They keep a
+	// heartbeat's cost independent of group size.
 	owners      taskOwners
 	warmTargets int
+	instances   map[string]string
 
 	hasMetadata bool
 	soft        soft
@@ -244,7 +246,7 @@ func newGroup(id string) *Group {
 		StoredDescriptionEpoch: -1, FailedDescriptionEpoch: -1,
 		AssignmentConfigs: map[string]string{},
 		Members:           map[string]*Member{}, Targets: map[string]Roles{},
-		owners: newTaskOwners(),
+		owners: newTaskOwners(), instances: map[string]string{},
 	}
 }
 
@@ -268,12 +270,28 @@ func (g *Group) State() GroupState {
 
 // staticMember returns the member holding an instance id.
 func (g *Group) staticMember(instance string) *Member {
-	for _, m := range g.Members {
-		if m.InstanceID != nil && *m.InstanceID == instance {
-			return m
-		}
+	if m := g.Members[g.instances[instance]]; m != nil && m.InstanceID != nil && *m.InstanceID == instance {
+		return m
 	}
 	return nil
+}
+
+// instanceIndex is the instances index rebuilt from the members (Replay keeps it incrementally).
+func instanceIndex(members map[string]*Member) map[string]string {
+	out := map[string]string{}
+	for id, m := range members {
+		if m.InstanceID != nil {
+			out[*m.InstanceID] = id
+		}
+	}
+	return out
+}
+
+// unindexInstance drops m's instance id from the index if the index names m for it.
+func (g *Group) unindexInstance(m *Member) {
+	if m.InstanceID != nil && g.instances[*m.InstanceID] == m.ID {
+		delete(g.instances, *m.InstanceID)
+	}
 }
 
 // State is every streams group of a shard.
