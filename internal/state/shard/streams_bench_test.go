@@ -20,7 +20,7 @@ import (
 type streamsBenchGroup struct {
 	s     *runtime.Shard[*Machine]
 	cfg   streams.Config
-	cat   streamsCatalog
+	cat   streams.Catalog
 	beats []*kmsg.StreamsGroupHeartbeatRequest // one steady-state heartbeat per member
 }
 
@@ -42,11 +42,14 @@ func newStreamsBenchGroup(tb testing.TB, n int) *streamsBenchGroup {
 	cfg.InitialRebalanceDelay, cfg.AssignmentInterval = 0, 0
 	cfg.NumStandbyReplicas = 1
 	cfg.Lookup = assign.Lookup
-	cat := streamsCatalog{}
+	// The catalog is an immutable snapshot, as the handler reads it from the metadata shard.
+	cat := meta.NewCatalog()
 	for i, name := range []string{"input-0", "input-1", "store-0-changelog", "store-1-changelog"} {
-		cat[name] = &meta.Topic{Name: name, ID: [16]byte{byte(i + 1)}, Partitions: int32(n)}
+		if err := cat.Replay(0, meta.TopicRecord(&meta.Topic{Name: name, ID: [16]byte{byte(i + 1)}, Partitions: int32(n)})); err != nil {
+			tb.Fatal(err)
+		}
 	}
-	g := &streamsBenchGroup{cfg: cfg, cat: cat}
+	g := &streamsBenchGroup{cfg: cfg, cat: cat.Snapshot()}
 	g.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: NewMachine, Backend: memlog.New()})
 	g.s.Start()
 	for g.s.State() != runtime.StateActive {

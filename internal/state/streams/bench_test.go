@@ -6,19 +6,28 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // benchGroup builds a settled group of n members straight on the state machine: two stateful
 // subtopologies of n partitions each, one standby, the sticky assignor, every member STABLE.
+// The catalog is a meta.Snapshot, as the server passes it.
 func benchGroup(tb testing.TB, n int) (*State, HeartbeatInput, []*kmsg.StreamsGroupHeartbeatRequest) {
 	cfg := DefaultConfig()
 	cfg.InitialRebalanceDelay, cfg.AssignmentInterval, cfg.NumStandbyReplicas = 0, 0, 1
 	cfg.Lookup = assign.Lookup
 	s := New()
+	// The server's catalog is an immutable snapshot (meta.Snapshot), which the heartbeat may cache by.
+	cat := meta.NewCatalog()
+	for i, name := range []string{"input-0", "input-1", "store-0-changelog", "store-1-changelog"} {
+		if err := cat.Replay(0, meta.TopicRecord(&meta.Topic{Name: name, ID: [16]byte{byte(i + 1)}, Partitions: int32(n)})); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	in := HeartbeatInput{Version: 1, ClientID: "client", ClientHost: "/127.0.0.1", Config: cfg, Now: time.UnixMilli(1_000_000),
-		Catalog: topics("input-0", n, "input-1", n, "store-0-changelog", n, "store-1-changelog", n)}
+		Catalog: cat.Snapshot()}
 	tp := topo(0, sub{id: "0", sources: []string{"input-0"}, changelogs: []string{"store-0-changelog"}},
 		sub{id: "1", sources: []string{"input-1"}, changelogs: []string{"store-1-changelog"}})
 	hb := func(req *kmsg.StreamsGroupHeartbeatRequest) []log.Record {

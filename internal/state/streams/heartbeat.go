@@ -469,15 +469,16 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	var configured *Configured
 	hash := g.MetadataHash
 	if topology != nil {
-		var err error
-		if configured, err = Configure(topology, in.Catalog); err != nil {
+		c, h, err := g.configure(topology, in.Catalog)
+		if err != nil {
 			var inv *InvalidTopologyError
 			if errors.As(err, &inv) {
 				return fail(kerr.StreamsInvalidTopology, "%s", inv.Msg)
 			}
 			return fail(kerr.UnknownServerError, "")
 		}
-		if h := metadataHash(topology, in.Catalog); h != hash {
+		configured = c
+		if h != hash {
 			hash, bump = h, true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -1251,5 +1252,40 @@ func TestStaticReplacementOwnsItsOldTasks(t *testing.T) {
 	}
 	if !reflect.DeepEqual(wireTasks(r.StandbyTasks), map[string][]int32{"s": ps(0)}) {
 		t.Fatalf("response standby %v", wireTasks(r.StandbyTasks))
+	}
+}
+
+// With the server's catalog (immutable snapshots) a heartbeat reuses the configured topology
+// of the previous one while the snapshot is the same, and sees a topic change as soon as a new
+// snapshot carries it: added partitions bump the group epoch and the member gets the new tasks.
+func TestHeartbeatSeesEachCatalogSnapshot(t *testing.T) {
+	c := meta.NewCatalog()
+	put := func(parts int32) *meta.Snapshot {
+		if err := c.Replay(0, meta.TopicRecord(&meta.Topic{Name: "foo", ID: [16]byte{7}, Partitions: parts})); err != nil {
+			t.Fatal(err)
+		}
+		return c.Snapshot()
+	}
+	e := newEnv(t, nil, roundRobin{"sticky"})
+	hb := func(req *kmsg.StreamsGroupHeartbeatRequest, cat *meta.Snapshot) *kmsg.StreamsGroupHeartbeatResponse {
+		t.Helper()
+		out := e.s.Heartbeat(HeartbeatInput{Req: req, Version: 1, ClientID: "client", ClientHost: "/127.0.0.1", Catalog: cat, Config: e.cfg, Now: e.now})
+		e.apply(out.Records, out.Timers)
+		mustOK(t, out.Response)
+		return out.Response
+	}
+	snap := put(2)
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	r := hb(join("g", "a", tp), snap)
+	for i := 0; i < 3; i++ {
+		r = hb(owning(beat("g", "a", r.MemberEpoch), map[string][]int32{"s": ps(0, 1)}, nil, nil), snap)
+		if r.MemberEpoch != 2 || len(e.recs) != 0 {
+			t.Fatalf("steady heartbeat %d: epoch %d, %d records", i, r.MemberEpoch, len(e.recs))
+		}
+	}
+	e.now = e.now.Add(2 * time.Second) // past the assignment interval
+	r = hb(owning(beat("g", "a", r.MemberEpoch), map[string][]int32{"s": ps(0, 1)}, nil, nil), put(4))
+	if r.MemberEpoch != 3 || !reflect.DeepEqual(wireTasks(r.ActiveTasks), map[string][]int32{"s": ps(0, 1, 2, 3)}) {
+		t.Fatalf("after the partition increase: epoch %d tasks %v", r.MemberEpoch, wireTasks(r.ActiveTasks))
 	}
 }

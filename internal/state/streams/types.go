@@ -10,6 +10,7 @@ package streams
 import (
 	"sort"
 
+	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 )
 
@@ -238,6 +239,37 @@ type soft struct {
 	// catalog is the topic catalog the group's last heartbeat saw; the initial-delay timer
 	// configures the topology with it, as Kafka uses the configured topology it keeps.
 	catalog Catalog
+	// configured caches the stored topology configured against one catalog snapshot.
+	configured configuredCache
+}
+
+// configuredCache is Configure and metadataHash of the group's stored topology against an
+// immutable catalog snapshot. Both are functions of the two alone and a snapshot is replaced,
+// never changed, when a topic changes, so every heartbeat between two topic changes reuses
+// them instead of redoing the topology's work.
+type configuredCache struct {
+	topology   *Topology
+	snap       *meta.Snapshot
+	configured *Configured
+	hash       int64
+}
+
+// configure returns Configure(t, cat) and metadataHash(t, cat), cached for the stored topology
+// and a *meta.Snapshot catalog (what the server passes). The result is shared: read it only.
+func (g *Group) configure(t *Topology, cat Catalog) (*Configured, int64, error) {
+	snap, _ := cat.(*meta.Snapshot)
+	if c := &g.soft.configured; snap != nil && c.snap == snap && c.topology == t {
+		return c.configured, c.hash, nil
+	}
+	configured, err := Configure(t, cat)
+	if err != nil {
+		return nil, 0, err
+	}
+	h := metadataHash(t, cat)
+	if snap != nil && t == g.Topology {
+		g.soft.configured = configuredCache{topology: t, snap: snap, configured: configured, hash: h}
+	}
+	return configured, h, nil
 }
 
 func newGroup(id string) *Group {
