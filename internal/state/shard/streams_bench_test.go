@@ -41,6 +41,9 @@ func newStreamsBenchGroup(tb testing.TB, n int) *streamsBenchGroup {
 	cfg := streams.DefaultConfig()
 	cfg.InitialRebalanceDelay, cfg.AssignmentInterval = 0, 0
 	cfg.NumStandbyReplicas = 1
+	// Building a large group on a busy machine can take longer than a session: nobody may be
+	// fenced before the timed heartbeats start.
+	cfg.SessionTimeout = time.Hour
 	cfg.Lookup = assign.Lookup
 	// The catalog is an immutable snapshot, as the handler reads it from the metadata shard.
 	cat := meta.NewCatalog()
@@ -79,12 +82,12 @@ func newStreamsBenchGroup(tb testing.TB, n int) *streamsBenchGroup {
 			break
 		}
 		for _, id := range ids {
-			g.hb(tb, g.owning(id))
+			g.hb(tb, g.owning(tb, id))
 		}
 	}
 	g.beats = make([]*kmsg.StreamsGroupHeartbeatRequest, n)
 	for i, id := range ids {
-		g.beats[i] = streamsBeat("app", id, g.owning(id).MemberEpoch)
+		g.beats[i] = streamsBeat("app", id, g.owning(tb, id).MemberEpoch)
 	}
 	return g
 }
@@ -104,13 +107,19 @@ func (g *streamsBenchGroup) hb(tb testing.TB, req *kmsg.StreamsGroupHeartbeatReq
 	return out
 }
 
-func (g *streamsBenchGroup) owning(member string) *kmsg.StreamsGroupHeartbeatRequest {
-	v, _ := g.s.Read(context.Background(), func(m *Machine) (any, error) {
+func (g *streamsBenchGroup) owning(tb testing.TB, member string) *kmsg.StreamsGroupHeartbeatRequest {
+	v, err := g.s.Read(context.Background(), func(m *Machine) (any, error) {
 		mm := m.Streams.Group("app").Members[member]
+		if mm == nil {
+			return nil, fmt.Errorf("member %s is gone", member)
+		}
 		r := streamsBeat("app", member, mm.Epoch)
 		r.ActiveTasks, r.StandbyTasks, r.WarmupTasks = streams.TasksToWire(mm.Assigned[streams.Active]), streams.TasksToWire(mm.Assigned[streams.Standby]), streams.TasksToWire(mm.Assigned[streams.Warmup])
 		return r, nil
 	})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return v.(*kmsg.StreamsGroupHeartbeatRequest)
 }
 
