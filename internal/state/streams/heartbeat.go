@@ -394,7 +394,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 
 	// Updated member (spec §3 step 2).
-	m := stored.clone()
+	m := stored.shallow() // fields below are replaced, never changed in place
 	if req.InstanceID != nil {
 		m.InstanceID = req.InstanceID
 	}

@@ -119,7 +119,7 @@ func next(m *Member, base, targetEpoch int32, target Roles, owned *Roles, own ow
 		}
 		keep.add(p.role, p.t, 0)
 	}
-	n := m.clone()
+	n := m.shallow() // its Assigned and Pending are replaced below
 	n.PreviousEpoch = m.Epoch
 	n.Pending = Roles{}
 	switch {

@@ -175,6 +175,14 @@ func newMember(id string) *Member {
 	return &Member{ID: id, State: Stable, RebalanceTimeoutMs: -1, TopologyEpoch: -1}
 }
 
+// shallow copies the member's fields but shares its task and tag maps. State maps are never
+// changed in place (Replay and every operation build new ones), so a copy whose maps are only
+// read or replaced is safe and costs nothing per task: a steady heartbeat makes one.
+func (m *Member) shallow() *Member {
+	c := *m
+	return &c
+}
+
 func (m *Member) clone() *Member {
 	c := *m
 	c.Assigned = m.Assigned.Clone()
