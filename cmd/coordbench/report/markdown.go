@@ -140,6 +140,7 @@ func Markdown(s *Set, o Options) string {
 	w("## Micro-benchmarks\n\n")
 	w("Figures of single components, measured with `go test -bench` (commands in each page):\n\n")
 	w("- [Storage](benchmarks-storage.md): group commit at 1/8/64 appenders against one fsync per write, replay MB/s, 1M-record replay, compaction, shard start and memory per 100k offsets.\n")
+	w("- [Streams heartbeat against group size](benchmarks-heartbeat.md): one steady-state streams heartbeat at 10/100/1000 members, through the shard and in the state machine alone.\n")
 	w("- [Streams task assignors](benchmarks-assignor.md): assignor time for 10/100/1000 members × 100/1000/10000 tasks.\n")
 	w("- [Topology description plugin](benchmarks-plugin.md): other groups' heartbeat p99 while a plugin call hangs for 60 s.\n")
 	w("- [Classic heartbeat](benchmarks-classic.md): CPU and allocations per heartbeat at 10/100/1000 members, before and after the issue-12 change (no group copy, O(1) member lookup).\n")

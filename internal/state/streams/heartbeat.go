@@ -328,15 +328,8 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 	wasEmpty := len(g.Members) == 0
 
-	// Membership view: the group's members with this heartbeat's changes applied.
-	members := make(map[string]*Member, len(g.Members)+1)
-	for id, m := range g.Members {
-		members[id] = m
-	}
-	targets := make(map[string]Roles, len(g.Targets)+1)
-	for id, t := range g.Targets {
-		targets[id] = t
-	}
+	// The group as this heartbeat changes it, materialized only where every member is needed.
+	view := groupView{g: g}
 
 	// Group size (joins only).
 	if req.MemberEpoch == 0 {
@@ -364,15 +357,12 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 				return fail(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", req.MemberID, *req.InstanceID, existing.ID)
 			default:
 				// Replacement: the new member id inherits the old one's assignment and target.
-				oldTarget := targets[existing.ID]
+				oldTarget := g.Targets[existing.ID]
 				recs = append(recs, currentMemberTombstone(g.ID, existing.ID), targetMemberTombstone(g.ID, existing.ID), memberMetadataTombstone(g.ID, existing.ID))
 				repl := existing.clone()
 				repl.ID, repl.Epoch, repl.PreviousEpoch = req.MemberID, 0, 0
 				recs = append(recs, MemberMetadataRecord(g.ID, repl), TargetMemberRecord(g.ID, repl.ID, oldTarget), CurrentMemberRecord(g.ID, repl))
-				delete(members, existing.ID)
-				delete(targets, existing.ID)
-				members[repl.ID] = repl
-				targets[repl.ID] = oldTarget
+				view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
 				timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: existing.ID, Cancel: true},
 					TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: existing.ID, Cancel: true})
 				stored = repl
@@ -404,7 +394,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 
 	// Updated member (spec §3 step 2).
-	m := stored.clone()
+	m := stored.shallow() // fields below are replaced, never changed in place
 	if req.InstanceID != nil {
 		m.InstanceID = req.InstanceID
 	}
@@ -442,7 +432,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			bump = true
 		}
 	}
-	members[m.ID] = m
+	view.self = m
 
 	// Topology (spec §5.1).
 	topology := g.Topology
@@ -479,15 +469,16 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	var configured *Configured
 	hash := g.MetadataHash
 	if topology != nil {
-		var err error
-		if configured, err = Configure(topology, in.Catalog); err != nil {
+		c, h, err := g.configure(topology, in.Catalog)
+		if err != nil {
 			var inv *InvalidTopologyError
 			if errors.As(err, &inv) {
 				return fail(kerr.StreamsInvalidTopology, "%s", inv.Msg)
 			}
 			return fail(kerr.UnknownServerError, "")
 		}
-		if h := metadataHash(topology, in.Catalog); h != hash {
+		configured = c
+		if h != hash {
 			hash, bump = h, true
 		}
 	}
@@ -531,13 +522,12 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		bump = true
 	}
 	// The assignor's view of task progress: every member's last report, this heartbeat's applied.
-	viewOffsets, viewEndOffsets := copyOffsets(g.soft.taskOffsets), copyOffsets(g.soft.taskEndOffsets)
-	viewOffsets[m.ID], viewEndOffsets[m.ID] = offsets, endOffsets
+	view.offsets, view.endOffsets = offsets, endOffsets
 	// A warm-up that has caught up is released by the next assignment (spec §6.7), so it needs
 	// one: bump unless an assignment is already pending. Only targets with warm-ups can ask for
 	// it, so the sticky assignor's groups bump exactly as in Kafka 4.4 (spec §4.2).
-	if !bump && g.AssignmentEpoch >= g.Epoch && configured.Ready() &&
-		followUpDue(targets, members, viewOffsets, viewEndOffsets, cfg.AcceptableRecoveryLag) {
+	if !bump && g.AssignmentEpoch >= g.Epoch && configured.Ready() && g.warmTargets > 0 &&
+		followUpDue(view.targets(), view.members(), view.taskOffsets(), view.taskEndOffsets(), cfg.AcceptableRecoveryLag) {
 		bump = true
 	}
 	groupEpoch := g.Epoch
@@ -557,20 +547,23 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 
 	// Target assignment (spec §6.1).
 	targetEpoch := g.AssignmentEpoch
+	target := view.target(m.ID)
 	var targetRecs []log.Record
 	now := in.Now.UnixMilli()
 	switch {
 	case delayPending:
-		targets = map[string]Roles{}
+		target = Roles{}
 		statuses = append(statuses, Status{StatusAssignmentDelayed, "Assignment delayed due to the configured initial rebalance delay."})
 	case g.AssignmentEpoch >= groupEpoch:
 	case g.AssignmentTimestamp != 0 && cfg.AssignmentInterval > 0 && now < g.AssignmentTimestamp+cfg.AssignmentInterval.Milliseconds():
 		statuses = append(statuses, Status{StatusAssignmentDelayed, "Assignment delayed due to the configured assignment interval."})
 	default:
-		newTargets, err := computeTargets(members, configured, cfg, assignConfigs(cfg), viewOffsets, viewEndOffsets)
+		members := view.members()
+		newTargets, err := computeTargets(members, configured, cfg, assignConfigs(cfg), view.taskOffsets(), view.taskEndOffsets())
 		if err != nil {
 			return fail(kerr.UnknownServerError, "")
 		}
+		targets := view.targets()
 		for _, id := range sortedMemberIDs(members) {
 			old, had := targets[id]
 			if !had || !old.SameTasks(newTargets[id]) {
@@ -578,7 +571,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			}
 		}
 		targetRecs = append(targetRecs, TargetMetadataRecord(g.ID, groupEpoch, now))
-		targets, targetEpoch = newTargets, groupEpoch
+		target, targetEpoch = newTargets[m.ID], groupEpoch
 	}
 
 	// Reconciliation (spec §4.4).
@@ -586,15 +579,10 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		e := Roles{}
 		owned = &e // a rejoin acknowledges every pending revocation
 	}
-	ownMembers := members
-	if !isNew {
-		ownMembers = make(map[string]*Member, len(members))
-		for id, mm := range members {
-			ownMembers[id] = mm
-		}
-		ownMembers[m.ID] = stored
-	}
-	n, err := reconcile(m, targetEpoch, targets[m.ID], owned, buildOwnership(ownMembers))
+	// Ownership as of before this heartbeat: the member's own holdings are its stored ones (a
+	// new member holds nothing), a replaced static member's are its replacement's.
+	own := ownership{owners: g.owners, members: g.Members, self: m.ID, alias: view.gone}
+	n, err := reconcile(m, targetEpoch, target, owned, own)
 	if err != nil {
 		return fail(kerr.FencedMemberEpoch, "%s", err.Error())
 	}
@@ -607,7 +595,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			timers = append(timers, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: n.ID, Cancel: true})
 		}
 	}
-	members[n.ID] = n
+	view.self = n
 	timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: n.ID, After: cfg.SessionTimeout})
 
 	recs = append(recs, memberRec...)
@@ -666,7 +654,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 	resp.EndpointInformationEpoch = g.soft.endpointEpoch
 	if g.soft.endpointEpoch != req.EndpointInformationEpoch {
-		resp.PartitionsByUserEndpoint = endpointPartitions(members, n.ID, configured)
+		resp.PartitionsByUserEndpoint = endpointPartitions(view.members(), n.ID, configured)
 	}
 	if created {
 		resp.EndpointInformationEpoch = 0
@@ -732,11 +720,70 @@ func ownedSubset(owned, assigned Roles) bool {
 	return true
 }
 
-func copyOffsets(m map[string]map[Task]int64) map[string]map[Task]int64 {
+// groupView is the group with one heartbeat's changes applied: a static member replaced (gone
+// by repl, who inherits its target), the heartbeating member's new state (self) and its latest
+// task offsets. The common heartbeat reads single entries through it; only the paths that need
+// every member (an assignment, a due warm-up check, endpoint information) materialize maps, so
+// a heartbeat that changes nothing copies nothing of size O(group) (issue 12).
+type groupView struct {
+	g                   *Group
+	gone, repl          string
+	replTarget          Roles
+	self                *Member
+	offsets, endOffsets map[Task]int64
+}
+
+// target is a member's target in the view.
+func (v *groupView) target(id string) Roles {
+	if v.repl != "" && id == v.repl {
+		return v.replTarget
+	}
+	if v.gone != "" && id == v.gone {
+		return Roles{}
+	}
+	return v.g.Targets[id]
+}
+
+func (v *groupView) members() map[string]*Member {
+	out := make(map[string]*Member, len(v.g.Members)+1)
+	for id, m := range v.g.Members {
+		out[id] = m
+	}
+	if v.gone != "" {
+		delete(out, v.gone)
+	}
+	out[v.self.ID] = v.self
+	return out
+}
+
+func (v *groupView) targets() map[string]Roles {
+	out := make(map[string]Roles, len(v.g.Targets)+1)
+	for id, t := range v.g.Targets {
+		out[id] = t
+	}
+	if v.gone != "" {
+		delete(out, v.gone)
+	}
+	if v.repl != "" {
+		out[v.repl] = v.replTarget
+	}
+	return out
+}
+
+func (v *groupView) taskOffsets() map[string]map[Task]int64 {
+	return withEntry(v.g.soft.taskOffsets, v.self.ID, v.offsets)
+}
+
+func (v *groupView) taskEndOffsets() map[string]map[Task]int64 {
+	return withEntry(v.g.soft.taskEndOffsets, v.self.ID, v.endOffsets)
+}
+
+func withEntry(m map[string]map[Task]int64, id string, e map[Task]int64) map[string]map[Task]int64 {
 	out := make(map[string]map[Task]int64, len(m)+1)
 	for k, v := range m {
 		out[k] = v
 	}
+	out[id] = e
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -1201,5 +1202,90 @@ func TestSpec3_8_TaskOffsetsBoundedByTopology(t *testing.T) {
 	mustOK(t, e.hb(r))
 	if o, _ := stored(); len(o) != 0 {
 		t.Fatalf("kept %v without a ready topology", o)
+	}
+}
+
+// A static member that rejoins under a new member id after a temporary leave (§12 52) is
+// reconciled against what it holds under its old id as its own: when the new target demotes
+// its active task to a standby on the same process, the demotion is immediate and the member
+// is STABLE, not waiting for itself to release the active copy. Guards the task-ownership
+// index's treatment of the replaced id (issue 12).
+func TestStaticReplacementOwnsItsOldTasks(t *testing.T) {
+	f := &fixed{out: assign.Output{"a": {Active: assign.TaskSet{"s": ps(0)}}, "b": {Active: assign.TaskSet{"s": ps(1)}}}}
+	e := newEnv(t, topics("foo", 2), f)
+	e.cfg.Lookup = func(string) (assign.Assignor, bool) { return f, true }
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	inst, rack := "instance-1", "rack-2"
+	ja := join("g", "a", tp)
+	ja.InstanceID = &inst
+	mustOK(t, e.hb(ja))
+	e.now = e.now.Add(2 * time.Second)
+	mustOK(t, e.hb(join("g", "b", tp)))
+	for i := 0; i < 3; i++ {
+		for _, id := range []string{"a", "b"} {
+			m := e.member("g", id)
+			r := owning(beat("g", id, m.Epoch), tasksOf(m.Assigned[Active]), nil, nil)
+			r.InstanceID = m.InstanceID
+			mustOK(t, e.hb(r))
+		}
+	}
+	if g := e.s.Groups["g"]; g.State() != StableGroup || len(e.member("g", "a").Assigned[Active]) != 1 {
+		t.Fatalf("setup: group %s", g.State())
+	}
+	leave := beat("g", "a", -2)
+	leave.InstanceID = &inst
+	mustOK(t, e.hb(leave))
+
+	// The rejoin changes the rack, so the group epoch bumps and the new target demotes task
+	// s:0 to a standby of the replacement.
+	f.out = assign.Output{"a2": {Standby: assign.TaskSet{"s": ps(0)}}, "b": {Active: assign.TaskSet{"s": ps(0, 1)}}}
+	e.now = e.now.Add(2 * time.Second)
+	j := join("g", "a2", tp)
+	j.InstanceID, j.RackID = &inst, &rack
+	pid := "process-a"
+	j.ProcessID = &pid
+	r := e.hb(j)
+	mustOK(t, r)
+	m := e.member("g", "a2")
+	if m.State != Stable || !reflect.DeepEqual(tasksOf(m.Assigned[Standby]), map[string][]int32{"s": ps(0)}) || len(m.Assigned[Active]) != 0 {
+		t.Fatalf("replacement: state %s assigned %+v", m.State, m.Assigned)
+	}
+	if !reflect.DeepEqual(wireTasks(r.StandbyTasks), map[string][]int32{"s": ps(0)}) {
+		t.Fatalf("response standby %v", wireTasks(r.StandbyTasks))
+	}
+}
+
+// With the server's catalog (immutable snapshots) a heartbeat reuses the configured topology
+// of the previous one while the snapshot is the same, and sees a topic change as soon as a new
+// snapshot carries it: added partitions bump the group epoch and the member gets the new tasks.
+func TestHeartbeatSeesEachCatalogSnapshot(t *testing.T) {
+	c := meta.NewCatalog()
+	put := func(parts int32) *meta.Snapshot {
+		if err := c.Replay(0, meta.TopicRecord(&meta.Topic{Name: "foo", ID: [16]byte{7}, Partitions: parts})); err != nil {
+			t.Fatal(err)
+		}
+		return c.Snapshot()
+	}
+	e := newEnv(t, nil, roundRobin{"sticky"})
+	hb := func(req *kmsg.StreamsGroupHeartbeatRequest, cat *meta.Snapshot) *kmsg.StreamsGroupHeartbeatResponse {
+		t.Helper()
+		out := e.s.Heartbeat(HeartbeatInput{Req: req, Version: 1, ClientID: "client", ClientHost: "/127.0.0.1", Catalog: cat, Config: e.cfg, Now: e.now})
+		e.apply(out.Records, out.Timers)
+		mustOK(t, out.Response)
+		return out.Response
+	}
+	snap := put(2)
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	r := hb(join("g", "a", tp), snap)
+	for i := 0; i < 3; i++ {
+		r = hb(owning(beat("g", "a", r.MemberEpoch), map[string][]int32{"s": ps(0, 1)}, nil, nil), snap)
+		if r.MemberEpoch != 2 || len(e.recs) != 0 {
+			t.Fatalf("steady heartbeat %d: epoch %d, %d records", i, r.MemberEpoch, len(e.recs))
+		}
+	}
+	e.now = e.now.Add(2 * time.Second) // past the assignment interval
+	r = hb(owning(beat("g", "a", r.MemberEpoch), map[string][]int32{"s": ps(0, 1)}, nil, nil), put(4))
+	if r.MemberEpoch != 3 || !reflect.DeepEqual(wireTasks(r.ActiveTasks), map[string][]int32{"s": ps(0, 1, 2, 3)}) {
+		t.Fatalf("after the partition increase: epoch %d tasks %v", r.MemberEpoch, wireTasks(r.ActiveTasks))
 	}
 }

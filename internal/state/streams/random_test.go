@@ -16,7 +16,8 @@ import (
 // Architecture §6 invariant 1 for streams groups: random sequences of joins, heartbeats with
 // and without acknowledgements, leaves, static leaves and timer expiries never make an
 // operation change the state it read (env checks after every step), never hand one active task
-// to two members, and the compacted log (latest record per key, tombstoned keys gone,
+// to two members, keep the derived indexes Replay maintains equal to a full rebuild
+// (checkDerived), and the compacted log (latest record per key, tombstoned keys gone,
 // replayed in any key order) rebuilds the same state.
 func TestRandomOperationsKeepInvariants(t *testing.T) {
 	for seed := int64(1); seed <= 10; seed++ {
@@ -110,6 +111,7 @@ func randomRun(t *testing.T, seed int64, warmups bool) {
 			}
 		}
 		checkNoDoubleActive(t, e.s)
+		checkDerived(t, e.s)
 		if g := e.s.Groups["g"]; g != nil {
 			for _, m := range g.Members {
 				sawWarmup = sawWarmup || len(m.Assigned[Warmup]) > 0
@@ -172,7 +174,32 @@ func checkCompactedReplay(t *testing.T, all []log.Record, want *State, rng *rand
 			t.Fatalf("replay of the compacted log: %v", err)
 		}
 	}
+	checkDerived(t, got)
 	if !reflect.DeepEqual(withoutSoft(got), withoutSoft(want)) {
 		t.Fatalf("compacted, reordered log rebuilds a different state")
+	}
+}
+
+// checkDerived: the task-ownership index, the warm-up target count and the instance index that
+// Replay keeps up to date record by record equal what a full rebuild from the members and
+// targets gives.
+func checkDerived(t *testing.T, s *State) {
+	t.Helper()
+	for id, g := range s.Groups {
+		if want := rebuildOwners(g.Members); !reflect.DeepEqual(g.owners, want) {
+			t.Fatalf("group %s: task-ownership index %v, a rebuild gives %v", id, g.owners, want)
+		}
+		warm := 0
+		for _, r := range g.Targets {
+			if hasWarmups(r) {
+				warm++
+			}
+		}
+		if g.warmTargets != warm {
+			t.Fatalf("group %s: %d targets with warm-ups counted, %d held", id, g.warmTargets, warm)
+		}
+		if want := instanceIndex(g.Members); !reflect.DeepEqual(g.instances, want) {
+			t.Fatalf("group %s: instance index %v, a rebuild gives %v", id, g.instances, want)
+		}
 	}
 }

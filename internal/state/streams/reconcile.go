@@ -4,63 +4,6 @@ package streams
 // its slice of the target assignment, revoking before assigning, never granting a task that
 // another member still holds in a conflicting role.
 
-type holder struct {
-	member  string
-	process string
-}
-
-// ownership indexes every member's assigned and pending tasks by role (spec §4.4).
-type ownership [3]map[Task][]holder
-
-func buildOwnership(members map[string]*Member) ownership {
-	var o ownership
-	for i := range o {
-		o[i] = map[Task][]holder{}
-	}
-	for _, m := range members {
-		h := holder{member: m.ID, process: m.ProcessID}
-		for role := range m.Assigned {
-			for t := range m.Assigned[role] {
-				o[role][t] = append(o[role][t], h)
-			}
-			for t := range m.Pending[role] {
-				o[role][t] = append(o[role][t], h)
-			}
-		}
-	}
-	return o
-}
-
-// held reports whether some holder of t in role matches: any member (self allowed) or only
-// other members, on any process or only on process p.
-func (o ownership) held(role Role, t Task, self, process string, allowSelf, sameProcess bool) bool {
-	for _, h := range o[role][t] {
-		if !allowSelf && h.member == self {
-			continue
-		}
-		if sameProcess && h.process != process {
-			continue
-		}
-		return true
-	}
-	return false
-}
-
-func (o ownership) blocked(role Role, t Task, m *Member) bool {
-	id, p := m.ID, m.ProcessID
-	switch role {
-	case Active:
-		return o.held(Active, t, id, p, true, false) ||
-			o.held(Standby, t, id, p, false, true) || o.held(Warmup, t, id, p, false, true)
-	case Standby:
-		return o.held(Active, t, id, p, false, true) ||
-			o.held(Standby, t, id, p, true, true) || o.held(Warmup, t, id, p, false, true)
-	default:
-		return o.held(Active, t, id, p, true, true) ||
-			o.held(Standby, t, id, p, false, true) || o.held(Warmup, t, id, p, true, true)
-	}
-}
-
 // released reports whether owned (when present) no longer contains any task of revoke, role by
 // role. Without owned lists nothing counts as released.
 func released(revoke Roles, owned *Roles) bool {
@@ -176,7 +119,7 @@ func next(m *Member, base, targetEpoch int32, target Roles, owned *Roles, own ow
 		}
 		keep.add(p.role, p.t, 0)
 	}
-	n := m.clone()
+	n := m.shallow() // its Assigned and Pending are replaced below
 	n.PreviousEpoch = m.Epoch
 	n.Pending = Roles{}
 	switch {

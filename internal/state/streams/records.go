@@ -296,7 +296,11 @@ func (s *State) Replay(rec log.Record) error {
 		g.hasMetadata = true
 	case records.KindStreamsMemberMetadata:
 		m := member()
+		g.unindexInstance(m)
 		m.InstanceID, m.RackID, m.ClientID, m.ClientHost = v.NullableString(), v.NullableString(), v.String(), v.String()
+		if m.InstanceID != nil {
+			g.instances[*m.InstanceID] = m.ID
+		}
 		m.RebalanceTimeoutMs, m.TopologyEpoch, m.ProcessID = v.Int32(), v.Int32(), v.String()
 		m.UserEndpoint = nil
 		if v.Bool() {
@@ -320,6 +324,12 @@ func (s *State) Replay(rec log.Record) error {
 				return fmt.Errorf("%s %s/%s: %w", kind, groupID, memberID, err)
 			}
 		}
+		if old, ok := g.Targets[memberID]; ok && hasWarmups(old) {
+			g.warmTargets--
+		}
+		if hasWarmups(t) {
+			g.warmTargets++
+		}
 		g.Targets[memberID] = t
 	case records.KindStreamsCurrentMember:
 		m := member()
@@ -330,16 +340,20 @@ func (s *State) Replay(rec log.Record) error {
 		default:
 			m.State = UnknownState
 		}
-		for role := range m.Assigned {
-			if m.Assigned[role], err = readTasks(v, Role(role) == Active, m.Epoch); err != nil {
+		var assigned, pending Roles
+		for role := range assigned {
+			if assigned[role], err = readTasks(v, Role(role) == Active, m.Epoch); err != nil {
 				return fmt.Errorf("%s %s/%s: %w", kind, groupID, memberID, err)
 			}
 		}
-		for role := range m.Pending {
-			if m.Pending[role], err = readTasks(v, Role(role) == Active, m.Epoch); err != nil {
+		for role := range pending {
+			if pending[role], err = readTasks(v, Role(role) == Active, m.Epoch); err != nil {
 				return fmt.Errorf("%s %s/%s: %w", kind, groupID, memberID, err)
 			}
 		}
+		g.owners.remove(m)
+		m.Assigned, m.Pending = assigned, pending
+		g.owners.add(m)
 		m.hasCurrent = true
 	case records.KindStreamsTopology:
 		t := &Topology{Epoch: v.Int32()}
@@ -391,6 +405,7 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 		if _, ok := g.Targets[memberID]; ok {
 			return fmt.Errorf("streams group %s: member %s metadata tombstone before its target assignment tombstone", g.ID, memberID)
 		}
+		g.unindexInstance(m)
 		delete(g.Members, memberID)
 		delete(g.soft.taskOffsets, memberID)
 		delete(g.soft.taskEndOffsets, memberID)
@@ -400,9 +415,13 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 	case records.KindStreamsTargetMetadata:
 		g.AssignmentEpoch, g.AssignmentTimestamp = -1, 0
 	case records.KindStreamsTargetMember:
+		if old, ok := g.Targets[memberID]; ok && hasWarmups(old) {
+			g.warmTargets--
+		}
 		delete(g.Targets, memberID)
 	case records.KindStreamsCurrentMember:
 		if m := g.Members[memberID]; m != nil {
+			g.owners.remove(m)
 			m.Epoch, m.PreviousEpoch = -1, -1
 			m.Assigned, m.Pending = Roles{}, Roles{}
 			m.hasCurrent = false

@@ -10,6 +10,7 @@ package streams
 import (
 	"sort"
 
+	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 )
 
@@ -174,6 +175,14 @@ func newMember(id string) *Member {
 	return &Member{ID: id, State: Stable, RebalanceTimeoutMs: -1, TopologyEpoch: -1}
 }
 
+// shallow copies the member's fields but shares its task and tag maps. State maps are never
+// changed in place (Replay and every operation build new ones), so a copy whose maps are only
+// read or replaced is safe and costs nothing per task: a steady heartbeat makes one.
+func (m *Member) shallow() *Member {
+	c := *m
+	return &c
+}
+
 func (m *Member) clone() *Member {
 	c := *m
 	c.Assigned = m.Assigned.Clone()
@@ -218,6 +227,13 @@ type Group struct {
 	Members                map[string]*Member
 	Targets                map[string]Roles
 
+	// Derived from the records by Replay, never persisted: which members hold each task, how
+	// many targets hold warm-ups, and which member holds each instance id. They keep a
+	// heartbeat's cost independent of group size.
+	owners      taskOwners
+	warmTargets int
+	instances   map[string]string
+
 	hasMetadata bool
 	soft        soft
 }
@@ -231,6 +247,37 @@ type soft struct {
 	// catalog is the topic catalog the group's last heartbeat saw; the initial-delay timer
 	// configures the topology with it, as Kafka uses the configured topology it keeps.
 	catalog Catalog
+	// configured caches the stored topology configured against one catalog snapshot.
+	configured configuredCache
+}
+
+// configuredCache is Configure and metadataHash of the group's stored topology against an
+// immutable catalog snapshot. Both are functions of the two alone and a snapshot is replaced,
+// never changed, when a topic changes, so every heartbeat between two topic changes reuses
+// them instead of redoing the topology's work.
+type configuredCache struct {
+	topology   *Topology
+	snap       *meta.Snapshot
+	configured *Configured
+	hash       int64
+}
+
+// configure returns Configure(t, cat) and metadataHash(t, cat), cached for the stored topology
+// and a *meta.Snapshot catalog (what the server passes). The result is shared: read it only.
+func (g *Group) configure(t *Topology, cat Catalog) (*Configured, int64, error) {
+	snap, _ := cat.(*meta.Snapshot)
+	if c := &g.soft.configured; snap != nil && c.snap == snap && c.topology == t {
+		return c.configured, c.hash, nil
+	}
+	configured, err := Configure(t, cat)
+	if err != nil {
+		return nil, 0, err
+	}
+	h := metadataHash(t, cat)
+	if snap != nil && t == g.Topology {
+		g.soft.configured = configuredCache{topology: t, snap: snap, configured: configured, hash: h}
+	}
+	return configured, h, nil
 }
 
 func newGroup(id string) *Group {
@@ -239,6 +286,7 @@ func newGroup(id string) *Group {
 		StoredDescriptionEpoch: -1, FailedDescriptionEpoch: -1,
 		AssignmentConfigs: map[string]string{},
 		Members:           map[string]*Member{}, Targets: map[string]Roles{},
+		owners: newTaskOwners(), instances: map[string]string{},
 	}
 }
 
@@ -262,12 +310,28 @@ func (g *Group) State() GroupState {
 
 // staticMember returns the member holding an instance id.
 func (g *Group) staticMember(instance string) *Member {
-	for _, m := range g.Members {
-		if m.InstanceID != nil && *m.InstanceID == instance {
-			return m
-		}
+	if m := g.Members[g.instances[instance]]; m != nil && m.InstanceID != nil && *m.InstanceID == instance {
+		return m
 	}
 	return nil
+}
+
+// instanceIndex is the instances index rebuilt from the members (Replay keeps it incrementally).
+func instanceIndex(members map[string]*Member) map[string]string {
+	out := map[string]string{}
+	for id, m := range members {
+		if m.InstanceID != nil {
+			out[*m.InstanceID] = id
+		}
+	}
+	return out
+}
+
+// unindexInstance drops m's instance id from the index if the index names m for it.
+func (g *Group) unindexInstance(m *Member) {
+	if m.InstanceID != nil && g.instances[*m.InstanceID] == m.ID {
+		delete(g.instances, *m.InstanceID)
+	}
 }
 
 // State is every streams group of a shard.
