@@ -44,6 +44,11 @@ type timer[M Machine] struct {
 	t   *time.Timer
 	seq uint64
 	op  WriteOp[M]
+	// deadline is when op is due; firesAt is when t is set to go off, never after deadline. A
+	// replacement that moves the deadline later (a session timer pushed back by every
+	// heartbeat) only records it: the fire at firesAt sets t again for the rest, so a group's
+	// heartbeats cost no timer work per beat.
+	deadline, firesAt time.Time
 }
 
 // Schedule arranges for op to run as a write operation after d, replacing any timer with the
@@ -51,12 +56,17 @@ type timer[M Machine] struct {
 // them.
 func (c *Ctx[M]) Schedule(key string, d time.Duration, op WriteOp[M]) {
 	s := c.s
+	deadline := time.Now().Add(d)
 	if old := s.timers[key]; old != nil {
+		if !old.firesAt.After(deadline) {
+			old.op, old.deadline = op, deadline
+			return
+		}
 		old.t.Stop()
 	}
 	s.timerSeq++
 	seq, gen := s.timerSeq, s.gen
-	t := &timer[M]{seq: seq, op: op}
+	t := &timer[M]{seq: seq, op: op, deadline: deadline, firesAt: deadline}
 	t.t = time.AfterFunc(d, func() {
 		s.post(s.normal, event[M]{kind: evTimer, gen: gen, key: key, seq: seq})
 	})

@@ -434,6 +434,11 @@ func (s *Shard[M]) handle(e event[M]) {
 		if e.gen != s.gen || t == nil || t.seq != e.seq || s.State() != StateActive {
 			return // cancelled, replaced or from before a reload
 		}
+		if rest := time.Until(t.deadline); rest > 0 {
+			t.firesAt = t.deadline // pushed back since it was set: go off again for the rest
+			t.t.Reset(rest)
+			return
+		}
 		delete(s.timers, e.key)
 		s.runWrite(t.op, nil)
 	case evDurable:

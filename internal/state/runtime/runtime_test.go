@@ -313,6 +313,48 @@ func TestTimers(t *testing.T) {
 	})
 }
 
+// A timer pushed back again and again (a session timer reset by every heartbeat) runs once, at
+// its last deadline, never at an earlier one; one brought forward runs at the earlier time.
+// Pushing back only records the deadline, so the per-heartbeat cost is no timer work.
+func TestTimersPushedBackOrBroughtForward(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memlog.New()
+		s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b})
+		s.Start()
+		synctest.Wait()
+		ctx := context.Background()
+		schedule := func(key string, d time.Duration, op WriteOp[*counters]) {
+			s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { c.Schedule(key, d, op); return Result{} })
+		}
+		read := func(key string) int64 {
+			synctest.Wait()
+			v, _ := s.Read(ctx, get(key))
+			return v.(int64)
+		}
+		schedule("forward", 10*time.Second, set("forward", 1))
+		for i := 0; i < 10; i++ { // pushed back by 1 s every 500 ms for 5 s
+			schedule("session", time.Second, set("session", int64(i+1)))
+			time.Sleep(500 * time.Millisecond)
+		}
+		schedule("forward", 500*time.Millisecond, set("forward", 2))
+		if v := read("session"); v != 0 {
+			t.Fatalf("the session timer ran (%d) while it was being pushed back", v)
+		}
+		time.Sleep(600 * time.Millisecond) // 5.6 s: the last push set 5.5 s
+		if v := read("session"); v != 10 {
+			t.Fatalf("after its last deadline the session timer ran with %d, want the last op (10)", v)
+		}
+		if v := read("forward"); v != 2 {
+			t.Fatalf("a timer brought forward ran %d at its new deadline, want 2", v)
+		}
+		time.Sleep(10 * time.Second)
+		if v := read("forward"); v != 2 {
+			t.Fatalf("a timer brought forward ran again at its old deadline (%d)", v)
+		}
+		s.Close(ctx)
+	})
+}
+
 func TestTimersDroppedOnReloadAndRearmedByOnLoaded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memlog.New()
