@@ -67,6 +67,9 @@ func (l *listenerSet) shutdownAll(ctx context.Context, log *zap.Logger) {
 type gatewayMode struct {
 	gw *gateway.Gateway
 	up *upstream.Client
+	// refreshing lets one request refresh the catalog at a time; the others then find the view
+	// fresh and do not ask the upstream again.
+	refreshing sync.Mutex
 }
 
 func (m *gatewayMode) close(ctx context.Context) {
@@ -173,4 +176,34 @@ func (m *gatewayMode) createUpstream(ctx context.Context, topics []meta.NewTopic
 		out[i] = meta.TopicResult{Name: r.Name, Code: r.Code, Message: r.Message}
 	}
 	return out, nil
+}
+
+// catalogRefreshMinInterval bounds the upstream metadata requests that requests naming unknown
+// topics can cause: a client committing for topics that do not exist costs the upstream at most
+// one metadata request per interval, however fast it sends.
+const catalogRefreshMinInterval = time.Second
+
+// refreshCatalog fetches the upstream's metadata (and so mirrors it into the catalog), no
+// sooner than catalogRefreshMinInterval after the last fetch; requests that asked meanwhile
+// share one fetch.
+func (m *gatewayMode) refreshCatalog(ctx context.Context) error {
+	asked := time.Now()
+	m.refreshing.Lock()
+	defer m.refreshing.Unlock()
+	v := m.up.Current()
+	if v != nil && v.Fetched.After(asked) {
+		return nil // another request refreshed while this one waited
+	}
+	if v != nil {
+		// Too soon after the last look: wait for the interval rather than skip, since the
+		// topic may have been created just after that look.
+		select {
+		case <-time.After(time.Until(v.Fetched.Add(catalogRefreshMinInterval))):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return m.up.RefreshUntil(ctx, func(*upstream.View) bool { return true })
 }

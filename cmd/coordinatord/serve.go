@@ -133,10 +133,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	// listener serves, so no heartbeat can reach createTopics earlier.
 	var gm *gatewayMode
 	var createTopics func(context.Context, []meta.NewTopic) ([]meta.TopicResult, error)
+	var refreshCatalog func(context.Context) error
 	if cfg.Gateway.Enabled() {
 		createTopics = func(ctx context.Context, ts []meta.NewTopic) ([]meta.TopicResult, error) {
 			return gm.createUpstream(ctx, ts)
 		}
+		refreshCatalog = func(ctx context.Context) error { return gm.refreshCatalog(ctx) }
 	}
 	var brokerConfigs []handlers.BrokerConfig
 	brokerDefaults := map[string]string{}
@@ -148,8 +150,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	}
 	table := handlers.New(handlers.Deps{
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
-		CreateTopics: createTopics,
-		Node:         node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
+		CreateTopics: createTopics, RefreshCatalog: refreshCatalog,
+		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classicConfig(cfg),
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,

@@ -30,7 +30,12 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 			})
 		}
 	}
-	snap, catErr := t.catalog(ctx)
+	var names []string
+	var ids [][16]byte
+	for _, ct := range topics {
+		names, ids = append(names, ct.name), append(ids, ct.id)
+	}
+	snap, catErr := t.catalogKnowing(ctx, names, ids)
 	codes, commit := resolveCommit(snap, catErr, availabilityCode, r.Version >= 10, topics)
 
 	var (

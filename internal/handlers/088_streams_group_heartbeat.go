@@ -29,7 +29,13 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 	if code, msg := streams.ValidateRequest(req); code != 0 {
 		return streams.ErrorResponse(code, msg)
 	}
-	snap, err := t.catalog(ctx)
+	var sources []string
+	if req.Topology != nil {
+		for _, st := range req.Topology.Subtopologies {
+			sources = append(sources, st.SourceTopics...)
+		}
+	}
+	snap, err := t.catalogKnowing(ctx, sources, nil)
 	if err != nil {
 		return streams.ErrorResponse(availabilityCode(err), "")
 	}

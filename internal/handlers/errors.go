@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
@@ -41,6 +42,36 @@ func (t *Table) catalog(ctx context.Context) (*meta.Snapshot, error) {
 		return nil, err
 	}
 	return v.(*meta.Snapshot), nil
+}
+
+// catalogKnowing reads the catalog and, when it lacks a topic the request names and the
+// catalog can be refreshed (gateway mode: the upstream may have created the topic a moment
+// ago), refreshes it once and reads again, so a commit right after an upstream CreateTopics is
+// not refused with UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID.
+func (t *Table) catalogKnowing(ctx context.Context, names []string, ids [][16]byte) (*meta.Snapshot, error) {
+	snap, err := t.catalog(ctx)
+	if err != nil || t.deps.RefreshCatalog == nil {
+		return snap, err
+	}
+	missing := false
+	for _, n := range names {
+		if _, ok := snap.Topic(n); !ok && n != "" {
+			missing = true
+		}
+	}
+	for _, id := range ids {
+		if _, ok := snap.TopicByID(id); !ok && id != [16]byte{} {
+			missing = true
+		}
+	}
+	if !missing {
+		return snap, nil
+	}
+	if err := t.deps.RefreshCatalog(ctx); err != nil {
+		t.log.Debug("catalog refresh for an unknown topic failed", zap.Error(err))
+		return snap, nil
+	}
+	return t.catalog(ctx)
 }
 
 func strPtr(s string) *string { return &s }

@@ -73,6 +73,9 @@ type Deps struct {
 	// nil creates them in the catalog (standalone); in gateway mode, in the upstream cluster,
 	// returning once the catalog shows them. An error is an availability error.
 	CreateTopics func(ctx context.Context, topics []meta.NewTopic) ([]meta.TopicResult, error)
+	// RefreshCatalog brings the catalog up to date with the cluster now (gateway mode), at most
+	// as often as its implementation allows; nil where the catalog is the only truth.
+	RefreshCatalog func(ctx context.Context) error
 	// BrokerConfigs are this process's effective configuration keys (DescribeConfigs of its
 	// BROKER resource; synonyms of group configs), BrokerDefaults their default values.
 	BrokerConfigs  []BrokerConfig

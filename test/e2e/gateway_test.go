@@ -322,3 +322,29 @@ func TestGateway_TopicRecreatedUpstreamStartsWithoutOffsets(t *testing.T) {
 		t.Fatalf("committing for the re-created topic: %v", err)
 	}
 }
+
+// A topic created upstream a moment before a commit names it (spec gateway G6.3): the commit
+// refreshes the catalog instead of being refused, although the periodic refresh is far away.
+func TestGateway_CommitForATopicJustCreatedUpstream(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t, "upstream.metadata.max.age.ms=600000")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, g.Addr))
+	direct := kadm.NewClient(newClient(t, upstreamAddr))
+	topic := "gw-fresh-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := direct.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if l, err := direct.ListTopics(ctx, topic); err == nil && l.Has(topic) && l[topic].Err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("the upstream never showed the new topic")
+		}
+	}
+	resp, err := adm.CommitOffsets(ctx, topic+"-group", kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 1, Offset: 7}))
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("commit for a topic just created upstream: %v %v", err, resp.Error())
+	}
+}
