@@ -140,8 +140,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 	}
 	table := handlers.New(handlers.Deps{
-		CreateTopics: createTopics,
-		Node:         node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
+		CreateTopics: createTopics, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
+		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classic.Config{
 			MinSessionTimeoutMs: cfg.GroupMinSessionTimeoutMs, MaxSessionTimeoutMs: cfg.GroupMaxSessionTimeoutMs,
 			InitialRebalanceDelayMs: cfg.GroupInitialRebalanceDelayMs, MaxSize: cfg.GroupMaxSize,

@@ -73,6 +73,9 @@ type Deps struct {
 	// nil creates them in the catalog (standalone); in gateway mode, in the upstream cluster,
 	// returning once the catalog shows them. An error is an availability error.
 	CreateTopics func(ctx context.Context, topics []meta.NewTopic) ([]meta.TopicResult, error)
+	// JoinCreatesInternalTopics creates a joining member's missing internal topics before its
+	// heartbeat runs (group.streams.join.creates.internal.topics).
+	JoinCreatesInternalTopics bool
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response
