@@ -26,6 +26,7 @@ const gatewayNodeID = 1000
 type gatewayFlags struct {
 	runFlags
 	coordinatord string
+	also         []string
 	upstream     string
 	sets         []string
 	out          string
@@ -55,6 +56,7 @@ func newGatewayCommand() *cobra.Command {
 	f.results = "bin/coordbench-gateway-results.json"
 	cmd.Flags().Lookup("results").DefValue = f.results
 	cmd.Flags().StringVar(&f.coordinatord, "coordinatord", "bin/coordinatord", "coordinatord binary")
+	cmd.Flags().StringArrayVar(&f.also, "also", nil, "name=binary: one more gateway target, another coordinatord build in front of the same upstream (repeatable), e.g. to compare before and after a change")
 	cmd.Flags().StringVar(&f.upstream, "upstream", "auto", "the upstream broker as host:port[,pid=PID] (its CPU is read with a pid); auto: start test/kafka/kafka.sh")
 	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "extra coordinatord setting key=value (repeatable), e.g. admin.pprof.enable=true")
 	cmd.Flags().StringVar(&f.out, "out", "bin/benchmarks-gateway.md", "markdown table to write")
@@ -105,24 +107,34 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 		direct.Addr, direct.PID = t.Addr, t.PID
 	}
 
-	base, err := freePortRange(11)
-	if err != nil {
-		return err
+	targets := []result.Target{direct}
+	bins := append([]string{"gateway=" + f.coordinatord}, f.also...)
+	for _, spec := range bins {
+		name, bin, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || bin == "" || name == "direct" {
+			return fmt.Errorf("--also %q: want name=binary", spec)
+		}
+		base, err := freePortRange(11)
+		if err != nil {
+			return err
+		}
+		sets := append([]string{
+			"listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(base),
+			"node.id=" + strconv.Itoa(gatewayNodeID),
+			"upstream.bootstrap.servers=" + direct.Addr,
+			fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+10),
+		}, f.sets...)
+		gt, stopG, err := startCoordinatordWith(ctx, bin, filepath.Join(work, name+"-data"), log, name, sets)
+		if err != nil {
+			return err
+		}
+		stops = append(stops, stopG)
+		gt.Kind = "coordinatord gateway (" + bin + ") in front of the same broker; CPU is coordinatord's alone"
+		gt.Note = "started with `" + strings.Join(sets, "`, `") + "`"
+		fmt.Fprintf(log, "gateway: %s at %s (pid %d)\n", name, gt.Addr, gt.PID)
+		targets = append(targets, gt)
 	}
-	sets := append([]string{
-		"listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(base),
-		"node.id=" + strconv.Itoa(gatewayNodeID),
-		"upstream.bootstrap.servers=" + direct.Addr,
-		fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+10),
-	}, f.sets...)
-	gt, stopG, err := startCoordinatordWith(ctx, f.coordinatord, filepath.Join(work, "coordinatord-data"), log, "gateway", sets)
-	if err != nil {
-		return err
-	}
-	stops = append(stops, stopG)
-	gt.Kind = "coordinatord gateway in front of the same broker; CPU is coordinatord's alone"
-	gt.Note = "started with `" + strings.Join(sets, "`, `") + "`"
-	fmt.Fprintf(log, "gateway: direct %s (pid %d), gateway %s (pid %d)\n", direct.Addr, direct.PID, gt.Addr, gt.PID)
+	fmt.Fprintf(log, "gateway: direct %s (pid %d)\n", direct.Addr, direct.PID)
 
 	var scs []string
 	for _, s := range f.scenarios {
@@ -135,7 +147,7 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 		scs = append(scs, s)
 	}
 	f.scenarios = scs
-	file, err := runAndWrite(ctx, &f.runFlags, []result.Target{direct, gt}, log, nil)
+	file, err := runAndWrite(ctx, &f.runFlags, targets, log, nil)
 	if err != nil {
 		return err
 	}
@@ -165,8 +177,8 @@ func gatewayTable(file *result.File) (string, error) {
 		"Each window %s after a %s warm-up, %d rounds, targets alternating (direct, gateway, direct, gateway, ...).\n\n",
 		file.Started.UTC().Format(time.RFC3339), file.Host.CPUs, file.Host.CPUModel, file.Host.LoadStart, file.Host.LoadEnd,
 		file.Settings.Duration, file.Settings.Warmup, file.Settings.Rounds)
-	b.WriteString("| scenario | clients | direct ops/s | gateway ops/s | gateway ÷ direct | MiB/s through the gateway | p50 direct | p50 gateway | p50 added | p99 direct | p99 gateway | coordinatord CPU ms per MiB | Kafka CPU ms per MiB (direct) |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| scenario | clients | gateway | direct ops/s | gateway ops/s | gateway ÷ direct | MiB/s through the gateway | p50 direct | p50 gateway | p50 added | p99 direct | p99 gateway | coordinatord CPU ms per MiB | Kafka CPU ms per MiB (direct) |\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, sc := range set.Scenarios {
 		s, ok := scenario.Get(sc)
 		if !ok {
@@ -175,18 +187,23 @@ func gatewayTable(file *result.File) (string, error) {
 		mib := float64(scenario.BatchBytes(s)) / (1 << 20)
 		for _, n := range set.Clients(sc) {
 			d := set.Aggs[report.Key{Scenario: sc, Clients: n, Target: "direct"}]
-			g := set.Aggs[report.Key{Scenario: sc, Clients: n, Target: "gateway"}]
-			if d == nil || g == nil || d.Status != result.StatusOK || g.Status != result.StatusOK {
-				fmt.Fprintf(&b, "| %s | %d | %s |||||||||||\n", sc, n, "error: "+strings.Join(append(notes(d), notes(g)...), "; "))
-				continue
+			for _, t := range set.Targets {
+				if t.Name == "direct" {
+					continue
+				}
+				g := set.Aggs[report.Key{Scenario: sc, Clients: n, Target: t.Name}]
+				if d == nil || g == nil || d.Status != result.StatusOK || g.Status != result.StatusOK {
+					fmt.Fprintf(&b, "| %s | %d | %s | %s ||||||||||||\n", sc, n, t.Name, "error: "+strings.Join(append(notes(d), notes(g)...), "; "))
+					continue
+				}
+				dp50, gp50 := d.Latency.Quantile(0.5), g.Latency.Quantile(0.5)
+				fmt.Fprintf(&b, "| %s | %d | %s | %s %s | %s %s | %.2f× | %.1f | %s | %s | %+.0f µs | %s | %s | %s | %s |\n",
+					sc, n, t.Name, fmtOps(d.Throughput()), roundRange(d.RoundThroughputs), fmtOps(g.Throughput()), roundRange(g.RoundThroughputs),
+					g.Throughput()/d.Throughput(), g.Throughput()*mib,
+					report.FormatLatency(dp50), report.FormatLatency(gp50), float64(gp50-dp50)/1e3,
+					report.FormatLatency(d.Latency.Quantile(0.99)), report.FormatLatency(g.Latency.Quantile(0.99)),
+					perMiB(g.CPUPerOp(), mib), perMiB(d.CPUPerOp(), mib))
 			}
-			dp50, gp50 := d.Latency.Quantile(0.5), g.Latency.Quantile(0.5)
-			fmt.Fprintf(&b, "| %s | %d | %s %s | %s %s | %.2f× | %.1f | %s | %s | %+.0f µs | %s | %s | %s | %s |\n",
-				sc, n, fmtOps(d.Throughput()), roundRange(d.RoundThroughputs), fmtOps(g.Throughput()), roundRange(g.RoundThroughputs),
-				g.Throughput()/d.Throughput(), g.Throughput()*mib,
-				report.FormatLatency(dp50), report.FormatLatency(gp50), float64(gp50-dp50)/1e3,
-				report.FormatLatency(d.Latency.Quantile(0.99)), report.FormatLatency(g.Latency.Quantile(0.99)),
-				perMiB(g.CPUPerOp(), mib), perMiB(d.CPUPerOp(), mib))
 		}
 	}
 	return b.String(), nil

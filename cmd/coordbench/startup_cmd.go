@@ -26,6 +26,7 @@ import (
 // group protocol they use.
 type startupTarget struct {
 	name, addr, protocol string
+	sets                 []string // coordinatord settings of this target's own gateway
 }
 
 type startupFlags struct {
@@ -58,7 +59,7 @@ func newStartupCommand() *cobra.Command {
 			return runStartup(ctx, &f, cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringArrayVar(&f.targets, "target", nil, "name=host:port|gateway,protocol=streams|classic (repeatable, in the order visited)")
+	cmd.Flags().StringArrayVar(&f.targets, "target", nil, "name=host:port|gateway,protocol=streams|classic[,set=key=value...] (repeatable, in the order visited; each gateway target gets a coordinatord of its own, with --set and its own set= settings)")
 	cmd.Flags().IntVar(&f.rounds, "rounds", 3, "rounds; each visits every target in turn")
 	cmd.Flags().IntVar(&f.instances, "instances", 3, "instances in the second step (the first one included)")
 	cmd.Flags().StringVar(&f.upstream, "upstream", "", "upstream broker of the coordinatord started for targets at address \"gateway\"")
@@ -80,10 +81,14 @@ func parseStartupTarget(spec string) (startupTarget, error) {
 	t := startupTarget{name: name, addr: addr, protocol: "streams"}
 	for _, p := range parts[1:] {
 		k, v, _ := strings.Cut(p, "=")
-		if k != "protocol" || (v != "streams" && v != "classic") {
-			return startupTarget{}, fmt.Errorf("target %q: unknown option %q (known: protocol=streams|classic)", spec, p)
+		switch {
+		case k == "protocol" && (v == "streams" || v == "classic"):
+			t.protocol = v
+		case k == "set" && strings.Contains(v, "=") && addr == "gateway":
+			t.sets = append(t.sets, v)
+		default:
+			return startupTarget{}, fmt.Errorf("target %q: unknown option %q (known: protocol=streams|classic, and set=key=value for a gateway)", spec, p)
 		}
-		t.protocol = v
 	}
 	return t, nil
 }
@@ -138,17 +143,18 @@ func runStartup(ctx context.Context, f *startupFlags, log io.Writer) error {
 			"upstream.bootstrap.servers=" + f.upstream,
 			fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+10),
 		}, f.sets...)
-		logf, err := os.Create(filepath.Join(work, "coordinatord.log"))
+		sets = append(sets, t.sets...)
+		logf, err := os.Create(filepath.Join(work, t.name+"-coordinatord.log"))
 		if err != nil {
 			return err
 		}
 		defer logf.Close()
-		gt, stop, err := startCoordinatordWith(ctx, f.coordinatord, filepath.Join(work, "coordinatord-data"), logf, "gateway", sets)
+		gt, stop, err := startCoordinatordWith(ctx, f.coordinatord, filepath.Join(work, t.name+"-data"), logf, t.name, sets)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		fmt.Fprintf(log, "startup: coordinatord gateway at %s in front of %s, settings %s\n", gt.Addr, f.upstream, strings.Join(sets, " "))
+		fmt.Fprintf(log, "startup: %s: coordinatord gateway at %s in front of %s, settings %s\n", t.name, gt.Addr, f.upstream, strings.Join(sets, " "))
 		targets[i].addr = gt.Addr
 	}
 
@@ -156,21 +162,22 @@ func runStartup(ctx context.Context, f *startupFlags, log io.Writer) error {
 	times := map[key][]float64{}
 	for r := 1; r <= f.rounds; r++ {
 		for _, t := range targets {
-			one, all, err := startupRound(ctx, t, cp, f.instances, filepath.Join(work, fmt.Sprintf("%s-r%d", t.name, r)), log)
+			one, join, all, err := startupRound(ctx, t, cp, f.instances, filepath.Join(work, fmt.Sprintf("%s-r%d", t.name, r)), log)
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", t.name, r, err)
 			}
-			fmt.Fprintf(log, "startup: %-22s round %d: 1 instance RUNNING after %.2f s, %d instances after %.2f s more\n", t.name, r, one, f.instances, all)
+			fmt.Fprintf(log, "startup: %-22s round %d: 1 instance RUNNING after %.2f s (%.2f s after it began to join), %d instances after %.2f s more\n", t.name, r, one, join, f.instances, all)
 			times[key{t.name, "1"}] = append(times[key{t.name, "1"}], one)
+			times[key{t.name, "j"}] = append(times[key{t.name, "j"}], join)
 			times[key{t.name, "n"}] = append(times[key{t.name, "n"}], all)
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| target | bootstrap | group.protocol | 1 instance to RUNNING (s) | +%d instances to RUNNING (s) |\n", f.instances-1)
-	b.WriteString("|---|---|---|---:|---:|\n")
+	fmt.Fprintf(&b, "| target | group.protocol | 1 instance: start to RUNNING (s) | 1 instance: first REBALANCING to RUNNING (s) | +%d instances to RUNNING (s) |\n", f.instances-1)
+	b.WriteString("|---|---|---:|---:|---:|\n")
 	for _, t := range targets {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", t.name, t.addr, t.protocol,
-			medianRange(times[key{t.name, "1"}]), medianRange(times[key{t.name, "n"}]))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", t.name, t.protocol,
+			medianRange(times[key{t.name, "1"}]), medianRange(times[key{t.name, "j"}]), medianRange(times[key{t.name, "n"}]))
 	}
 	fmt.Fprint(os.Stdout, b.String())
 	if f.out != "" {
@@ -198,14 +205,14 @@ func medianRange(xs []float64) string {
 
 // startupRound runs one target's measurement: seconds to RUNNING for the first instance, and
 // for the others started together afterwards.
-func startupRound(ctx context.Context, t startupTarget, cp string, n int, dir string, log io.Writer) (float64, float64, error) {
+func startupRound(ctx context.Context, t startupTarget, cp string, n int, dir string, log io.Writer) (one, join, all float64, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 	app, in, out := "startup-"+stamp, "startup-in-"+stamp, "startup-out-"+stamp
 	if err := createTopics(ctx, t.addr, 4, in, out); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	var apps []*wordCount
 	defer func() {
@@ -221,9 +228,9 @@ func startupRound(ctx context.Context, t startupTarget, cp string, n int, dir st
 	const within = 120 * time.Second
 	first := start(1)
 	if err := first.waitRunning(ctx, within); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	one := first.runningAfter.Seconds()
+	one, join = first.runningAfter.Seconds(), first.joinToRunning.Seconds()
 	t0 := time.Now()
 	var more []*wordCount
 	for i := 2; i <= n; i++ {
@@ -231,10 +238,10 @@ func startupRound(ctx context.Context, t startupTarget, cp string, n int, dir st
 	}
 	for _, a := range more {
 		if err := a.waitRunning(ctx, within); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
-	return one, time.Since(t0).Seconds(), nil
+	return one, join, time.Since(t0).Seconds(), nil
 }
 
 func createTopics(ctx context.Context, addr string, partitions int32, topics ...string) error {
@@ -263,7 +270,10 @@ type wordCount struct {
 	running      chan struct{}
 	exited       chan struct{}
 	runningAfter time.Duration
-	err          error
+	// joinToRunning is from the first REBALANCING (the client is up and joins its group) to
+	// RUNNING: the coordination share, without the JVM's start.
+	joinToRunning time.Duration
+	err           error
 }
 
 func startWordCountJVM(cp, bootstrap, app, in, out, protocol, stateDir, logPath string) *wordCount {
@@ -297,11 +307,18 @@ func startWordCountJVM(cp, bootstrap, app, in, out, protocol, stateDir, logPath 
 		defer logf.Close()
 		sc := bufio.NewScanner(stdout)
 		seen := false
+		var joining time.Time
 		for sc.Scan() {
+			if sc.Text() == "STATE REBALANCING" && joining.IsZero() {
+				joining = time.Now()
+			}
 			fmt.Fprintf(logf, "%s STDOUT %s\n", time.Now().UTC().Format("15:04:05.000"), sc.Text())
 			if sc.Text() == "STATE RUNNING" && !seen {
 				seen = true
 				a.runningAfter = time.Since(a.started)
+				if !joining.IsZero() {
+					a.joinToRunning = time.Since(joining)
+				}
 				close(a.running)
 			}
 		}
