@@ -55,6 +55,9 @@ type Forwarder interface {
 	// Produce with acks=0). An error closes the client's connection, as a broker failure
 	// looks to a client.
 	Forward(ctx context.Context, c *Conn, h Header, frame []byte) ([]byte, error)
+	// Release takes back a response frame Forward returned, once it has been written (or the
+	// write failed); the Forwarder may reuse its memory.
+	Release(frame []byte)
 	// Closed releases what the connection held (its upstream connections).
 	Closed(c *Conn)
 }
@@ -264,7 +267,14 @@ func (c *serverConn) run() {
 			if raw == nil {
 				continue // no response is due (acks=0)
 			}
-			out = append(out[:0], raw...)
+			// Written as it came: copying a forwarded answer (a fetch's records) into out would
+			// cost a copy and, for answers over initialFrameChunk, an allocation per answer.
+			reason = c.write(raw)
+			c.srv.handler.(Forwarder).Release(raw)
+			if reason != "" {
+				return
+			}
+			continue
 		} else {
 			resp, hdr, why := c.serve(frame)
 			if resp == nil {
@@ -274,12 +284,7 @@ func (c *serverConn) run() {
 			}
 			out = AppendResponse(out[:0], hdr.CorrelationID, resp)
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		n, err := c.nc.Write(out)
-		s.metrics.bytesOut.Add(float64(n))
-		if err != nil {
-			reason = "write failed"
-			c.warn("closing connection", "writing response: "+err.Error())
+		if reason = c.write(out); reason != "" {
 			return
 		}
 		if cap(out) > initialFrameChunk {
@@ -287,6 +292,18 @@ func (c *serverConn) run() {
 		}
 	}
 	reason = "shutdown"
+}
+
+// write sends one response frame; a non-empty result is why the connection closes.
+func (c *serverConn) write(frame []byte) string {
+	c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	n, err := c.nc.Write(frame)
+	c.srv.metrics.bytesOut.Add(float64(n))
+	if err != nil {
+		c.warn("closing connection", "writing response: "+err.Error())
+		return "write failed"
+	}
+	return ""
 }
 
 // readFailure classifies why reading the next frame stopped and logs what an operator needs.
