@@ -142,6 +142,7 @@ func Markdown(s *Set, o Options) string {
 	w("- [Storage](benchmarks-storage.md): group commit at 1/8/64 appenders against one fsync per write, replay MB/s, 1M-record replay, compaction, shard start and memory per 100k offsets.\n")
 	w("- [Streams task assignors](benchmarks-assignor.md): assignor time for 10/100/1000 members × 100/1000/10000 tasks.\n")
 	w("- [Topology description plugin](benchmarks-plugin.md): other groups' heartbeat p99 while a plugin call hangs for 60 s.\n")
+	w("\n[Gateway mode](benchmarks-gateway.md) (`make bench-gateway`, `coordbench startup`): produce and fetch through the gateway against straight to the upstream broker, and a Kafka Streams application's time to RUNNING.\n")
 	return b.String()
 }
 
