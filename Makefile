@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
 	./internal/state/classic:FuzzGroupRecord
 
-.PHONY: build run test unit fuzz bench microbench lint conformance conformance-gateway e2e soak clean
+.PHONY: build run test unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
@@ -62,6 +62,14 @@ e2e:
 bench: build
 	cd $(BENCH_MOD) && $(GO) build -o ../../bin/coordbench .
 	bin/coordbench suite --coordinatord $(BIN) --out docs/benchmarks.md --charts docs/img
+
+# Produce and fetch straight to a Kafka 4.4 broker against through coordinatord's gateway
+# (docs/benchmarks-gateway.md). GATEWAY_UPSTREAM=host:port[,pid=PID] reuses a running broker;
+# the default starts one with test/kafka/kafka.sh. About 3 minutes.
+GATEWAY_UPSTREAM ?= auto
+bench-gateway: build
+	cd $(BENCH_MOD) && $(GO) build -o ../../bin/coordbench .
+	bin/coordbench gateway --coordinatord $(BIN) --upstream $(GATEWAY_UPSTREAM) --out bin/benchmarks-gateway.md
 
 # Go micro-benchmarks of single components (storage, assignors, ...).
 microbench:

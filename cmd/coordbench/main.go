@@ -26,7 +26,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newReportCommand(), newSuiteCommand(), newKfakeCommand(), newListCommand())
+	root.AddCommand(newRunCommand(), newReportCommand(), newSuiteCommand(), newGatewayCommand(), newStartupCommand(), newKfakeCommand(), newListCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordbench:", err)
 		os.Exit(1)

@@ -37,3 +37,30 @@ func TestParseEnv(t *testing.T) {
 		t.Errorf("got %v", env)
 	}
 }
+
+// A startup target's settings apply to a gateway it starts; on a broker address they would be
+// silently ignored, so they are refused.
+func TestParseStartupTarget(t *testing.T) {
+	tg, err := parseStartupTarget("gw=gateway,protocol=streams,set=group.streams.join.creates.internal.topics=false")
+	if err != nil || tg.addr != "gateway" || tg.protocol != "streams" || len(tg.sets) != 1 || tg.sets[0] != "group.streams.join.creates.internal.topics=false" {
+		t.Fatalf("got %+v, %v", tg, err)
+	}
+	if tg, err := parseStartupTarget("k=127.0.0.1:9092"); err != nil || tg.protocol != "streams" {
+		t.Fatalf("default protocol: %+v, %v", tg, err)
+	}
+	for _, bad := range []string{"", "noaddr", "k=127.0.0.1:1,protocol=consumer", "k=127.0.0.1:1,set=a=b", "gw=gateway,set=novalue", "k=a:1,color=red"} {
+		if _, err := parseStartupTarget(bad); err == nil {
+			t.Errorf("parseStartupTarget(%q) accepted", bad)
+		}
+	}
+}
+
+// The gateway suite is not the coordinator suite: `make bench` must not start measuring brokers.
+func TestAllScenariosLeaveOutTheGatewaySuite(t *testing.T) {
+	all, _ := pickScenarios([]string{"all"})
+	for _, s := range all {
+		if strings.HasPrefix(s.Name(), "produce-") || strings.HasPrefix(s.Name(), "fetch-") {
+			t.Errorf("suite runs %s", s.Name())
+		}
+	}
+}

@@ -204,14 +204,22 @@ var sameAsKafka = []string{
 
 // startCoordinatord runs the daemon on free loopback ports and waits for its started line.
 func startCoordinatord(ctx context.Context, bin, data string, log io.Writer) (result.Target, func(), error) {
-	t := result.Target{Name: "coordinatord", Kind: "coordinatord (built from this tree)"}
+	return startCoordinatordWith(ctx, bin, data, log, "coordinatord", []string{"listeners=PLAINTEXT://127.0.0.1:0"})
+}
+
+// startCoordinatordWith is startCoordinatord with the target's name and settings of its own
+// (listeners among them).
+func startCoordinatordWith(ctx context.Context, bin, data string, log io.Writer, name string, sets []string) (result.Target, func(), error) {
+	t := result.Target{Name: name, Kind: "coordinatord (built from this tree)"}
 	if out, err := exec.Command(bin, "version").Output(); err == nil {
 		t.Version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "coordinatord"))
 	}
 	args := []string{"serve",
-		"--set", "listeners=PLAINTEXT://127.0.0.1:0",
 		"--set", "admin.listener=127.0.0.1:0",
 		"--set", "log.dirs=" + data}
+	for _, kv := range sets {
+		args = append(args, "--set", kv)
+	}
 	var used []string
 	for _, kv := range sameAsKafka {
 		if exec.Command(bin, "config", "check", "--set", kv).Run() == nil {

@@ -150,7 +150,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	}
 	table := handlers.New(handlers.Deps{
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
-		CreateTopics: createTopics, RefreshCatalog: refreshCatalog,
+		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
 		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classicConfig(cfg),
 		Limits: handlers.Limits{

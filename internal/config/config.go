@@ -471,6 +471,8 @@ type StreamsGroupConfig struct {
 	TaskOffsetIntervalMs, MinTaskOffsetIntervalMs                          int32
 	NumWarmupReplicas, MaxWarmupReplicas                                   int32
 	AcceptableRecoveryLag                                                  int64
+	// JoinCreatesInternalTopics: see group.streams.join.creates.internal.topics.
+	JoinCreatesInternalTopics bool
 }
 
 func streamsInt(name, def, doc string, min int64, field func(*StreamsGroupConfig) *int32) key {
@@ -543,6 +545,15 @@ var streamsKeys = []key{
 				return errors.New("must be true or false")
 			}
 			c.StreamsGroup.AssignorOffloadEnable = b
+			return nil
+		}},
+	{"group.streams.join.creates.internal.topics", "true", "coordinatord only. true: a joining member's heartbeat first creates the internal topics (repartition, changelog) its topology is missing and is then answered with its tasks. false: the join is answered with status MISSING_INTERNAL_TOPICS while the topics are created, as Kafka 4.4 does, and the member gets tasks one heartbeat interval later.",
+		func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("must be true or false")
+			}
+			c.StreamsGroup.JoinCreatesInternalTopics = b
 			return nil
 		}},
 	streamsInt("group.streams.task.offset.interval.ms", "60000", "How often streams members report task offsets (TaskOffsetIntervalMillis); at least the minimum.", 1,

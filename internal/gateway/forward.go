@@ -42,7 +42,11 @@ func (c *clientConn) close() {
 
 // upstreamFor returns the connection to node id for this client connection, dialing it first.
 func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upConn, error) {
-	v, _ := g.conns.LoadOrStore(c, &clientConn{ups: map[int32]*upConn{}})
+	v, ok := g.conns.Load(c)
+	if !ok {
+		// LoadOrStore only on a miss: its argument would otherwise be allocated per request.
+		v, _ = g.conns.LoadOrStore(c, &clientConn{ups: map[int32]*upConn{}})
+	}
 	cc := v.(*clientConn)
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
@@ -110,8 +114,13 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 		g.afterTopicChange(ctx, h, out)
 	}
 	if out != nil {
-		if out, err = g.rewrite(h, out); err != nil {
+		raw := out
+		if out, err = g.rewrite(h, raw); err != nil {
+			putBuffer(raw)
 			return nil, fmt.Errorf("rewriting %s v%d answer of upstream broker %d: %w", kmsg.NameForKey(h.Key), h.Version, node, err)
+		}
+		if len(out) > 0 && len(raw) > 0 && &out[0] != &raw[0] {
+			putBuffer(raw) // rewritten into a new frame, which shares no memory with it
 		}
 	}
 	g.opts.Metrics.forwarded(node, h.Key, len(frame)+4, len(out), time.Since(start))
@@ -137,15 +146,62 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte) ([]byte, err
 	if n < 4 || n > g.opts.MaxResponseBytes {
 		return nil, fmt.Errorf("response frame of %d bytes", n)
 	}
-	out := make([]byte, 4+int(n))
+	out := getBuffer(4 + int(n))
 	copy(out, size[:])
 	if _, err := io.ReadFull(u.br, out[4:]); err != nil {
+		putBuffer(out)
 		return nil, err
 	}
 	if corr := int32(binary.BigEndian.Uint32(out[4:8])); corr != h.CorrelationID {
+		putBuffer(out)
 		return nil, fmt.Errorf("correlation id %d answered for request %d", corr, h.CorrelationID)
 	}
 	return out, nil
+}
+
+// Answer buffers are recycled by size class (powers of two from 4 KiB to 4 MiB): allocating a
+// fresh one per answer cost its zeroing and its garbage collection, a third of the gateway's
+// CPU when relaying 64 KiB fetch answers (profile in docs/benchmarks-gateway.md). sync.Pool
+// drops idle buffers at garbage collection, so what is kept follows the load. Larger answers
+// are allocated as before.
+const (
+	minBufferShift = 12
+	maxBufferShift = 22
+)
+
+var bufferPools [maxBufferShift - minBufferShift + 1]sync.Pool
+
+// bufferClass is the pool index of the smallest class holding n bytes, -1 above the largest.
+func bufferClass(n int) int {
+	for i := range bufferPools {
+		if n <= 1<<(minBufferShift+i) {
+			return i
+		}
+	}
+	return -1
+}
+
+func getBuffer(n int) []byte {
+	i := bufferClass(n)
+	if i < 0 {
+		return make([]byte, n)
+	}
+	if v, ok := bufferPools[i].Get().(*[]byte); ok {
+		return (*v)[:n]
+	}
+	return make([]byte, n, 1<<(minBufferShift+i))
+}
+
+// putBuffer recycles b when its capacity is exactly a class (so it came from getBuffer); the
+// caller must not use b afterwards.
+func putBuffer(b []byte) {
+	c := cap(b)
+	i := bufferClass(c)
+	if i < 0 || c != 1<<(minBufferShift+i) {
+		return
+	}
+	b = b[:0]
+	bufferPools[i].Put(&b)
 }
 
 // produceAcks reads Acks from a Produce request frame; -2 when it cannot be read (then an

@@ -102,6 +102,8 @@ func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, 
 	return p.g.forward(ctx, p.node, c, h, frame)
 }
 
+func (p *portHandler) Release(frame []byte) { putBuffer(frame) }
+
 func (p *portHandler) Closed(c *wire.Conn) { p.g.closeConn(c) }
 
 // findCoordinatorKeyType reads KeyType from a FindCoordinator request body (v1+; v0 is always

@@ -17,7 +17,9 @@ import (
 // streamsGroupHeartbeat is the Kafka Streams rebalance protocol (KIP-1071, spec
 // streams-groups §2-§3): the request is validated here, the group's shard runs the heartbeat,
 // and internal topics the topology needs are created in the catalog before the answer leaves
-// (the next heartbeat sees them and re-validates, spec §5.5).
+// (the next heartbeat sees them and re-validates, spec §5.5). With
+// group.streams.join.creates.internal.topics a join creates them first, so that its own answer
+// already carries tasks.
 func (t *Table) streamsGroupHeartbeat(ctx context.Context, r *wire.Request) kmsg.Response {
 	resp := t.streamsHeartbeat(ctx, r)
 	resp.SetVersion(r.Version)
@@ -39,6 +41,9 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 	if err != nil {
 		return streams.ErrorResponse(availabilityCode(err), "")
 	}
+	if t.deps.JoinCreatesInternalTopics && req.MemberEpoch == 0 && req.Topology != nil {
+		snap = t.createInternalTopicsOfJoin(ctx, req, snap)
+	}
 	in := streams.HeartbeatInput{
 		Req: req, Version: r.Version, ClientID: r.ClientID, ClientHost: clientHost(r),
 		Catalog: snap, Config: t.deps.Streams,
@@ -59,6 +64,40 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 		}
 	}
 	return out.Response
+}
+
+// createInternalTopicsOfJoin creates the internal topics a joining member's topology is missing
+// before its heartbeat runs, and returns the catalog that shows them. Kafka answers the join with
+// MISSING_INTERNAL_TOPICS and creates them meanwhile; its member then gets tasks only at its
+// heartbeat one interval (5 s by default) later, and an acknowledging heartbeat in between finds
+// the assignment interval not yet elapsed. Created first, the join's own answer carries tasks.
+// Only for a topology the group would adopt (new group, none yet, or the same one): a member
+// whose topology the group ignores or refuses must not create topics. Anything that goes wrong
+// here leaves snap as it was, and the heartbeat reports and retries the creation as Kafka does.
+func (t *Table) createInternalTopicsOfJoin(ctx context.Context, req *kmsg.StreamsGroupHeartbeatRequest, snap *meta.Snapshot) *meta.Snapshot {
+	if req.Topology.Epoch < 0 {
+		return snap
+	}
+	rt := streams.TopologyFromRequest(req.Topology)
+	configured, err := streams.Configure(rt, snap)
+	if err != nil || configured.Ready() || len(configured.ToCreate) == 0 {
+		return snap
+	}
+	if t.deps.Groups == nil {
+		return snap
+	}
+	v, err := t.deps.Groups.For(req.Group).Read(ctx, shard.StreamsTopologyAdopts(req.Group, rt))
+	if err != nil || !v.(bool) {
+		return snap
+	}
+	if failed := t.createInternalTopics(ctx, configured.ToCreate); failed != "" {
+		return snap
+	}
+	fresh, err := t.catalog(ctx)
+	if err != nil {
+		return snap
+	}
+	return fresh
 }
 
 // createInternalTopics creates the topics a topology needs; a topic created meanwhile by

@@ -80,6 +80,9 @@ type Deps struct {
 	// BROKER resource; synonyms of group configs), BrokerDefaults their default values.
 	BrokerConfigs  []BrokerConfig
 	BrokerDefaults map[string]string
+	// JoinCreatesInternalTopics creates a joining member's missing internal topics before its
+	// heartbeat runs (group.streams.join.creates.internal.topics).
+	JoinCreatesInternalTopics bool
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response

@@ -56,6 +56,9 @@ type Forwarder interface {
 	// Produce with acks=0). An error closes the client's connection, as a broker failure
 	// looks to a client.
 	Forward(ctx context.Context, c *Conn, h Header, frame []byte) ([]byte, error)
+	// Release takes back a response frame Forward returned, once it has been written (or the
+	// write failed); the Forwarder may reuse its memory.
+	Release(frame []byte)
 	// Closed releases what the connection held (its upstream connections).
 	Closed(c *Conn)
 }
@@ -305,7 +308,6 @@ func (c *serverConn) run() {
 			reason = c.readFailure(err)
 			return
 		}
-		var answer []byte // the bytes to write: the upstream's, or a local response's encoding
 		if raw, forwarded, err := c.forward(frame); forwarded {
 			budget.Release(held)
 			held = 0
@@ -317,13 +319,21 @@ func (c *serverConn) run() {
 			if raw == nil {
 				continue // no response is due (acks=0)
 			}
-			// The upstream's answer is already in memory; it counts until it is written.
+			// The upstream's answer is already in memory; it counts until it is written, and is
+			// written as it came: copying it (a fetch's records) into out would cost a copy and,
+			// for answers over initialFrameChunk, an allocation per answer.
 			if err := budget.AcquireAnswer(c.ctx, int64(len(raw))); err != nil {
+				c.srv.handler.(Forwarder).Release(raw)
 				reason = "shutdown"
 				return
 			}
-			held = int64(len(raw))
-			answer = raw
+			reason = c.write(raw)
+			c.srv.handler.(Forwarder).Release(raw)
+			budget.Release(int64(len(raw)))
+			if reason != "" {
+				return
+			}
+			continue
 		} else {
 			resp, hdr, why := c.serve(frame)
 			if resp == nil {
@@ -351,14 +361,8 @@ func (c *serverConn) run() {
 			}
 			held = respBytes
 			out = AppendResponse(out[:0], hdr.CorrelationID, resp)
-			answer = out
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		n, err := c.nc.Write(answer)
-		s.metrics.bytesOut.Add(float64(n))
-		if err != nil {
-			reason = "write failed"
-			c.warn("closing connection", "writing response: "+err.Error())
+		if reason = c.write(out); reason != "" {
 			return
 		}
 		budget.Release(held)
@@ -368,6 +372,18 @@ func (c *serverConn) run() {
 		}
 	}
 	reason = "shutdown"
+}
+
+// write sends one response frame; a non-empty result is why the connection closes.
+func (c *serverConn) write(frame []byte) string {
+	c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	n, err := c.nc.Write(frame)
+	c.srv.metrics.bytesOut.Add(float64(n))
+	if err != nil {
+		c.warn("closing connection", "writing response: "+err.Error())
+		return "write failed"
+	}
+	return ""
 }
 
 // readFailure classifies why reading the next frame stopped and logs what an operator needs.

@@ -33,7 +33,9 @@ func streamsHeartbeatRaw(t *testing.T, c *rawConn, corr int32, req *kmsg.Streams
 // §1-§2 over the wire: validation errors, unknown groups and members, describe of absent
 // groups, and the v0/v1 response difference.
 func TestStreamsSpec12_WireValidationAndErrors(t *testing.T) {
-	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0")
+	// Kafka's answer to a join whose internal topics are missing (the default creates them first,
+	// TestStreamsJoinIsAnsweredWithTasksWhenInternalTopicsAreMissing).
+	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.join.creates.internal.topics=false")
 	createStreamsTopics(t, d.Addr, 4, "wire-in-0")
 	c := dialRaw(t, d.Addr)
 	join := func(member string) *kmsg.StreamsGroupHeartbeatRequest {

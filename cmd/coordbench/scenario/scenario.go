@@ -106,10 +106,14 @@ func Register(s Scenario) {
 }
 
 // Order is the order the suite and the report use; scenarios not listed follow by name.
-var Order = []string{"metadata", "find-coordinator", "offset-commit", "classic-join", "streams-heartbeat"}
+var Order = []string{"metadata", "find-coordinator", "offset-commit", "classic-join", "streams-heartbeat",
+	"produce-1k", "produce-64k", "fetch-1k", "fetch-64k"}
 
-// All returns every registered scenario in Order.
-func All() []Scenario {
+// All returns every registered scenario of the default suite in Order.
+func All() []Scenario { return InSuite("") }
+
+// InSuite returns the registered scenarios of one suite ("" is the default one) in Order.
+func InSuite(suite string) []Scenario {
 	regMu.Lock()
 	defer regMu.Unlock()
 	rank := func(n string) int {
@@ -122,7 +126,13 @@ func All() []Scenario {
 	}
 	out := make([]Scenario, 0, len(registry))
 	for _, s := range registry {
-		out = append(out, s)
+		in := ""
+		if su, ok := s.(Suited); ok {
+			in = su.Suite()
+		}
+		if in == suite {
+			out = append(out, s)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		ri, rj := rank(out[i].Name()), rank(out[j].Name())

@@ -419,6 +419,15 @@ func StreamsDescriptionEpochsOf(group string) runtime.ReadOp[*Machine] {
 	}
 }
 
+// StreamsTopologyAdopts reports (bool) whether a heartbeat carrying topology t would configure
+// the group with it: no such group, a group without a topology, or one whose topology is t.
+func StreamsTopologyAdopts(group string, t *streams.Topology) runtime.ReadOp[*Machine] {
+	return func(m *Machine) (any, error) {
+		g := m.Streams.Groups[group]
+		return g == nil || g.Topology == nil || g.Topology.Equal(t), nil
+	}
+}
+
 // StreamsDescriptionToRelease reports (bool) whether a classic JoinGroup must have the plugin
 // delete the group's topology description before converting it: an empty streams group whose
 // stored epoch is not NONE.
