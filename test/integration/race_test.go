@@ -4,6 +4,8 @@ import (
 	"debug/buildinfo"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +55,30 @@ func failIfRaced(t testing.TB, ps *os.ProcessState) {
 	t.Helper()
 	if ps != nil && ps.ExitCode() == raceExitCode {
 		t.Fatalf("coordinatord %s", exitReport(ps))
+	}
+}
+
+// The race-built daemons halt on their first data race; the plain one, built without the
+// detector, is left alone. A race then shows as exit status 66, which the helpers name.
+func TestRaceBuildDaemonsHaltOnFirstRace(t *testing.T) {
+	environ := func(d *daemon) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", d.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "\x00" + string(b)
+	}
+	const halt = "\x00GORACE=halt_on_error=1\x00"
+	if env := environ(startDaemon(t)); !strings.Contains(env, halt) {
+		t.Error("the -race daemon runs without GORACE=halt_on_error=1: a race would only be printed")
+	}
+	if env := environ(startPlainDaemon(t)); strings.Contains(env, halt) {
+		t.Error("the daemon built without -race got GORACE=halt_on_error=1")
+	}
+
+	cmd := exec.Command("sh", "-c", "exit 66")
+	cmd.Run()
+	if got := exitReport(cmd.ProcessState); !strings.Contains(got, "exit status 66") || !strings.Contains(got, "race detector") {
+		t.Errorf("exit status 66 is reported as %q, without naming the race detector", got)
 	}
 }
