@@ -104,6 +104,7 @@ func (d *daemon) start(sets ...string) *daemon {
 		bin = d.binary
 	}
 	d.cmd = exec.Command(bin, args...)
+	d.cmd.Env = daemonEnv(bin)
 	d.cmd.Stderr = os.Stderr
 	out, err := d.cmd.StdoutPipe()
 	if err != nil {
@@ -112,17 +113,29 @@ func (d *daemon) start(sets ...string) *daemon {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d.exited = make(chan struct{})
+	cmd, exited := d.cmd, make(chan struct{})
+	d.exited = exited
 	started := make(chan map[string]any, 1)
 	go d.readLogs(out, started)
-	go func() { d.cmd.Wait(); close(d.exited) }()
-	t.Cleanup(func() { d.kill() })
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		// Checked per process, before the kill, so that a race which ended this process
+		// fails the test even when the test stopped it or never noticed it was gone.
+		select {
+		case <-exited:
+			if cmd.ProcessState.ExitCode() == raceExitCode {
+				t.Errorf("coordinatord (pid %d) %s", cmd.Process.Pid, exitReport(cmd.ProcessState))
+			}
+		default:
+		}
+		d.kill()
+	})
 	select {
 	case line := <-started:
 		d.Addr = strings.TrimPrefix(line["listeners"].([]any)[0].(string), "PLAINTEXT://")
 		d.Admin = line["admin"].(string)
-	case <-d.exited:
-		t.Fatalf("coordinatord exited before starting: %v", d.cmd.ProcessState)
+	case <-exited:
+		t.Fatalf("coordinatord exited before starting: %s", exitReport(cmd.ProcessState))
 	case <-time.After(30 * time.Second):
 		t.Fatal("coordinatord did not start within 30s")
 	}
@@ -137,6 +150,11 @@ func (d *daemon) waitReady() {
 	d.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case <-d.exited:
+			d.t.Fatalf("coordinatord exited before it was ready: %s", exitReport(d.cmd.ProcessState))
+		default:
+		}
 		resp, err := http.Get("http://" + d.Admin + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -197,6 +215,11 @@ func (d *daemon) waitLogged(msg string, match func(map[string]any) bool) map[str
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-d.exited:
+		d.t.Fatalf("no log line %q; coordinatord exited: %s", msg, exitReport(d.cmd.ProcessState))
+	default:
 	}
 	d.t.Fatalf("no log line %q within 10s", msg)
 	return nil

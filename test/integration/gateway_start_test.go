@@ -24,6 +24,7 @@ func TestGatewayRefusesToStartWithoutUpstream(t *testing.T) {
 		"--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "admin.listener=127.0.0.1:0",
 		"--set", "log.dirs="+t.TempDir(), "--set", "upstream.bootstrap.servers="+dead,
 		"--set", "upstream.startup.timeout.ms=1500", "--set", "upstream.socket.connection.setup.timeout.ms=200")
+	cmd.Env = daemonEnv(binaryPath)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)
@@ -37,6 +38,7 @@ func TestGatewayRefusesToStartWithoutUpstream(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("coordinatord kept running without an upstream")
 	}
+	failIfRaced(t, cmd.ProcessState)
 	if err == nil {
 		t.Fatal("coordinatord exited 0 without an upstream")
 	}

@@ -110,6 +110,7 @@ func TestClusterIDIsStableAcrossRestarts(t *testing.T) {
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binaryPath, args...)
+	cmd.Env = daemonEnv(binaryPath)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	done := make(chan error, 1)
@@ -123,6 +124,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 		cmd.Process.Kill()
 		t.Fatal("CLI did not finish")
 	}
+	failIfRaced(t, cmd.ProcessState)
 	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 }
 

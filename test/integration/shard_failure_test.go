@@ -94,7 +94,7 @@ func TestShardPanicFailsOnlyThatShard(t *testing.T) {
 	}
 	select {
 	case <-d.exited:
-		t.Fatalf("the process died of a shard panic: %v", d.cmd.ProcessState)
+		t.Fatalf("the process died of a shard panic: %s", exitReport(d.cmd.ProcessState))
 	default:
 	}
 

@@ -388,7 +388,9 @@ func TestTopologyDescription5_GetFailureIsPerGroup(t *testing.T) {
 func TestTopologyDescription1_1_UnknownPluginFailsStartup(t *testing.T) {
 	cmd := exec.Command(binaryPath, "serve", "--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "admin.listener=127.0.0.1:0",
 		"--set", "log.dirs="+t.TempDir(), "--set", topoPluginKey+"class=nope")
+	cmd.Env = daemonEnv(binaryPath)
 	out, err := cmd.CombinedOutput()
+	failIfRaced(t, cmd.ProcessState)
 	if err == nil {
 		t.Fatal("coordinatord started with an unknown topology description plugin")
 	}

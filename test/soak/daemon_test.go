@@ -83,6 +83,11 @@ func (d *daemon) start() {
 		args = append(args, "--set", s)
 	}
 	d.cmd = exec.Command(binaryPath, args...)
+	if *raceBinary {
+		// A data race ends the daemon, and so fails the soak, instead of being printed and
+		// passed over.
+		d.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	}
 	var stderr bytes.Buffer
 	d.cmd.Stderr = &limitedWriter{w: &stderr, left: 1 << 20}
 	out, err := d.cmd.StdoutPipe()
@@ -92,12 +97,12 @@ func (d *daemon) start() {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
+	cmd, exited := d.cmd, make(chan struct{})
 	d.exited = exited
 	started := make(chan map[string]any, 1)
 	go d.readLogs(out, started)
 	go func() {
-		d.cmd.Wait()
+		cmd.Wait()
 		if stderr.Len() > 0 {
 			d.mu.Lock()
 			d.errLines = append(d.errLines, "stderr: "+stderr.String())
@@ -105,18 +110,32 @@ func (d *daemon) start() {
 		}
 		close(exited)
 	}()
-	t.Cleanup(d.kill)
+	t.Cleanup(func() {
+		// Checked per process, before the kill, so that a race which ended this process
+		// fails the soak even where the soak did not look at how it ended.
+		select {
+		case <-exited:
+			if cmd.ProcessState.ExitCode() == raceExitCode {
+				t.Errorf("coordinatord (pid %d) %s\n%.8000s", cmd.Process.Pid, exitReport(cmd.ProcessState), d.stderr())
+			}
+		default:
+		}
+		d.kill()
+	})
 	select {
 	case line := <-started:
 		d.Addr = strings.TrimPrefix(line["listeners"].([]any)[0].(string), "PLAINTEXT://")
 		d.Admin = line["admin"].(string)
 	case <-exited:
-		t.Fatalf("coordinatord exited before starting: %v", d.cmd.ProcessState)
+		t.Fatalf("coordinatord exited before starting: %s\n%v", exitReport(cmd.ProcessState), d.errors())
 	case <-time.After(60 * time.Second):
 		t.Fatal("coordinatord did not start within 60s")
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for !d.ready() {
+		if !d.alive() {
+			t.Fatalf("coordinatord exited before it was ready: %s\n%v", exitReport(cmd.ProcessState), d.errors())
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("coordinatord not ready within 60s")
 		}
@@ -165,6 +184,17 @@ func (d *daemon) readLogs(r io.Reader, started chan<- map[string]any) {
 			started <- line
 		}
 	}
+}
+
+// stderr returns what the daemons wrote to stderr (a race report, a panic), once they exited.
+func (d *daemon) stderr() string {
+	var b strings.Builder
+	for _, l := range d.errors() {
+		if s, ok := strings.CutPrefix(l, "stderr: "); ok {
+			b.WriteString(s)
+		}
+	}
+	return b.String()
 }
 
 // errors returns the error-level log lines (and stderr) seen so far.
@@ -242,4 +272,20 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 		l.left -= n
 	}
 	return len(p), nil
+}
+
+// raceExitCode is the status a -race binary exits with when GORACE=halt_on_error=1 and the
+// race detector has found a data race.
+const raceExitCode = 66
+
+// exitReport describes how a coordinatord process ended, naming the race detector when it was
+// what stopped it.
+func exitReport(ps *os.ProcessState) string {
+	if ps == nil {
+		return "still running"
+	}
+	if ps.ExitCode() == raceExitCode {
+		return fmt.Sprintf("%v: the race detector halted it (GORACE=halt_on_error=1); its stderr has the WARNING: DATA RACE report", ps)
+	}
+	return ps.String()
 }

@@ -251,7 +251,7 @@ func TestHostileSoak(t *testing.T) {
 		t.Errorf("%d stalled connections got bytes for a frame they never finished", stalledAnswered)
 	}
 	if !d.alive() {
-		t.Fatalf("coordinatord (pid %d) exited during the soak: %v\n%v", pid, d.cmd.ProcessState, d.errors())
+		t.Fatalf("coordinatord (pid %d) exited during the soak: %s\n%v", pid, exitReport(d.cmd.ProcessState), d.errors())
 	}
 	if !d.ready() {
 		t.Errorf("/readyz is not OK after the soak (a shard failed?)")
@@ -305,7 +305,7 @@ func TestHostileSoak(t *testing.T) {
 		t.Fatalf("pid changed from %d to %d", pid, d.pid())
 	}
 	if code := d.stop(); code != 0 {
-		t.Fatalf("coordinatord exited with %d on SIGTERM, want 0", code)
+		t.Fatalf("coordinatord exited with %d on SIGTERM, want 0: %s\n%v", code, exitReport(d.cmd.ProcessState), d.errors())
 	}
 	d.start()
 	checkOffsets(t, d, led, "after a restart")
