@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -78,6 +79,8 @@ type Client struct {
 	lg   *zap.Logger
 	// fetching serializes fetches, so views are published in the order they were taken.
 	fetching sync.Mutex
+	// looping is set once the refresh loop runs; Close waits for the loop only then.
+	looping atomic.Bool
 
 	mu      sync.Mutex
 	view    *View
@@ -109,7 +112,11 @@ func (c *Client) Start(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := c.fetch(ctx)
+		// Each attempt ends with the start-up deadline: kgo retries a request internally for far
+		// longer than a start-up may take.
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		err := c.fetch(actx)
+		cancel()
 		if err == nil {
 			break
 		}
@@ -125,6 +132,7 @@ func (c *Client) Start(ctx context.Context, timeout time.Duration) error {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+	c.looping.Store(true)
 	go c.loop()
 	return nil
 }
@@ -187,9 +195,11 @@ func (c *Client) Close() {
 	case <-c.stop:
 	default:
 		close(c.stop)
-		select {
-		case <-c.done:
-		case <-time.After(c.opts.RequestTimeout):
+		if c.looping.Load() {
+			select {
+			case <-c.done:
+			case <-time.After(c.opts.RequestTimeout):
+			}
 		}
 	}
 	c.kc.Close()
