@@ -192,6 +192,8 @@ func startCoordinatord(tmp, upstream string) (*coordinatord, error) {
 		// Broker ports: the 100 after the listener's, which the kernel picks.
 		c.cmd.Args = append(c.cmd.Args, "--set", "upstream.bootstrap.servers="+upstream)
 	}
+	// A data race ends the daemon (and so the run) instead of being printed and passed over.
+	c.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
 	c.cmd.Stderr = os.Stderr
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {

@@ -250,9 +250,13 @@ func TestGateway_NodeIDClashRefusesStart(t *testing.T) {
 		"--set", "log.dirs="+t.TempDir(), "--set", "node.id=1", // the reference broker's id
 		"--set", "upstream.bootstrap.servers="+upstreamAddr,
 		"--set", fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+2))
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("coordinatord started with the node id of an upstream broker:\n%s", out)
+	}
+	if cmd.ProcessState.ExitCode() == 66 {
+		t.Fatalf("the race detector halted coordinatord (exit 66), not the node id check:\n%s", out)
 	}
 	if !strings.Contains(string(out), "node id clash with the upstream cluster") || strings.Contains(string(out), "coordinatord started") {
 		t.Fatalf("no clear refusal:\n%s", out)
