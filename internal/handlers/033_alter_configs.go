@@ -16,21 +16,28 @@ func (t *Table) alterConfigs(ctx context.Context, r *wire.Request) kmsg.Response
 	for _, res := range req.Resources {
 		out := kmsg.NewAlterConfigsResponseResource()
 		out.ResourceType, out.ResourceName = res.ResourceType, res.ResourceName
-		switch {
-		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
-			ops := make([]groupConfigOp, len(res.Configs))
-			for i, c := range res.Configs {
-				ops[i] = groupConfigOp{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value}
-			}
-			out.ErrorCode, out.ErrorMessage = t.alterGroupConfigs(ctx, res.ResourceName, ops, true, req.ValidateOnly)
-		case IsLocalConfigResource(res.ResourceType, res.ResourceName, t.deps.Node.ID):
-			out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, staticBrokerMessage()
-		default:
-			out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, t.unsupportedResourceMessage()
+		ops := make([]groupConfigOp, len(res.Configs))
+		for i, c := range res.Configs {
+			ops[i] = groupConfigOp{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value}
 		}
+		out.ErrorCode, out.ErrorMessage = t.alterResource(ctx, res.ResourceType, res.ResourceName, ops, true, req.ValidateOnly)
 		resp.Resources = append(resp.Resources, out)
 	}
 	return resp
+}
+
+// alterResource applies ops to one resource of an alter request: a group's configs, or the
+// refusal Kafka-style for coordinatord's own (static) broker config and everything else.
+// replace says the ops are the group's whole new set (legacy AlterConfigs).
+func (t *Table) alterResource(ctx context.Context, typ kmsg.ConfigResourceType, name string, ops []groupConfigOp, replace, validateOnly bool) (int16, *string) {
+	switch {
+	case typ == kmsg.ConfigResourceTypeGroupConfig:
+		return t.alterGroupConfigs(ctx, name, ops, replace, validateOnly)
+	case IsLocalConfigResource(typ, name, t.deps.Node.ID):
+		return kerr.InvalidRequest.Code, staticBrokerMessage()
+	default:
+		return kerr.InvalidRequest.Code, t.unsupportedResourceMessage()
+	}
 }
 
 func staticBrokerMessage() *string {

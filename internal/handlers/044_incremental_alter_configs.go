@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,18 +15,11 @@ func (t *Table) incrementalAlterConfigs(ctx context.Context, r *wire.Request) km
 	for _, res := range req.Resources {
 		out := kmsg.NewIncrementalAlterConfigsResponseResource()
 		out.ResourceType, out.ResourceName = res.ResourceType, res.ResourceName
-		switch {
-		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
-			ops := make([]groupConfigOp, len(res.Configs))
-			for i, c := range res.Configs {
-				ops[i] = groupConfigOp{name: c.Name, op: c.Op, value: c.Value}
-			}
-			out.ErrorCode, out.ErrorMessage = t.alterGroupConfigs(ctx, res.ResourceName, ops, false, req.ValidateOnly)
-		case IsLocalConfigResource(res.ResourceType, res.ResourceName, t.deps.Node.ID):
-			out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, staticBrokerMessage()
-		default:
-			out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, t.unsupportedResourceMessage()
+		ops := make([]groupConfigOp, len(res.Configs))
+		for i, c := range res.Configs {
+			ops[i] = groupConfigOp{name: c.Name, op: c.Op, value: c.Value}
 		}
+		out.ErrorCode, out.ErrorMessage = t.alterResource(ctx, res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
 		resp.Resources = append(resp.Resources, out)
 	}
 	return resp
