@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sourced by the scripts that run the reference broker (test/conformance/run.sh, test/e2e/run.sh):
-# install_java_maven installs Java 17+ and Maven with apt-get when they are missing, so that a
+# install_java_maven installs a Java 17+ JDK and Maven with apt-get when they are missing, so that a
 # clean machine (CI) needs nothing installed by hand. Expects a log function.
 
 java_ok() {
@@ -16,7 +16,8 @@ java_ok() {
 
 install_java_maven() {
   local -a pkgs=()
-  java_ok || pkgs+=(default-jre-headless)
+  # A JDK, not only a runtime: test/e2e compiles its Kafka Streams application with javac.
+  if ! java_ok || ! command -v javac >/dev/null 2>&1; then pkgs+=(default-jdk-headless); fi
   command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
   (( ${#pkgs[@]} )) || return 0
   local sudo=""
