@@ -87,7 +87,7 @@ func (g *Gateway) drop(c *wire.Conn, id int32) {
 
 // forward sends frame to the upstream broker of this port (or, on coordinatord's own port, the
 // broker pinned for the connection) and returns the answer, rewritten where it names brokers.
-func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte) ([]byte, error) {
+func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
 	if node < 0 {
 		b, ok := g.pinnedNode(c.ID)
 		if !ok {
@@ -100,7 +100,7 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	if err != nil {
 		return nil, err
 	}
-	out, err := g.roundTrip(u, h, frame)
+	out, err := g.roundTrip(u, h, frame, reserve)
 	if err != nil {
 		g.drop(c, node)
 		g.opts.Metrics.failed(node, h.Key)
@@ -119,8 +119,8 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 }
 
 // roundTrip writes the request and reads its answer (size prefix included); nil when the
-// request expects none.
-func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte) ([]byte, error) {
+// request expects none. The answer's memory is reserved before it is allocated.
+func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
 	var size [4]byte
 	binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
 	bufs := net.Buffers{size[:], frame}
@@ -136,6 +136,9 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte) ([]byte, err
 	n := int32(binary.BigEndian.Uint32(size[:]))
 	if n < 4 || n > g.opts.MaxResponseBytes {
 		return nil, fmt.Errorf("response frame of %d bytes", n)
+	}
+	if err := reserve(4 + int(n)); err != nil {
+		return nil, err
 	}
 	out := make([]byte, 4+int(n))
 	copy(out, size[:])

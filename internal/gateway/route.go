@@ -98,8 +98,8 @@ func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 	return req != nil && h.Version <= req.MaxVersion()
 }
 
-func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, frame []byte) ([]byte, error) {
-	return p.g.forward(ctx, p.node, c, h, frame)
+func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
+	return p.g.forward(ctx, p.node, c, h, frame, reserve)
 }
 
 func (p *portHandler) Closed(c *wire.Conn) { p.g.closeConn(c) }

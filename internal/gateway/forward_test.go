@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/upstream"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeUpstream is an upstream broker on 127.0.0.1 that runs serve for every connection; it
+// returns the broker as the gateway's view names it.
+func fakeUpstream(t *testing.T, id int32, serve func(c net.Conn)) upstream.Broker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); serve(c) }()
+		}
+	}()
+	return upstream.Broker{NodeID: id, Host: "127.0.0.1", Port: int32(ln.Addr().(*net.TCPAddr).Port)}
+}
+
+// readRequest reads one request frame (without its size prefix) from a client.
+func readRequest(r io.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err := io.ReadFull(r, frame)
+	return frame, err
+}
+
+// servePort serves node's broker port of g with a wire server on 127.0.0.1 and returns its
+// address and the server.
+func servePort(t *testing.T, g *Gateway, node int32, opts wire.Options) (string, *wire.Server) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := wire.NewServer(opts, &portHandler{g: g, node: node})
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return ln.Addr().String(), srv
+}
+
+func gaugeNamed(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0
+}
+
+// An upstream answer that can never fit queued.max.request.bytes closes the client connection
+// before anything is allocated for it: a 512 MiB Fetch answer must not be read into memory
+// when the process may only hold 1 MiB of requests and answers.
+func TestForwardedAnswerIsReservedBeforeItIsAllocated(t *testing.T) {
+	const claimed = 512 << 20
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		frame, err := readRequest(c)
+		if err != nil {
+			return
+		}
+		var head [8]byte
+		binary.BigEndian.PutUint32(head[:], claimed)
+		copy(head[4:], frame[4:8]) // correlation id
+		c.Write(head[:])           // and close: the body never comes
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	reg := prometheus.NewRegistry()
+	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20, Budget: wire.NewBudget(1<<20, reg, nil)})
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	frame := requestFrame(req, 7)
+	c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(frame))))
+	c.Write(frame)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := bufio.NewReader(c).Read(make([]byte, 1)); err == nil || n > 0 {
+		t.Fatalf("the client got %d bytes of an answer that can never fit the budget, want its connection closed", n)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > claimed/2 {
+		t.Fatalf("%d MiB allocated for an answer that does not fit the 1 MiB budget", grew>>20)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for gaugeNamed(t, reg, "coordinatord_queued_request_bytes") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget still holds %v bytes after the connection closed", gaugeNamed(t, reg, "coordinatord_queued_request_bytes"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
