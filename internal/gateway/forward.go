@@ -100,7 +100,12 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	if err != nil {
 		return nil, err
 	}
+	// The wire server cancels ctx when the client's connection ends or a shutdown gives up
+	// waiting; an upstream that never answers must not hold the connection's goroutine, and so
+	// the shutdown, forever.
+	stop := context.AfterFunc(ctx, func() { u.nc.Close() })
 	out, err := g.roundTrip(u, h, frame, reserve)
+	stop()
 	if err != nil {
 		g.drop(c, node)
 		g.opts.Metrics.failed(node, h.Key)

@@ -129,3 +129,46 @@ func TestForwardedAnswerIsReservedBeforeItIsAllocated(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A shutdown that runs out of time while a forwarded request waits for an upstream that never
+// answers still ends: the upstream connection is closed and the connection's goroutine returns.
+func TestShutdownEndsAForwardTheUpstreamNeverAnswers(t *testing.T) {
+	received, upstreamClosed := make(chan struct{}), make(chan struct{})
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		if _, err := readRequest(c); err != nil {
+			return
+		}
+		close(received)
+		io.Copy(io.Discard, c) // never answer; returns when the gateway closes its side
+		close(upstreamClosed)
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	addr, srv := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	frame := requestFrame(req, 7)
+	c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+	<-received
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { srv.Shutdown(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		g.Close(context.Background()) // unblock the connection so that the test can end
+		t.Fatal("shutdown hangs on a forwarded request the upstream never answers")
+	}
+	select {
+	case <-upstreamClosed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream connection stays open after the shutdown")
+	}
+}
