@@ -25,9 +25,9 @@ func (g *Gateway) rewrite(h wire.Header, frame []byte) ([]byte, error) {
 	resp.SetVersion(h.Version)
 	bodyAt := 8
 	if resp.IsFlexible() {
-		bodyAt = 9
-		if len(frame) < bodyAt || frame[8] != 0 {
-			return nil, errors.New("response header carries tagged fields")
+		var err error
+		if bodyAt, err = headerEnd(frame); err != nil {
+			return nil, err
 		}
 	}
 	if err := resp.ReadFrom(frame[bodyAt:]); err != nil {
@@ -133,9 +133,9 @@ func (g *Gateway) rewriteProduceBrokers(in []kmsg.ProduceResponseBroker) []kmsg.
 // walked over by their length prefixes and never decoded; an answer without hints (the
 // common case) is returned as it came.
 func (g *Gateway) rewriteFetch(h wire.Header, frame []byte) ([]byte, error) {
-	const bodyAt = 9 // size, correlation id, empty header tags
-	if len(frame) < bodyAt || frame[8] != 0 {
-		return nil, errors.New("fetch response header carries tagged fields")
+	bodyAt, err := headerEnd(frame)
+	if err != nil {
+		return nil, err
 	}
 	body := frame[bodyAt:]
 	headLen, tailAt, err := fetchTail(body)
@@ -200,6 +200,21 @@ func fetchTail(body []byte) (headLen, tailAt int, err error) {
 		return 0, 0, fmt.Errorf("truncated fetch response")
 	}
 	return headLen, len(body) - len(b.Src), nil
+}
+
+// headerEnd is where the body of a flexible (header v1) response frame starts: after the size,
+// the correlation id and the header's tagged fields. Kafka sends none today, but a client
+// ignores the ones it does not know, so they are passed on rather than refused.
+func headerEnd(frame []byte) (int, error) {
+	if len(frame) < 9 {
+		return 0, errors.New("short response frame")
+	}
+	b := kbin.Reader{Src: frame[8:]}
+	skipTags(&b)
+	if !b.Ok() {
+		return 0, errors.New("truncated response header tags")
+	}
+	return len(frame) - len(b.Src), nil
 }
 
 func skipTags(b *kbin.Reader) {

@@ -335,3 +335,50 @@ func TestProduceLeaderHintsRewritten(t *testing.T) {
 		t.Fatal("a produce answer without leader hints was re-encoded")
 	}
 }
+
+// withHeaderTag puts one tagged field (tag 5, two bytes) into a flexible response frame's
+// header, which wire.AppendResponse writes empty.
+func withHeaderTag(frame []byte) []byte {
+	out := append(append([]byte(nil), frame[:8]...), 1, 5, 2, 0xab, 0xcd)
+	out = append(out, frame[9:]...)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out
+}
+
+// Response header tagged fields are legal in every flexible version and ignored by clients
+// that do not know them: an upstream that sends one must not get every rewritten answer
+// refused (and every client connection closed). The tags are passed on as they came.
+func TestResponseHeaderTagsArePassedOn(t *testing.T) {
+	g := testGateway(t)
+	md := kmsg.NewPtrMetadataResponse()
+	md.SetVersion(12)
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = 1, "kafka-1", 9092
+	md.Brokers = append(md.Brokers, b)
+	hint := kmsg.NewFetchResponseBroker()
+	hint.NodeID, hint.Host, hint.Port = 2, "10.1.2.3", 9093
+	for _, tc := range []struct {
+		h    wire.Header
+		resp kmsg.Response
+	}{
+		{wire.Header{Key: 3, Version: 12, CorrelationID: 3}, md},
+		{wire.Header{Key: 1, Version: 17, CorrelationID: 3}, fetchWithRecords(17, []byte("records"), hint)},
+	} {
+		in := withHeaderTag(frameOf(3, tc.resp))
+		out, err := g.rewrite(tc.h, in)
+		if err != nil {
+			t.Fatalf("%s: %v", kmsg.NameForKey(tc.h.Key), err)
+		}
+		if !bytes.Equal(out[8:13], []byte{1, 5, 2, 0xab, 0xcd}) {
+			t.Fatalf("%s: header tags % x, want them passed on", kmsg.NameForKey(tc.h.Key), out[8:13])
+		}
+		got := kmsg.ResponseForKey(tc.h.Key)
+		got.SetVersion(tc.h.Version)
+		if err := got.ReadFrom(out[13:]); err != nil {
+			t.Fatalf("%s: rewritten body does not decode: %v", kmsg.NameForKey(tc.h.Key), err)
+		}
+		if bytes.Contains(out, []byte("kafka-1")) || bytes.Contains(out, []byte("10.1.2.3")) {
+			t.Fatalf("%s: an upstream host is left in the answer", kmsg.NameForKey(tc.h.Key))
+		}
+	}
+}
