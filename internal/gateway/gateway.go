@@ -175,6 +175,13 @@ func (g *Gateway) address(id int32) (host string, port int32, ok bool) {
 	if err != nil {
 		return "", 0, false
 	}
+	if v := g.View(); v != nil {
+		if _, known := v.Broker(id); !known {
+			// Named by an answer (a leader hint) before the view lists it: its port would
+			// refuse every forward until the next periodic refresh.
+			g.refresh()
+		}
+	}
 	return g.opts.AdvertisedHost, p, true
 }
 

@@ -382,3 +382,29 @@ func TestResponseHeaderTagsArePassedOn(t *testing.T) {
 		}
 	}
 }
+
+// A leader hint naming a broker the view does not list yet binds its port and asks for the
+// upstream's metadata at once: until the view has the broker's address, every request on its
+// port fails and closes the client's connection.
+func TestBrokerFirstSeenInALeaderHintRefreshesTheView(t *testing.T) {
+	g := testGateway(t)
+	g.opts.Serve = func(_ string, ln net.Listener, _ wire.Handler) { ln.Close() }
+	refreshed := 0
+	g.refresh = func() { refreshed++ }
+	g.view = &upstream.View{Brokers: []upstream.Broker{{NodeID: 1}, {NodeID: 2}}}
+	hint := kmsg.NewProduceResponseBroker()
+	hint.NodeID, hint.Host, hint.Port = 7, "10.1.2.7", 9092
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(11)
+	resp.Brokers = append(resp.Brokers, hint)
+	out, err := g.rewrite(wire.Header{Key: 0, Version: 11, CorrelationID: 1}, frameOf(1, resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte("10.1.2.7")) {
+		t.Fatal("the new broker's upstream address is in the answer")
+	}
+	if _, ok := g.Ports()[7]; !ok || refreshed == 0 {
+		t.Fatalf("node 7: listener %v, refreshes asked %d; want a listener and a refresh", g.Ports(), refreshed)
+	}
+}
