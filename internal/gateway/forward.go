@@ -23,6 +23,10 @@ type clientConn struct {
 	mu     sync.Mutex
 	closed bool
 	ups    map[int32]*upConn
+	// pinned is the upstream broker of a connection on coordinatord's own port, chosen on its
+	// first forward and kept: the choice must not follow later changes of the broker list.
+	pinned    int32
+	hasPinned bool
 }
 
 type upConn struct {
@@ -72,6 +76,23 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 	return u, nil
 }
 
+// pinFor returns the upstream broker that forwarded requests of a connection on coordinatord's
+// own port go to, the same for the connection's whole life.
+func (g *Gateway) pinFor(c *wire.Conn) (int32, error) {
+	v, _ := g.conns.LoadOrStore(c, &clientConn{ups: map[int32]*upConn{}})
+	cc := v.(*clientConn)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if !cc.hasPinned {
+		b, ok := g.pinnedNode(c.ID)
+		if !ok {
+			return 0, errors.New("no upstream broker known")
+		}
+		cc.pinned, cc.hasPinned = b.NodeID, true
+	}
+	return cc.pinned, nil
+}
+
 // drop forgets a failed upstream connection; the client's connection closes with it.
 func (g *Gateway) drop(c *wire.Conn, id int32) {
 	if v, ok := g.conns.Load(c); ok {
@@ -89,11 +110,10 @@ func (g *Gateway) drop(c *wire.Conn, id int32) {
 // broker pinned for the connection) and returns the answer, rewritten where it names brokers.
 func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
 	if node < 0 {
-		b, ok := g.pinnedNode(c.ID)
-		if !ok {
-			return nil, errors.New("no upstream broker known")
+		var err error
+		if node, err = g.pinFor(c); err != nil {
+			return nil, err
 		}
-		node = b.NodeID
 	}
 	start := time.Now()
 	u, err := g.upstreamFor(ctx, c, node)

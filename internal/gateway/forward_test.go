@@ -172,3 +172,43 @@ func TestShutdownEndsAForwardTheUpstreamNeverAnswers(t *testing.T) {
 		t.Fatal("the upstream connection stays open after the shutdown")
 	}
 }
+
+// A connection on coordinatord's own port sends all its forwarded requests to one upstream
+// broker, even when the broker list changes meanwhile: a move would send its fetch session and
+// producer state to another broker mid-connection.
+func TestOwnPortKeepsItsUpstreamBrokerWhenTheClusterChanges(t *testing.T) {
+	served := make(chan int32, 4)
+	answer := func(id int32) func(net.Conn) {
+		return func(c net.Conn) {
+			for {
+				frame, err := readRequest(c)
+				if err != nil {
+					return
+				}
+				served <- id
+				resp := kmsg.NewPtrMetadataResponse()
+				resp.SetVersion(12)
+				c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+			}
+		}
+	}
+	b1, b2, b3 := fakeUpstream(t, 1, answer(1)), fakeUpstream(t, 2, answer(2)), fakeUpstream(t, 3, answer(3))
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b1, b2}}
+	conn := &wire.Conn{ID: 2, Listener: "PLAINTEXT"}
+	defer g.closeConn(conn)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	reserve := func(int) error { return nil }
+	if _, err := g.forward(context.Background(), -1, conn, wire.Header{Key: 3, Version: 12, CorrelationID: 1}, requestFrame(req, 1), reserve); err != nil {
+		t.Fatal(err)
+	}
+	first := <-served
+	g.view = &upstream.View{Brokers: []upstream.Broker{b1, b2, b3}}
+	if _, err := g.forward(context.Background(), -1, conn, wire.Header{Key: 3, Version: 12, CorrelationID: 2}, requestFrame(req, 2), reserve); err != nil {
+		t.Fatal(err)
+	}
+	if second := <-served; second != first {
+		t.Fatalf("the connection's requests went to broker %d, then to broker %d after a broker joined", first, second)
+	}
+}
