@@ -70,11 +70,16 @@ type gatewayMode struct {
 	// refreshing lets one request refresh the catalog at a time; the others then find the view
 	// fresh and do not ask the upstream again.
 	refreshing sync.Mutex
+	closeOnce  sync.Once
 }
 
+// close stops the upstream refresh (and so catalog writes) and closes upstream connections;
+// called on shutdown before the state closes, and deferred for the error paths.
 func (m *gatewayMode) close(ctx context.Context) {
-	m.up.Close()
-	m.gw.Close(ctx)
+	m.closeOnce.Do(func() {
+		m.up.Close()
+		m.gw.Close(ctx)
+	})
 }
 
 // startGateway reaches the upstream (refusing to start when it cannot, after the configured
