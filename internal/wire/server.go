@@ -281,6 +281,21 @@ func (c *serverConn) run() {
 	budget := s.opts.Budget
 	var held int64 // budget reserved for the frame being read or answered
 	defer func() { budget.Release(held) }()
+	// reserve trades the request's reservation for one of the upstream answer's size before
+	// the answer is read into memory: a huge answer waits for room, or closes the connection
+	// when it could never fit, instead of being allocated beyond the budget.
+	reserve := func(n int) error {
+		budget.Release(held)
+		held = 0
+		if limit := budget.Limit(); limit > 0 && int64(n) > limit {
+			return fmt.Errorf("an answer of %d bytes exceeds queued.max.request.bytes %d", n, limit)
+		}
+		if err := budget.AcquireAnswer(c.ctx, int64(n)); err != nil {
+			return err
+		}
+		held = int64(n)
+		return nil
+	}
 	var out []byte
 	for !s.draining.Load() {
 		if s.opts.IdleTimeout > 0 {
@@ -309,21 +324,6 @@ func (c *serverConn) run() {
 			return
 		}
 		var answer []byte // the bytes to write: the upstream's, or a local response's encoding
-		// reserve trades the request's reservation for one of the upstream answer's size before
-		// the answer is read into memory: a huge answer waits for room, or closes the
-		// connection when it could never fit, instead of being allocated beyond the budget.
-		reserve := func(n int) error {
-			budget.Release(held)
-			held = 0
-			if limit := budget.Limit(); limit > 0 && int64(n) > limit {
-				return fmt.Errorf("an answer of %d bytes exceeds queued.max.request.bytes %d", n, limit)
-			}
-			if err := budget.AcquireAnswer(c.ctx, int64(n)); err != nil {
-				return err
-			}
-			held = int64(n)
-			return nil
-		}
 		if raw, forwarded, err := c.forward(frame, reserve); forwarded {
 			if err != nil {
 				reason = "upstream failed"
