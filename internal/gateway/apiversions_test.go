@@ -178,3 +178,22 @@ func TestBrokerPortWithUnknownVersionsAdvertisesTheCluster(t *testing.T) {
 		}
 	}
 }
+
+// DescribeQuorum v2 answers carry the KRaft controllers' listeners (host and port): upstream
+// addresses no gateway port stands for. It is advertised and forwarded up to v1 only.
+func TestDescribeQuorumCappedBelowControllerEndpoints(t *testing.T) {
+	up := upstreamVersions(map[int16][2]int16{55: {0, 2}})
+	for _, k := range mergeVersions(nil, []*kmsg.ApiVersionsResponse{up}) {
+		if k.ApiKey == 55 && k.MaxVersion != 1 {
+			t.Fatalf("DescribeQuorum advertised up to v%d, want v1", k.MaxVersion)
+		}
+	}
+	p := &portHandler{g: testGateway(t), node: 1}
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	for v, want := range map[int16]bool{1: true, 2: false} {
+		req.SetVersion(v)
+		if got := p.Forwards(&wire.Conn{ID: 1}, wire.Header{Key: 55, Version: v}, req.AppendTo(nil)); got != want {
+			t.Errorf("DescribeQuorum v%d forwarded: %v, want %v", v, got, want)
+		}
+	}
+}
