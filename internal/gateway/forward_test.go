@@ -212,3 +212,77 @@ func TestOwnPortKeepsItsUpstreamBrokerWhenTheClusterChanges(t *testing.T) {
 		t.Fatalf("the connection's requests went to broker %d, then to broker %d after a broker joined", first, second)
 	}
 }
+
+// What the upstream does wrong reaches the client as a closed connection, as a broker failure
+// looks to it, and leaves nothing behind: the budget is whole again and the upstream connection
+// is closed. A client that goes away closes its upstream connection too.
+func TestUpstreamFailuresCloseTheClientAndLeaveNothingBehind(t *testing.T) {
+	for name, misbehave := range map[string]func(c net.Conn, corr []byte){
+		"closes mid-answer": func(c net.Conn, corr []byte) {
+			c.Write(append([]byte{0, 0, 0, 100}, corr...)) // 100 bytes announced, 4 sent
+		},
+		"answers another request": func(c net.Conn, corr []byte) {
+			c.Write([]byte{0, 0, 0, 5, 0, 0, 0, 99, 0})
+			io.Copy(io.Discard, c)
+		},
+		"announces more than MaxResponseBytes": func(c net.Conn, corr []byte) {
+			c.Write(append([]byte{0x7f, 0, 0, 0}, corr...))
+			io.Copy(io.Discard, c)
+		},
+		"client goes away": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			upstreamClosed := make(chan struct{})
+			b := fakeUpstream(t, 1, func(c net.Conn) {
+				defer close(upstreamClosed)
+				frame, err := readRequest(c)
+				if err != nil {
+					return
+				}
+				if misbehave != nil {
+					misbehave(c, frame[4:8])
+					return
+				}
+				resp := kmsg.NewPtrMetadataResponse()
+				resp.SetVersion(12)
+				c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+				io.Copy(io.Discard, c) // until the gateway closes its side
+			})
+			g := testGateway(t)
+			g.opts.MaxResponseBytes = 1 << 20
+			g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+			reg := prometheus.NewRegistry()
+			addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20, Budget: wire.NewBudget(4<<20, reg, nil)})
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			req := kmsg.NewPtrMetadataRequest()
+			req.SetVersion(12)
+			frame := requestFrame(req, 7)
+			c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if misbehave == nil {
+				if _, err := readRequest(c); err != nil { // the answer, read like a frame
+					t.Fatal(err)
+				}
+				c.Close()
+			} else if n, err := c.Read(make([]byte, 64)); err == nil {
+				t.Fatalf("the client got %d bytes; want its connection closed", n)
+			}
+			select {
+			case <-upstreamClosed:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the upstream connection stays open")
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for gaugeNamed(t, reg, "coordinatord_queued_request_bytes") != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the budget is not whole again")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
