@@ -408,3 +408,79 @@ func TestBrokerFirstSeenInALeaderHintRefreshesTheView(t *testing.T) {
 		t.Fatalf("node 7: listener %v, refreshes asked %d; want a listener and a refresh", g.Ports(), refreshed)
 	}
 }
+
+// Every rewritten key at every version the gateway advertises: the answer keeps its header form
+// (v1 with tags for flexible versions, v0 otherwise), decodes at that version, and carries no
+// upstream host.
+func TestEveryRewrittenVersionKeepsItsHeaderAndLeaksNothing(t *testing.T) {
+	g := testGateway(t)
+	const upHost = "upstream-host.example"
+	build := func(key, v int16) kmsg.Response {
+		switch key {
+		case 3:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, upHost, 9092
+			r.Brokers = append(r.Brokers, b)
+			return r
+		case 60:
+			r := kmsg.NewPtrDescribeClusterResponse()
+			b := kmsg.NewDescribeClusterResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, upHost, 9092
+			r.Brokers = append(r.Brokers, b)
+			return r
+		case 10:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, upHost, 9092
+			if v >= 4 {
+				c := kmsg.NewFindCoordinatorResponseCoordinator()
+				c.Key, c.NodeID, c.Host, c.Port = "txn", 1, upHost, 9092
+				r.Coordinators = append(r.Coordinators, c)
+			}
+			return r
+		case 0:
+			r := kmsg.NewPtrProduceResponse()
+			if v >= 10 {
+				b := kmsg.NewProduceResponseBroker()
+				b.NodeID, b.Host, b.Port = 1, upHost, 9092
+				r.Brokers = append(r.Brokers, b)
+			}
+			return r
+		default:
+			return fetchWithRecords(v, []byte("records"), func() kmsg.FetchResponseBroker {
+				b := kmsg.NewFetchResponseBroker()
+				b.NodeID, b.Host, b.Port = 1, upHost, 9092
+				return b
+			}())
+		}
+	}
+	for _, kv := range []struct{ key, min, max int16 }{{3, 0, 13}, {60, 0, 2}, {10, 0, 6}, {0, 3, 13}, {1, 16, 18}} {
+		for v := kv.min; v <= kv.max; v++ {
+			resp := build(kv.key, v)
+			resp.SetVersion(v)
+			out, err := g.rewrite(wire.Header{Key: kv.key, Version: v, CorrelationID: 9}, frameOf(9, resp))
+			name := kmsg.NameForKey(kv.key) + " v" + strconv.Itoa(int(v))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if int(binary.BigEndian.Uint32(out)) != len(out)-4 || binary.BigEndian.Uint32(out[4:]) != 9 {
+				t.Fatalf("%s: bad size prefix or correlation id", name)
+			}
+			got := kmsg.ResponseForKey(kv.key)
+			got.SetVersion(v)
+			at := 8
+			if got.IsFlexible() {
+				if out[8] != 0 {
+					t.Fatalf("%s: header tags byte %d", name, out[8])
+				}
+				at = 9
+			}
+			if err := got.ReadFrom(out[at:]); err != nil {
+				t.Fatalf("%s: rewritten answer does not decode: %v", name, err)
+			}
+			if bytes.Contains(out, []byte(upHost)) {
+				t.Fatalf("%s: the upstream host is in the answer", name)
+			}
+		}
+	}
+}
