@@ -7,6 +7,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -97,12 +98,15 @@ func (g *Gateway) rewriteClusterBrokers(in []kmsg.DescribeClusterResponseBroker)
 }
 
 // rewriteCoordinators rewrites transaction coordinators; Kafka's error shape (-1, "", -1) is
-// left alone.
+// left alone. A coordinator no listener can be bound for is answered in that shape with
+// COORDINATOR_NOT_AVAILABLE, which clients retry, rather than with its upstream address.
 func (g *Gateway) rewriteCoordinators(r *kmsg.FindCoordinatorResponse) {
 	if r.Version < 4 {
 		if r.ErrorCode == 0 && r.NodeID >= 0 {
 			if host, port, ok := g.address(r.NodeID); ok {
 				r.Host, r.Port = host, port
+			} else {
+				r.ErrorCode, r.NodeID, r.Host, r.Port = kerr.CoordinatorNotAvailable.Code, -1, "", -1
 			}
 		}
 		return
@@ -112,6 +116,8 @@ func (g *Gateway) rewriteCoordinators(r *kmsg.FindCoordinatorResponse) {
 		if c.ErrorCode == 0 && c.NodeID >= 0 {
 			if host, port, ok := g.address(c.NodeID); ok {
 				c.Host, c.Port = host, port
+			} else {
+				c.ErrorCode, c.NodeID, c.Host, c.Port = kerr.CoordinatorNotAvailable.Code, -1, "", -1
 			}
 		}
 	}

@@ -484,3 +484,52 @@ func TestEveryRewrittenVersionKeepsItsHeaderAndLeaksNothing(t *testing.T) {
 		}
 	}
 }
+
+// A transaction coordinator no listener can be bound for (the port range is full) is not
+// answered with its upstream address: the client gets COORDINATOR_NOT_AVAILABLE and retries.
+func TestUnbindableTransactionCoordinatorIsNotLeaked(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	g, err := New(Options{NodeID: 100, ListenHost: "127.0.0.1", AdvertisedHost: "gw.example", PortMin: port, PortMax: port,
+		DataDir: t.TempDir(), WriteFileDurable: writeFile, Serve: func(string, net.Listener, wire.Handler) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int16{1, 3, 4, 6} {
+		resp := kmsg.NewPtrFindCoordinatorResponse()
+		resp.SetVersion(v)
+		resp.NodeID, resp.Host, resp.Port = 7, "txn-host.example", 9092
+		if v >= 4 {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.Host, c.Port = "tx", 7, "txn-host.example", 9092
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		out, err := g.rewrite(wire.Header{Key: 10, Version: v, CorrelationID: 1}, frameOf(1, resp))
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		if bytes.Contains(out, []byte("txn-host.example")) {
+			t.Fatalf("v%d: the answer carries the upstream coordinator's address", v)
+		}
+		got := kmsg.NewPtrFindCoordinatorResponse()
+		got.SetVersion(v)
+		at := 8
+		if got.IsFlexible() {
+			at = 9
+		}
+		if err := got.ReadFrom(out[at:]); err != nil {
+			t.Fatal(err)
+		}
+		code, node := got.ErrorCode, got.NodeID
+		if v >= 4 {
+			code, node = got.Coordinators[0].ErrorCode, got.Coordinators[0].NodeID
+		}
+		if code != 15 || node != -1 {
+			t.Fatalf("v%d: error %d node %d, want COORDINATOR_NOT_AVAILABLE (15) and -1", v, code, node)
+		}
+	}
+}
