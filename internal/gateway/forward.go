@@ -132,7 +132,7 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 		return nil, fmt.Errorf("upstream broker %d: %w", node, err)
 	}
 	if h.Key == 19 || h.Key == 20 || h.Key == 37 {
-		g.afterTopicChange(ctx, h, out)
+		g.afterTopicChange(ctx, h, frame, out)
 	}
 	if out != nil {
 		if out, err = g.rewrite(h, out); err != nil {

@@ -286,3 +286,43 @@ func TestUpstreamFailuresCloseTheClientAndLeaveNothingBehind(t *testing.T) {
 		})
 	}
 }
+
+// A validate-only CreateTopics changes nothing upstream: its answer is passed on at once, not
+// held while the gateway polls the upstream's metadata for a topic that will never appear.
+func TestValidateOnlyCreateTopicsIsNotHeldForMetadata(t *testing.T) {
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			resp := kmsg.NewPtrCreateTopicsResponse()
+			resp.SetVersion(7)
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.NumPartitions = "validated", 3
+			resp.Topics = append(resp.Topics, rt)
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+		}
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	waits := 0
+	g.refreshUntil = func(context.Context, func(*upstream.View) bool) error { waits++; return nil }
+	conn := &wire.Conn{ID: 1, Listener: "BROKER-1"}
+	defer g.closeConn(conn)
+	for _, validate := range []bool{true, false} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(7)
+		req.ValidateOnly = validate
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "validated", 3, 1
+		req.Topics = append(req.Topics, rt)
+		waits = 0
+		if _, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 19, Version: 7, CorrelationID: 3}, requestFrame(req, 3), func(int) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 0, false: 1}[validate]; waits != want {
+			t.Fatalf("ValidateOnly=%v: the answer waited for the upstream's metadata %d times, want %d", validate, waits, want)
+		}
+	}
+}
