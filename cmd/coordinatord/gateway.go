@@ -70,11 +70,16 @@ type gatewayMode struct {
 	// refreshing lets one request refresh the catalog at a time; the others then find the view
 	// fresh and do not ask the upstream again.
 	refreshing sync.Mutex
+	closeOnce  sync.Once
 }
 
+// close stops the upstream refresh (and so catalog writes) and closes upstream connections;
+// called on shutdown before the state closes, and deferred for the error paths.
 func (m *gatewayMode) close(ctx context.Context) {
-	m.up.Close()
-	m.gw.Close(ctx)
+	m.closeOnce.Do(func() {
+		m.up.Close()
+		m.gw.Close(ctx)
+	})
 }
 
 // startGateway reaches the upstream (refusing to start when it cannot, after the configured
@@ -94,15 +99,25 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	if err != nil {
 		return nil, err
 	}
+	// OnView runs on the refresh goroutine once Start has started it, and broker ports serve
+	// (and may ask for a refresh) before Start returns: started and startErr are shared.
+	var startMu sync.Mutex
 	var started bool
 	var startErr error
 	up, err := upstream.New(upstream.Options{
 		Bootstrap: g.Bootstrap, ClientID: g.ClientID, RequestTimeout: g.RequestTimeout,
 		ConnectTimeout: g.ConnectTimeout, MaxAge: g.MetadataMaxAge, Logger: log.With(zap.String("component", "upstream")),
 		OnView: func(v *upstream.View) {
-			if err := gw.OnView(v); err != nil && !started {
-				startErr = err
-				return
+			if err := gw.OnView(v); err != nil {
+				startMu.Lock()
+				refused := !started
+				if refused {
+					startErr = err
+				}
+				startMu.Unlock()
+				if refused {
+					return
+				}
 			}
 			mirrorCatalog(st, v, log, local.TopicsDeleted)
 		},
@@ -116,11 +131,14 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		up.Close()
 		return nil, err
 	}
-	if startErr != nil {
+	startMu.Lock()
+	err = startErr
+	started = err == nil
+	startMu.Unlock()
+	if err != nil {
 		up.Close()
-		return nil, startErr
+		return nil, err
 	}
-	started = true
 	v := up.Current()
 	log.Info("gateway mode: upstream reached", zap.String("upstream_cluster_id", v.ClusterID),
 		zap.Int("upstream_brokers", len(v.Brokers)), zap.Int("upstream_topics", len(v.Topics)), zap.Any("broker_ports", gw.Ports()))

@@ -221,6 +221,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	ls.shutdownAll(shutdownCtx, log)
+	if gm != nil {
+		// Before the state shuts down: the upstream refresh writes the catalog.
+		gm.close(shutdownCtx)
+	}
 	stopCleanup()
 	// Connections are closed: nothing new reaches the shards. Let what they appended become
 	// durable before the logs close.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // groupFeatures are the feature flags of protocols coordinatord implements itself; every port
@@ -30,26 +31,42 @@ func (p *portHandler) apiVersions(ctx context.Context, r *wire.Request) kmsg.Res
 	if resp.ErrorCode != 0 {
 		return resp // too new, or an invalid software name: the local answer is the right one
 	}
-	view := p.g.View()
-	var ups []*kmsg.ApiVersionsResponse
-	if view != nil {
-		if p.node >= 0 {
-			if v := view.Versions[p.node]; v != nil {
-				ups = append(ups, v)
-			}
-		} else {
-			for _, b := range view.Brokers {
-				if v := view.Versions[b.NodeID]; v != nil {
-					ups = append(ups, v)
-				}
-			}
-		}
+	ups := p.g.upstreamVersions(p.node)
+	if len(ups) == 0 {
+		// Without an upstream answer the table would hold only the group APIs: a client that
+		// cached it would find no Metadata, Produce or Fetch on this node and fail for good.
+		// Closing makes it reconnect, by when the next refresh has asked the upstream.
+		p.g.refresh()
+		p.g.lg.Warn("closing connection: no upstream broker's ApiVersions known yet to advertise", zap.Int32("node_id", p.node))
+		return nil
 	}
 	resp.ApiKeys = mergeVersions(resp.ApiKeys, ups)
-	if len(ups) > 0 {
-		mergeFeatures(resp, ups[0], r.Version)
-	}
+	mergeFeatures(resp, ups[0], r.Version)
 	return resp
+}
+
+// upstreamVersions are the ApiVersions answers a port advertises from: its broker's, or on
+// coordinatord's own port every broker's. A broker whose answer is not known yet (it joined and
+// did not answer the last refresh) advertises what every known broker serves, as coordinatord's
+// own port does: its requests go to an upstream broker of the same cluster.
+func (g *Gateway) upstreamVersions(node int32) []*kmsg.ApiVersionsResponse {
+	view := g.View()
+	if view == nil {
+		return nil
+	}
+	if node >= 0 {
+		if v := view.Versions[node]; v != nil {
+			return []*kmsg.ApiVersionsResponse{v}
+		}
+		g.refresh()
+	}
+	var ups []*kmsg.ApiVersionsResponse
+	for _, b := range view.Brokers {
+		if v := view.Versions[b.NodeID]; v != nil {
+			ups = append(ups, v)
+		}
+	}
+	return ups
 }
 
 // mergeVersions builds the advertised table from the local one and the upstream answers.

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"testing"
 
+	"github.com/coordinatord/coordinatord/internal/upstream"
+	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -108,6 +111,89 @@ func TestFeaturesAreUpstreamsButGroupFeaturesOurs(t *testing.T) {
 	for _, f := range old.SupportedFeatures {
 		if f.MinVersion == 0 {
 			t.Fatalf("v3 answer lists %s with min version 0 (KAFKA-17011)", f.Name)
+		}
+	}
+}
+
+// fakeLocal answers ApiVersions with a table of group APIs and the local copies of Metadata
+// and CreateTopics, as coordinatord's handler table does.
+type fakeLocal struct{}
+
+func (fakeLocal) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
+	r := kmsg.RequestForKey(key)
+	return r, true, r != nil
+}
+
+func (fakeLocal) Handle(_ context.Context, r *wire.Request) kmsg.Response {
+	resp := r.Body.ResponseKind()
+	resp.SetVersion(r.Version)
+	if av, ok := resp.(*kmsg.ApiVersionsResponse); ok {
+		av.ApiKeys = keys(map[int16][2]int16{3: {0, 13}, 8: {2, 10}, 10: {0, 6}, 18: {0, 4}, 19: {2, 7}})
+	}
+	return resp
+}
+
+func (fakeLocal) Versions() []kmsg.ApiVersionsResponseApiKey { return nil }
+
+func askVersions(p *portHandler) kmsg.Response {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	return p.Handle(context.Background(), &wire.Request{Header: wire.Header{Key: 18, Version: 3}, Body: req, Conn: &wire.Conn{ID: 1}})
+}
+
+// A broker port whose upstream broker's ApiVersions is not known yet must not advertise only
+// the group APIs: a client caches the table per node and would find no Metadata, Produce or
+// Fetch there. It advertises what the known brokers serve; with none known, the connection is
+// closed (the client reconnects) and a refresh is asked for.
+func TestBrokerPortWithUnknownVersionsAdvertisesTheCluster(t *testing.T) {
+	g := testGateway(t)
+	g.opts.Local = fakeLocal{}
+	refreshed := 0
+	g.refresh = func() { refreshed++ }
+	g.view = &upstream.View{
+		Brokers:  []upstream.Broker{{NodeID: 1}, {NodeID: 2}},
+		Versions: map[int32]*kmsg.ApiVersionsResponse{1: upstreamVersions(map[int16][2]int16{0: {0, 11}, 1: {4, 17}, 3: {0, 12}, 10: {0, 6}})},
+	}
+	resp, ok := askVersions(&portHandler{g: g, node: 2}).(*kmsg.ApiVersionsResponse)
+	if !ok {
+		t.Fatal("no ApiVersions answer on the port of a broker whose versions are unknown, with another broker's known")
+	}
+	got := map[int16][2]int16{}
+	for _, k := range resp.ApiKeys {
+		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+	}
+	for key, want := range map[int16][2]int16{0: {0, 11}, 1: {4, 17}, 3: {0, 12}, 8: {2, 10}} {
+		if got[key] != want {
+			t.Errorf("key %d advertised as %v, want %v", key, got[key], want)
+		}
+	}
+	if refreshed == 0 {
+		t.Error("no refresh asked for the broker whose ApiVersions is missing")
+	}
+
+	g.view = &upstream.View{Brokers: []upstream.Broker{{NodeID: 1}, {NodeID: 2}}, Versions: map[int32]*kmsg.ApiVersionsResponse{}}
+	for _, node := range []int32{2, -1} {
+		if resp := askVersions(&portHandler{g: g, node: node}); resp != nil {
+			t.Errorf("node %d: with no upstream ApiVersions known, answered %+v; want the connection closed", node, resp)
+		}
+	}
+}
+
+// DescribeQuorum v2 answers carry the KRaft controllers' listeners (host and port): upstream
+// addresses no gateway port stands for. It is advertised and forwarded up to v1 only.
+func TestDescribeQuorumCappedBelowControllerEndpoints(t *testing.T) {
+	up := upstreamVersions(map[int16][2]int16{55: {0, 2}})
+	for _, k := range mergeVersions(nil, []*kmsg.ApiVersionsResponse{up}) {
+		if k.ApiKey == 55 && k.MaxVersion != 1 {
+			t.Fatalf("DescribeQuorum advertised up to v%d, want v1", k.MaxVersion)
+		}
+	}
+	p := &portHandler{g: testGateway(t), node: 1}
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	for v, want := range map[int16]bool{1: true, 2: false} {
+		req.SetVersion(v)
+		if got := p.Forwards(&wire.Conn{ID: 1}, wire.Header{Key: 55, Version: v}, req.AppendTo(nil)); got != want {
+			t.Errorf("DescribeQuorum v%d forwarded: %v, want %v", v, got, want)
 		}
 	}
 }

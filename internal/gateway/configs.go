@@ -120,7 +120,9 @@ func (p *portHandler) forwardRequest(ctx context.Context, r *wire.Request, req k
 		b = append(b, 0)
 	}
 	b = req.AppendTo(b)
-	out, err := p.g.forward(ctx, p.node, r.Conn, r.Header, b)
+	// The request's budget share is the wire server's; the upstream part of a split answer is
+	// bounded by MaxResponseBytes only (it is decoded and merged, not passed on as bytes).
+	out, err := p.g.forward(ctx, p.node, r.Conn, r.Header, b, func(int) error { return nil })
 	if err != nil {
 		return nil, err
 	}

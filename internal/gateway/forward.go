@@ -23,6 +23,10 @@ type clientConn struct {
 	mu     sync.Mutex
 	closed bool
 	ups    map[int32]*upConn
+	// pinned is the upstream broker of a connection on coordinatord's own port, chosen on its
+	// first forward and kept: the choice must not follow later changes of the broker list.
+	pinned    int32
+	hasPinned bool
 }
 
 type upConn struct {
@@ -76,6 +80,23 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 	return u, nil
 }
 
+// pinFor returns the upstream broker that forwarded requests of a connection on coordinatord's
+// own port go to, the same for the connection's whole life.
+func (g *Gateway) pinFor(c *wire.Conn) (int32, error) {
+	v, _ := g.conns.LoadOrStore(c, &clientConn{ups: map[int32]*upConn{}})
+	cc := v.(*clientConn)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if !cc.hasPinned {
+		b, ok := g.pinnedNode(c.ID)
+		if !ok {
+			return 0, errors.New("no upstream broker known")
+		}
+		cc.pinned, cc.hasPinned = b.NodeID, true
+	}
+	return cc.pinned, nil
+}
+
 // drop forgets a failed upstream connection; the client's connection closes with it.
 func (g *Gateway) drop(c *wire.Conn, id int32) {
 	if v, ok := g.conns.Load(c); ok {
@@ -91,27 +112,31 @@ func (g *Gateway) drop(c *wire.Conn, id int32) {
 
 // forward sends frame to the upstream broker of this port (or, on coordinatord's own port, the
 // broker pinned for the connection) and returns the answer, rewritten where it names brokers.
-func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte) ([]byte, error) {
+func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
 	if node < 0 {
-		b, ok := g.pinnedNode(c.ID)
-		if !ok {
-			return nil, errors.New("no upstream broker known")
+		var err error
+		if node, err = g.pinFor(c); err != nil {
+			return nil, err
 		}
-		node = b.NodeID
 	}
 	start := time.Now()
 	u, err := g.upstreamFor(ctx, c, node)
 	if err != nil {
 		return nil, err
 	}
-	out, err := g.roundTrip(u, h, frame)
+	// The wire server cancels ctx when the client's connection ends or a shutdown gives up
+	// waiting; an upstream that never answers must not hold the connection's goroutine, and so
+	// the shutdown, forever.
+	stop := context.AfterFunc(ctx, func() { u.nc.Close() })
+	out, err := g.roundTrip(u, h, frame, reserve)
+	stop()
 	if err != nil {
 		g.drop(c, node)
 		g.opts.Metrics.failed(node, h.Key)
 		return nil, fmt.Errorf("upstream broker %d: %w", node, err)
 	}
 	if h.Key == 19 || h.Key == 20 || h.Key == 37 {
-		g.afterTopicChange(ctx, h, out)
+		g.afterTopicChange(ctx, h, frame, out)
 	}
 	if out != nil {
 		raw := out
@@ -128,8 +153,8 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 }
 
 // roundTrip writes the request and reads its answer (size prefix included); nil when the
-// request expects none.
-func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte) ([]byte, error) {
+// request expects none. The answer's memory is reserved before it is allocated.
+func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
 	var size [4]byte
 	binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
 	bufs := net.Buffers{size[:], frame}
@@ -145,6 +170,9 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte) ([]byte, err
 	n := int32(binary.BigEndian.Uint32(size[:]))
 	if n < 4 || n > g.opts.MaxResponseBytes {
 		return nil, fmt.Errorf("response frame of %d bytes", n)
+	}
+	if err := reserve(4 + int(n)); err != nil {
+		return nil, err
 	}
 	out := getBuffer(4 + int(n))
 	copy(out, size[:])

@@ -135,13 +135,28 @@ func (g *Gateway) ensureListener(id int32) (int32, error) {
 	if p, ok := g.listeners[id]; ok {
 		return p, nil
 	}
-	want := g.ports.portFor(id)
-	if want < 0 {
-		return 0, fmt.Errorf("gateway.broker.port.range %d-%d has no free port left", g.opts.PortMin, g.opts.PortMax)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(g.opts.ListenHost, strconv.Itoa(want)))
-	if err != nil {
-		return 0, err
+	// A port of the range that another process holds is passed over, or the first such port
+	// would leave every new node without a listener; a node's recorded port is never moved.
+	var taken map[int]bool
+	var ln net.Listener
+	for {
+		want, recorded := g.ports.portSkipping(id, taken)
+		if want < 0 {
+			return 0, fmt.Errorf("gateway.broker.port.range %d-%d has no free port left", g.opts.PortMin, g.opts.PortMax)
+		}
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort(g.opts.ListenHost, strconv.Itoa(want)))
+		if err == nil {
+			break
+		}
+		if recorded || want == 0 {
+			return 0, err
+		}
+		g.lg.Warn("gateway broker port taken by another process; trying the next", zap.Int("port", want), zap.Error(err))
+		if taken == nil {
+			taken = map[int]bool{}
+		}
+		taken[want] = true
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	if err := g.ports.bound(id, port); err != nil {
@@ -159,6 +174,13 @@ func (g *Gateway) address(id int32) (host string, port int32, ok bool) {
 	p, err := g.ensureListener(id)
 	if err != nil {
 		return "", 0, false
+	}
+	if v := g.View(); v != nil {
+		if _, known := v.Broker(id); !known {
+			// Named by an answer (a leader hint) before the view lists it: its port would
+			// refuse every forward until the next periodic refresh.
+			g.refresh()
+		}
 	}
 	return g.opts.AdvertisedHost, p, true
 }

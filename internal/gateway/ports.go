@@ -56,24 +56,31 @@ func loadPortMap(dir string, min, max int, write func(string, []byte) error) (*p
 // portFor returns the port node id is to listen on: the one it had, else the lowest free port
 // of the range, else 0 (the kernel picks; record it with bound).
 func (m *portMap) portFor(id int32) int {
+	p, _ := m.portSkipping(id, nil)
+	return p
+}
+
+// portSkipping is portFor passing over the range's ports in skip (taken by another process);
+// recorded says the port is node id's own from before, which must not move.
+func (m *portMap) portSkipping(id int32, skip map[int]bool) (port int, recorded bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p, ok := m.ports[id]; ok {
-		return p
+		return p, true
 	}
 	if m.min == 0 {
-		return 0
+		return 0, false
 	}
 	used := map[int]bool{}
 	for _, p := range m.ports {
 		used[p] = true
 	}
 	for p := m.min; p <= m.max; p++ {
-		if !used[p] {
-			return p
+		if !used[p] && !skip[p] {
+			return p, false
 		}
 	}
-	return -1
+	return -1, false
 }
 
 // bound records the port node id got and makes the record durable before any client hears of

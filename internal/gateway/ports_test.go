@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
 )
 
 func TestPortsAreKeptAcrossRestartsAndNewNodes(t *testing.T) {
@@ -46,3 +49,28 @@ func TestCorruptPortFileRefusesToStart(t *testing.T) {
 }
 
 func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o644) }
+
+// A port of gateway.broker.port.range held by another process is passed over: a new node gets
+// the next free one instead of no listener at all.
+func TestTakenPortOfTheRangeIsPassedOver(t *testing.T) {
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	taken := other.Addr().(*net.TCPAddr).Port
+	served := 0
+	g, err := New(Options{NodeID: 100, ListenHost: "127.0.0.1", AdvertisedHost: "127.0.0.1", PortMin: taken, PortMax: taken + 50,
+		DataDir: t.TempDir(), WriteFileDurable: writeFile,
+		Serve: func(_ string, ln net.Listener, _ wire.Handler) { served++; ln.Close() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := g.ensureListener(3)
+	if err != nil {
+		t.Fatalf("node 3 got no listener although the range has free ports: %v", err)
+	}
+	if int(port) == taken || int(port) > taken+50 || served != 1 {
+		t.Fatalf("node 3 listens on %d (served %d), want a free port of %d-%d other than %d", port, served, taken, taken+50, taken)
+	}
+}

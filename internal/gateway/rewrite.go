@@ -7,6 +7,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -25,9 +26,9 @@ func (g *Gateway) rewrite(h wire.Header, frame []byte) ([]byte, error) {
 	resp.SetVersion(h.Version)
 	bodyAt := 8
 	if resp.IsFlexible() {
-		bodyAt = 9
-		if len(frame) < bodyAt || frame[8] != 0 {
-			return nil, errors.New("response header carries tagged fields")
+		var err error
+		if bodyAt, err = headerEnd(frame); err != nil {
+			return nil, err
 		}
 	}
 	if err := resp.ReadFrom(frame[bodyAt:]); err != nil {
@@ -97,12 +98,15 @@ func (g *Gateway) rewriteClusterBrokers(in []kmsg.DescribeClusterResponseBroker)
 }
 
 // rewriteCoordinators rewrites transaction coordinators; Kafka's error shape (-1, "", -1) is
-// left alone.
+// left alone. A coordinator no listener can be bound for is answered in that shape with
+// COORDINATOR_NOT_AVAILABLE, which clients retry, rather than with its upstream address.
 func (g *Gateway) rewriteCoordinators(r *kmsg.FindCoordinatorResponse) {
 	if r.Version < 4 {
 		if r.ErrorCode == 0 && r.NodeID >= 0 {
 			if host, port, ok := g.address(r.NodeID); ok {
 				r.Host, r.Port = host, port
+			} else {
+				r.ErrorCode, r.NodeID, r.Host, r.Port = kerr.CoordinatorNotAvailable.Code, -1, "", -1
 			}
 		}
 		return
@@ -112,6 +116,8 @@ func (g *Gateway) rewriteCoordinators(r *kmsg.FindCoordinatorResponse) {
 		if c.ErrorCode == 0 && c.NodeID >= 0 {
 			if host, port, ok := g.address(c.NodeID); ok {
 				c.Host, c.Port = host, port
+			} else {
+				c.ErrorCode, c.NodeID, c.Host, c.Port = kerr.CoordinatorNotAvailable.Code, -1, "", -1
 			}
 		}
 	}
@@ -133,9 +139,9 @@ func (g *Gateway) rewriteProduceBrokers(in []kmsg.ProduceResponseBroker) []kmsg.
 // walked over by their length prefixes and never decoded; an answer without hints (the
 // common case) is returned as it came.
 func (g *Gateway) rewriteFetch(h wire.Header, frame []byte) ([]byte, error) {
-	const bodyAt = 9 // size, correlation id, empty header tags
-	if len(frame) < bodyAt || frame[8] != 0 {
-		return nil, errors.New("fetch response header carries tagged fields")
+	bodyAt, err := headerEnd(frame)
+	if err != nil {
+		return nil, err
 	}
 	body := frame[bodyAt:]
 	headLen, tailAt, err := fetchTail(body)
@@ -200,6 +206,21 @@ func fetchTail(body []byte) (headLen, tailAt int, err error) {
 		return 0, 0, fmt.Errorf("truncated fetch response")
 	}
 	return headLen, len(body) - len(b.Src), nil
+}
+
+// headerEnd is where the body of a flexible (header v1) response frame starts: after the size,
+// the correlation id and the header's tagged fields. Kafka sends none today, but a client
+// ignores the ones it does not know, so they are passed on rather than refused.
+func headerEnd(frame []byte) (int, error) {
+	if len(frame) < 9 {
+		return 0, errors.New("short response frame")
+	}
+	b := kbin.Reader{Src: frame[8:]}
+	skipTags(&b)
+	if !b.Ok() {
+		return 0, errors.New("truncated response header tags")
+	}
+	return len(frame) - len(b.Src), nil
 }
 
 func skipTags(b *kbin.Reader) {

@@ -335,3 +335,201 @@ func TestProduceLeaderHintsRewritten(t *testing.T) {
 		t.Fatal("a produce answer without leader hints was re-encoded")
 	}
 }
+
+// withHeaderTag puts one tagged field (tag 5, two bytes) into a flexible response frame's
+// header, which wire.AppendResponse writes empty.
+func withHeaderTag(frame []byte) []byte {
+	out := append(append([]byte(nil), frame[:8]...), 1, 5, 2, 0xab, 0xcd)
+	out = append(out, frame[9:]...)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out
+}
+
+// Response header tagged fields are legal in every flexible version and ignored by clients
+// that do not know them: an upstream that sends one must not get every rewritten answer
+// refused (and every client connection closed). The tags are passed on as they came.
+func TestResponseHeaderTagsArePassedOn(t *testing.T) {
+	g := testGateway(t)
+	md := kmsg.NewPtrMetadataResponse()
+	md.SetVersion(12)
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = 1, "kafka-1", 9092
+	md.Brokers = append(md.Brokers, b)
+	hint := kmsg.NewFetchResponseBroker()
+	hint.NodeID, hint.Host, hint.Port = 2, "10.1.2.3", 9093
+	for _, tc := range []struct {
+		h    wire.Header
+		resp kmsg.Response
+	}{
+		{wire.Header{Key: 3, Version: 12, CorrelationID: 3}, md},
+		{wire.Header{Key: 1, Version: 17, CorrelationID: 3}, fetchWithRecords(17, []byte("records"), hint)},
+	} {
+		in := withHeaderTag(frameOf(3, tc.resp))
+		out, err := g.rewrite(tc.h, in)
+		if err != nil {
+			t.Fatalf("%s: %v", kmsg.NameForKey(tc.h.Key), err)
+		}
+		if !bytes.Equal(out[8:13], []byte{1, 5, 2, 0xab, 0xcd}) {
+			t.Fatalf("%s: header tags % x, want them passed on", kmsg.NameForKey(tc.h.Key), out[8:13])
+		}
+		got := kmsg.ResponseForKey(tc.h.Key)
+		got.SetVersion(tc.h.Version)
+		if err := got.ReadFrom(out[13:]); err != nil {
+			t.Fatalf("%s: rewritten body does not decode: %v", kmsg.NameForKey(tc.h.Key), err)
+		}
+		if bytes.Contains(out, []byte("kafka-1")) || bytes.Contains(out, []byte("10.1.2.3")) {
+			t.Fatalf("%s: an upstream host is left in the answer", kmsg.NameForKey(tc.h.Key))
+		}
+	}
+}
+
+// A leader hint naming a broker the view does not list yet binds its port and asks for the
+// upstream's metadata at once: until the view has the broker's address, every request on its
+// port fails and closes the client's connection.
+func TestBrokerFirstSeenInALeaderHintRefreshesTheView(t *testing.T) {
+	g := testGateway(t)
+	g.opts.Serve = func(_ string, ln net.Listener, _ wire.Handler) { ln.Close() }
+	refreshed := 0
+	g.refresh = func() { refreshed++ }
+	g.view = &upstream.View{Brokers: []upstream.Broker{{NodeID: 1}, {NodeID: 2}}}
+	hint := kmsg.NewProduceResponseBroker()
+	hint.NodeID, hint.Host, hint.Port = 7, "10.1.2.7", 9092
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(11)
+	resp.Brokers = append(resp.Brokers, hint)
+	out, err := g.rewrite(wire.Header{Key: 0, Version: 11, CorrelationID: 1}, frameOf(1, resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte("10.1.2.7")) {
+		t.Fatal("the new broker's upstream address is in the answer")
+	}
+	if _, ok := g.Ports()[7]; !ok || refreshed == 0 {
+		t.Fatalf("node 7: listener %v, refreshes asked %d; want a listener and a refresh", g.Ports(), refreshed)
+	}
+}
+
+// Every rewritten key at every version the gateway advertises: the answer keeps its header form
+// (v1 with tags for flexible versions, v0 otherwise), decodes at that version, and carries no
+// upstream host.
+func TestEveryRewrittenVersionKeepsItsHeaderAndLeaksNothing(t *testing.T) {
+	g := testGateway(t)
+	const upHost = "upstream-host.example"
+	build := func(key, v int16) kmsg.Response {
+		switch key {
+		case 3:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, upHost, 9092
+			r.Brokers = append(r.Brokers, b)
+			return r
+		case 60:
+			r := kmsg.NewPtrDescribeClusterResponse()
+			b := kmsg.NewDescribeClusterResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, upHost, 9092
+			r.Brokers = append(r.Brokers, b)
+			return r
+		case 10:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, upHost, 9092
+			if v >= 4 {
+				c := kmsg.NewFindCoordinatorResponseCoordinator()
+				c.Key, c.NodeID, c.Host, c.Port = "txn", 1, upHost, 9092
+				r.Coordinators = append(r.Coordinators, c)
+			}
+			return r
+		case 0:
+			r := kmsg.NewPtrProduceResponse()
+			if v >= 10 {
+				b := kmsg.NewProduceResponseBroker()
+				b.NodeID, b.Host, b.Port = 1, upHost, 9092
+				r.Brokers = append(r.Brokers, b)
+			}
+			return r
+		default:
+			return fetchWithRecords(v, []byte("records"), func() kmsg.FetchResponseBroker {
+				b := kmsg.NewFetchResponseBroker()
+				b.NodeID, b.Host, b.Port = 1, upHost, 9092
+				return b
+			}())
+		}
+	}
+	for _, kv := range []struct{ key, min, max int16 }{{3, 0, 13}, {60, 0, 2}, {10, 0, 6}, {0, 3, 13}, {1, 16, 18}} {
+		for v := kv.min; v <= kv.max; v++ {
+			resp := build(kv.key, v)
+			resp.SetVersion(v)
+			out, err := g.rewrite(wire.Header{Key: kv.key, Version: v, CorrelationID: 9}, frameOf(9, resp))
+			name := kmsg.NameForKey(kv.key) + " v" + strconv.Itoa(int(v))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if int(binary.BigEndian.Uint32(out)) != len(out)-4 || binary.BigEndian.Uint32(out[4:]) != 9 {
+				t.Fatalf("%s: bad size prefix or correlation id", name)
+			}
+			got := kmsg.ResponseForKey(kv.key)
+			got.SetVersion(v)
+			at := 8
+			if got.IsFlexible() {
+				if out[8] != 0 {
+					t.Fatalf("%s: header tags byte %d", name, out[8])
+				}
+				at = 9
+			}
+			if err := got.ReadFrom(out[at:]); err != nil {
+				t.Fatalf("%s: rewritten answer does not decode: %v", name, err)
+			}
+			if bytes.Contains(out, []byte(upHost)) {
+				t.Fatalf("%s: the upstream host is in the answer", name)
+			}
+		}
+	}
+}
+
+// A transaction coordinator no listener can be bound for (the port range is full) is not
+// answered with its upstream address: the client gets COORDINATOR_NOT_AVAILABLE and retries.
+func TestUnbindableTransactionCoordinatorIsNotLeaked(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	g, err := New(Options{NodeID: 100, ListenHost: "127.0.0.1", AdvertisedHost: "gw.example", PortMin: port, PortMax: port,
+		DataDir: t.TempDir(), WriteFileDurable: writeFile, Serve: func(string, net.Listener, wire.Handler) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int16{1, 3, 4, 6} {
+		resp := kmsg.NewPtrFindCoordinatorResponse()
+		resp.SetVersion(v)
+		resp.NodeID, resp.Host, resp.Port = 7, "txn-host.example", 9092
+		if v >= 4 {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.Host, c.Port = "tx", 7, "txn-host.example", 9092
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		out, err := g.rewrite(wire.Header{Key: 10, Version: v, CorrelationID: 1}, frameOf(1, resp))
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		if bytes.Contains(out, []byte("txn-host.example")) {
+			t.Fatalf("v%d: the answer carries the upstream coordinator's address", v)
+		}
+		got := kmsg.NewPtrFindCoordinatorResponse()
+		got.SetVersion(v)
+		at := 8
+		if got.IsFlexible() {
+			at = 9
+		}
+		if err := got.ReadFrom(out[at:]); err != nil {
+			t.Fatal(err)
+		}
+		code, node := got.ErrorCode, got.NodeID
+		if v >= 4 {
+			code, node = got.Coordinators[0].ErrorCode, got.Coordinators[0].NodeID
+		}
+		if code != 15 || node != -1 {
+			t.Fatalf("v%d: error %d node %d, want COORDINATOR_NOT_AVAILABLE (15) and -1", v, code, node)
+		}
+	}
+}

@@ -37,8 +37,11 @@ var neverForwarded = map[int16]bool{
 var withheld = map[int16]bool{28: true}
 
 // forwardMax caps forwarded keys below the upstream's maximum where the gateway's rules differ
-// from the codec's: AddPartitionsToTxn v4+ is the broker-only form.
-var forwardMax = map[int16]int16{24: 3}
+// from the codec's: AddPartitionsToTxn v4+ is the broker-only form; DescribeQuorum v2+ lists
+// the KRaft controllers' host and port (Nodes[].Listeners), upstream addresses no gateway port
+// stands for, which no answer may carry (spec gateway §0 item 3). v1 names the same voters and
+// observers by id.
+var forwardMax = map[int16]int16{24: 3, 55: 1}
 
 // portHandler serves one listener: coordinatord's own (node -1) or an upstream broker's.
 type portHandler struct {
@@ -98,8 +101,8 @@ func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 	return req != nil && h.Version <= req.MaxVersion()
 }
 
-func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, frame []byte) ([]byte, error) {
-	return p.g.forward(ctx, p.node, c, h, frame)
+func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
+	return p.g.forward(ctx, p.node, c, h, frame, reserve)
 }
 
 func (p *portHandler) Release(frame []byte) { putBuffer(frame) }

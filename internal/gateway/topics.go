@@ -18,15 +18,18 @@ const topicWaitMax = 3 * time.Second
 // CreatePartitions until the upstream's metadata shows its effect and the catalog has followed,
 // so that a client that creates a topic and then commits offsets for it is not told the topic
 // does not exist.
-func (g *Gateway) afterTopicChange(ctx context.Context, h wire.Header, frame []byte) {
-	if g.refreshUntil == nil {
-		return
+func (g *Gateway) afterTopicChange(ctx context.Context, h wire.Header, request, frame []byte) {
+	if g.refreshUntil == nil || validateOnly(h, request) {
+		return // a validate-only request changes nothing: waiting would only delay its answer
 	}
 	resp := kmsg.ResponseForKey(h.Key)
 	resp.SetVersion(h.Version)
 	bodyAt := 8
 	if resp.IsFlexible() {
-		bodyAt = 9
+		var err error
+		if bodyAt, err = headerEnd(frame); err != nil {
+			return
+		}
 	}
 	if len(frame) < bodyAt || resp.ReadFrom(frame[bodyAt:]) != nil {
 		return
@@ -83,4 +86,32 @@ func hasTopics(v *upstream.View, want map[string]int32) bool {
 		}
 	}
 	return true
+}
+
+// validateOnly reads ValidateOnly from a CreateTopics or CreatePartitions request frame.
+func validateOnly(h wire.Header, request []byte) bool {
+	if h.Key != 19 && h.Key != 37 {
+		return false
+	}
+	_, rest, err := wire.ParseHeader(request)
+	if err != nil {
+		return false
+	}
+	req := kmsg.RequestForKey(h.Key)
+	req.SetVersion(h.Version)
+	if req.IsFlexible() {
+		if rest, err = wire.SkipHeaderTags(rest); err != nil {
+			return false
+		}
+	}
+	if req.ReadFrom(rest) != nil {
+		return false
+	}
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		return r.ValidateOnly
+	case *kmsg.CreatePartitionsRequest:
+		return r.ValidateOnly
+	}
+	return false
 }

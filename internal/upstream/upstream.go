@@ -79,14 +79,16 @@ type Client struct {
 	lg   *zap.Logger
 	// fetching serializes fetches, so views are published in the order they were taken.
 	fetching sync.Mutex
-	// looping is set once the refresh loop runs; Close waits for the loop only then.
-	looping atomic.Bool
 
 	mu      sync.Mutex
 	view    *View
 	refresh chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
+	// loopCtx is cancelled by Close: a refresh in flight stops waiting for the upstream.
+	loopCtx    context.Context
+	cancelLoop context.CancelFunc
+	looping    atomic.Bool // Start started loop: Close waits for it
 }
 
 // New creates the client; Start reaches the upstream.
@@ -103,7 +105,9 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{opts: opts, kc: kc, lg: opts.Logger, refresh: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
+	loopCtx, cancelLoop := context.WithCancel(context.Background())
+	return &Client{opts: opts, kc: kc, lg: opts.Logger, refresh: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		loopCtx: loopCtx, cancelLoop: cancelLoop}, nil
 }
 
 // Start fetches the first view, retrying with a progress log until timeout, then refreshes
@@ -148,7 +152,7 @@ func (c *Client) loop() {
 		case <-t.C:
 		case <-c.refresh:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
+		ctx, cancel := context.WithTimeout(c.loopCtx, c.opts.RequestTimeout)
 		if err := c.fetch(ctx); err != nil {
 			c.lg.Warn("upstream metadata refresh failed; keeping the previous view", zap.Error(err))
 		}
@@ -189,17 +193,16 @@ func (c *Client) Current() *View {
 	return c.view
 }
 
-// Close stops refreshing and closes the upstream connections.
+// Close stops refreshing and closes the upstream connections. It returns once no refresh runs
+// any more, OnView included: the caller closes what OnView writes to (the catalog) next.
 func (c *Client) Close() {
 	select {
 	case <-c.stop:
 	default:
 		close(c.stop)
+		c.cancelLoop()
 		if c.looping.Load() {
-			select {
-			case <-c.done:
-			case <-time.After(c.opts.RequestTimeout):
-			}
+			<-c.done
 		}
 	}
 	c.kc.Close()

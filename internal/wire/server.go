@@ -54,8 +54,11 @@ type Forwarder interface {
 	// Forward passes frame (header and body, without the size prefix) on and returns the
 	// response frame to write back, size prefix included; nil when the request has none (a
 	// Produce with acks=0). An error closes the client's connection, as a broker failure
-	// looks to a client.
-	Forward(ctx context.Context, c *Conn, h Header, frame []byte) ([]byte, error)
+	// looks to a client. Forward calls reserve with the answer's size (prefix included) once
+	// it knows it and before allocating anything for it: reserve exchanges the request's
+	// share of queued.max.request.bytes for the answer's, waiting while it does not fit, and
+	// fails when it never could (or the connection closes meanwhile).
+	Forward(ctx context.Context, c *Conn, h Header, frame []byte, reserve func(n int) error) ([]byte, error)
 	// Release takes back a response frame Forward returned, once it has been written (or the
 	// write failed); the Forwarder may reuse its memory.
 	Release(frame []byte)
@@ -281,6 +284,21 @@ func (c *serverConn) run() {
 	budget := s.opts.Budget
 	var held int64 // budget reserved for the frame being read or answered
 	defer func() { budget.Release(held) }()
+	// reserve trades the request's reservation for one of the upstream answer's size before
+	// the answer is read into memory: a huge answer waits for room, or closes the connection
+	// when it could never fit, instead of being allocated beyond the budget.
+	reserve := func(n int) error {
+		budget.Release(held)
+		held = 0
+		if limit := budget.Limit(); limit > 0 && int64(n) > limit {
+			return fmt.Errorf("an answer of %d bytes exceeds queued.max.request.bytes %d", n, limit)
+		}
+		if err := budget.AcquireAnswer(c.ctx, int64(n)); err != nil {
+			return err
+		}
+		held = int64(n)
+		return nil
+	}
 	var out []byte
 	for !s.draining.Load() {
 		if s.opts.IdleTimeout > 0 {
@@ -308,31 +326,28 @@ func (c *serverConn) run() {
 			reason = c.readFailure(err)
 			return
 		}
-		if raw, forwarded, err := c.forward(frame); forwarded {
-			budget.Release(held)
-			held = 0
+		if raw, forwarded, err := c.forward(frame, reserve); forwarded {
 			if err != nil {
 				reason = "upstream failed"
 				c.warn("closing connection", err.Error())
 				return
 			}
 			if raw == nil {
+				budget.Release(held)
+				held = 0
 				continue // no response is due (acks=0)
 			}
-			// The upstream's answer is already in memory; it counts until it is written, and is
-			// written as it came: copying it (a fetch's records) into out would cost a copy and,
-			// for answers over initialFrameChunk, an allocation per answer.
-			if err := budget.AcquireAnswer(c.ctx, int64(len(raw))); err != nil {
-				c.srv.handler.(Forwarder).Release(raw)
-				reason = "shutdown"
-				return
-			}
+			// held is the answer's size as the upstream sent it (reserved before it was read; a
+			// rewrite changes it by a few bytes of host names at most). It is written as it
+			// came: copying it (a fetch's records) into out would cost a copy and, for answers
+			// over initialFrameChunk, an allocation per answer.
 			reason = c.write(raw)
 			c.srv.handler.(Forwarder).Release(raw)
-			budget.Release(int64(len(raw)))
 			if reason != "" {
 				return
 			}
+			budget.Release(held)
+			held = 0
 			continue
 		} else {
 			resp, hdr, why := c.serve(frame)
@@ -415,7 +430,7 @@ func (c *serverConn) warn(msg, reason string) {
 
 // forward passes the frame on when the handler is a Forwarder that wants it; forwarded=false
 // leaves the frame to serve.
-func (c *serverConn) forward(frame []byte) (raw []byte, forwarded bool, err error) {
+func (c *serverConn) forward(frame []byte, reserve func(int) error) (raw []byte, forwarded bool, err error) {
 	fwd, ok := c.srv.handler.(Forwarder)
 	if !ok {
 		return nil, false, nil
@@ -425,7 +440,7 @@ func (c *serverConn) forward(frame []byte) (raw []byte, forwarded bool, err erro
 		return nil, false, nil // a bad header is serve's to report
 	}
 	start := time.Now()
-	raw, err = fwd.Forward(c.ctx, c.info, hdr, frame)
+	raw, err = fwd.Forward(c.ctx, c.info, hdr, frame, reserve)
 	c.srv.metrics.observeForwarded(hdr.Key, err, time.Since(start))
 	return raw, true, err
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -792,5 +793,66 @@ func TestGateway_S6_CommitByUpstreamTopicID(t *testing.T) {
 	}
 	if name, _, off := fetch(9); name != topic || off != 17 {
 		t.Fatalf("OffsetFetch v9 gives %s offset %d, want %s and 17", name, off, topic)
+	}
+}
+
+// A forwarded Fetch answer counts against queued.max.request.bytes before it is read into
+// memory. One that could never fit closes the client's connection (rather than being allocated
+// and then waiting forever for room); a consumer whose fetch.max.bytes fits the budget reads
+// every record through the same gateway.
+func TestGateway_S5_FetchAnswerBoundedByQueuedMaxRequestBytes(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t, "socket.request.max.bytes=1048576", "queued.max.request.bytes=2097152")
+	_, brokers := gatewayPorts(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := newClient(t, g.Addr, kgo.ProducerBatchCompression(kgo.NoCompression())) // the answer must be as large as the records
+	topic := "gw-budget-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	createTopic(t, ctx, cl, topic)
+	const records, size = 3, 900 << 10
+	for i := 0; i < records; i++ {
+		value := bytes.Repeat([]byte{byte('a' + i)}, size)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+			t.Fatalf("producing record %d: %v", i, err)
+		}
+	}
+	var leader int32 = -1
+	for _, mt := range metadata(t, ctx, cl).Topics {
+		if mt.Topic != nil && *mt.Topic == topic && len(mt.Partitions) == 1 {
+			leader = mt.Partitions[0].Leader
+		}
+	}
+	if brokers[leader] == "" {
+		t.Fatalf("no gateway port for the leader %d of %s", leader, topic)
+	}
+
+	// All three records in one answer: about 2.7 MiB, more than the 2 MiB budget.
+	c := dialWire(t, brokers[leader])
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = 100, 1, 16<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 16 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	c.send(fetch, 12)
+	c.expectClosed("a Fetch answer larger than queued.max.request.bytes")
+
+	consumer := newClient(t, g.Addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(1<<20))
+	got := 0
+	for got < records {
+		fs := consumer.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records: %v", got, records, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) != size || r.Value[0] != byte('a'+got) {
+				t.Fatalf("record %d: %d bytes starting %q", got, len(r.Value), r.Value[:1])
+			}
+			got++
+		})
 	}
 }

@@ -1,0 +1,328 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/upstream"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeUpstream is an upstream broker on 127.0.0.1 that runs serve for every connection; it
+// returns the broker as the gateway's view names it.
+func fakeUpstream(t *testing.T, id int32, serve func(c net.Conn)) upstream.Broker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); serve(c) }()
+		}
+	}()
+	return upstream.Broker{NodeID: id, Host: "127.0.0.1", Port: int32(ln.Addr().(*net.TCPAddr).Port)}
+}
+
+// readRequest reads one request frame (without its size prefix) from a client.
+func readRequest(r io.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err := io.ReadFull(r, frame)
+	return frame, err
+}
+
+// servePort serves node's broker port of g with a wire server on 127.0.0.1 and returns its
+// address and the server.
+func servePort(t *testing.T, g *Gateway, node int32, opts wire.Options) (string, *wire.Server) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := wire.NewServer(opts, &portHandler{g: g, node: node})
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return ln.Addr().String(), srv
+}
+
+func gaugeNamed(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0
+}
+
+// An upstream answer that can never fit queued.max.request.bytes closes the client connection
+// before anything is allocated for it: a 512 MiB Fetch answer must not be read into memory
+// when the process may only hold 1 MiB of requests and answers.
+func TestForwardedAnswerIsReservedBeforeItIsAllocated(t *testing.T) {
+	const claimed = 512 << 20
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		frame, err := readRequest(c)
+		if err != nil {
+			return
+		}
+		var head [8]byte
+		binary.BigEndian.PutUint32(head[:], claimed)
+		copy(head[4:], frame[4:8]) // correlation id
+		c.Write(head[:])           // and close: the body never comes
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	reg := prometheus.NewRegistry()
+	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20, Budget: wire.NewBudget(1<<20, reg, nil)})
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	frame := requestFrame(req, 7)
+	c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(frame))))
+	c.Write(frame)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := bufio.NewReader(c).Read(make([]byte, 1)); err == nil || n > 0 {
+		t.Fatalf("the client got %d bytes of an answer that can never fit the budget, want its connection closed", n)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > claimed/2 {
+		t.Fatalf("%d MiB allocated for an answer that does not fit the 1 MiB budget", grew>>20)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for gaugeNamed(t, reg, "coordinatord_queued_request_bytes") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget still holds %v bytes after the connection closed", gaugeNamed(t, reg, "coordinatord_queued_request_bytes"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A shutdown that runs out of time while a forwarded request waits for an upstream that never
+// answers still ends: the upstream connection is closed and the connection's goroutine returns.
+func TestShutdownEndsAForwardTheUpstreamNeverAnswers(t *testing.T) {
+	received, upstreamClosed := make(chan struct{}), make(chan struct{})
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		if _, err := readRequest(c); err != nil {
+			return
+		}
+		close(received)
+		io.Copy(io.Discard, c) // never answer; returns when the gateway closes its side
+		close(upstreamClosed)
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	addr, srv := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	frame := requestFrame(req, 7)
+	c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+	<-received
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { srv.Shutdown(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		g.Close(context.Background()) // unblock the connection so that the test can end
+		t.Fatal("shutdown hangs on a forwarded request the upstream never answers")
+	}
+	select {
+	case <-upstreamClosed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream connection stays open after the shutdown")
+	}
+}
+
+// A connection on coordinatord's own port sends all its forwarded requests to one upstream
+// broker, even when the broker list changes meanwhile: a move would send its fetch session and
+// producer state to another broker mid-connection.
+func TestOwnPortKeepsItsUpstreamBrokerWhenTheClusterChanges(t *testing.T) {
+	served := make(chan int32, 4)
+	answer := func(id int32) func(net.Conn) {
+		return func(c net.Conn) {
+			for {
+				frame, err := readRequest(c)
+				if err != nil {
+					return
+				}
+				served <- id
+				resp := kmsg.NewPtrMetadataResponse()
+				resp.SetVersion(12)
+				c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+			}
+		}
+	}
+	b1, b2, b3 := fakeUpstream(t, 1, answer(1)), fakeUpstream(t, 2, answer(2)), fakeUpstream(t, 3, answer(3))
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b1, b2}}
+	conn := &wire.Conn{ID: 2, Listener: "PLAINTEXT"}
+	defer g.closeConn(conn)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	reserve := func(int) error { return nil }
+	if _, err := g.forward(context.Background(), -1, conn, wire.Header{Key: 3, Version: 12, CorrelationID: 1}, requestFrame(req, 1), reserve); err != nil {
+		t.Fatal(err)
+	}
+	first := <-served
+	g.view = &upstream.View{Brokers: []upstream.Broker{b1, b2, b3}}
+	if _, err := g.forward(context.Background(), -1, conn, wire.Header{Key: 3, Version: 12, CorrelationID: 2}, requestFrame(req, 2), reserve); err != nil {
+		t.Fatal(err)
+	}
+	if second := <-served; second != first {
+		t.Fatalf("the connection's requests went to broker %d, then to broker %d after a broker joined", first, second)
+	}
+}
+
+// What the upstream does wrong reaches the client as a closed connection, as a broker failure
+// looks to it, and leaves nothing behind: the budget is whole again and the upstream connection
+// is closed. A client that goes away closes its upstream connection too.
+func TestUpstreamFailuresCloseTheClientAndLeaveNothingBehind(t *testing.T) {
+	for name, misbehave := range map[string]func(c net.Conn, corr []byte){
+		"closes mid-answer": func(c net.Conn, corr []byte) {
+			c.Write(append([]byte{0, 0, 0, 100}, corr...)) // 100 bytes announced, 4 sent
+		},
+		"answers another request": func(c net.Conn, corr []byte) {
+			c.Write([]byte{0, 0, 0, 5, 0, 0, 0, 99, 0})
+			io.Copy(io.Discard, c)
+		},
+		"announces more than MaxResponseBytes": func(c net.Conn, corr []byte) {
+			c.Write(append([]byte{0x7f, 0, 0, 0}, corr...))
+			io.Copy(io.Discard, c)
+		},
+		"client goes away": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			upstreamClosed := make(chan struct{})
+			b := fakeUpstream(t, 1, func(c net.Conn) {
+				defer close(upstreamClosed)
+				frame, err := readRequest(c)
+				if err != nil {
+					return
+				}
+				if misbehave != nil {
+					misbehave(c, frame[4:8])
+					return
+				}
+				resp := kmsg.NewPtrMetadataResponse()
+				resp.SetVersion(12)
+				c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+				io.Copy(io.Discard, c) // until the gateway closes its side
+			})
+			g := testGateway(t)
+			g.opts.MaxResponseBytes = 1 << 20
+			g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+			reg := prometheus.NewRegistry()
+			addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20, Budget: wire.NewBudget(4<<20, reg, nil)})
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			req := kmsg.NewPtrMetadataRequest()
+			req.SetVersion(12)
+			frame := requestFrame(req, 7)
+			c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if misbehave == nil {
+				if _, err := readRequest(c); err != nil { // the answer, read like a frame
+					t.Fatal(err)
+				}
+				c.Close()
+			} else if n, err := c.Read(make([]byte, 64)); err == nil {
+				t.Fatalf("the client got %d bytes; want its connection closed", n)
+			}
+			select {
+			case <-upstreamClosed:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the upstream connection stays open")
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for gaugeNamed(t, reg, "coordinatord_queued_request_bytes") != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the budget is not whole again")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// A validate-only CreateTopics changes nothing upstream: its answer is passed on at once, not
+// held while the gateway polls the upstream's metadata for a topic that will never appear.
+func TestValidateOnlyCreateTopicsIsNotHeldForMetadata(t *testing.T) {
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			resp := kmsg.NewPtrCreateTopicsResponse()
+			resp.SetVersion(7)
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.NumPartitions = "validated", 3
+			resp.Topics = append(resp.Topics, rt)
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+		}
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	waits := 0
+	g.refreshUntil = func(context.Context, func(*upstream.View) bool) error { waits++; return nil }
+	conn := &wire.Conn{ID: 1, Listener: "BROKER-1"}
+	defer g.closeConn(conn)
+	for _, validate := range []bool{true, false} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(7)
+		req.ValidateOnly = validate
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "validated", 3, 1
+		req.Topics = append(req.Topics, rt)
+		waits = 0
+		if _, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 19, Version: 7, CorrelationID: 3}, requestFrame(req, 3), func(int) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 0, false: 1}[validate]; waits != want {
+			t.Fatalf("ValidateOnly=%v: the answer waited for the upstream's metadata %d times, want %d", validate, waits, want)
+		}
+	}
+}
