@@ -149,31 +149,5 @@ func TestGateway_WordCountStandbysFromGroupConfig(t *testing.T) {
 // waitStandbys waits until the streams group has n members that each hold standby tasks.
 func waitStandbys(t *testing.T, ctx context.Context, cl *kgo.Client, group string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		req := kmsg.NewPtrStreamsGroupDescribeRequest()
-		req.Groups = []string{group}
-		resp, err := req.RequestWith(ctx, cl.Broker(nodeID))
-		if err == nil && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 {
-			with := 0
-			last = ""
-			for _, m := range resp.Groups[0].Members {
-				sb := 0
-				for _, s := range m.Assignment.StandbyTasks {
-					sb += len(s.Partitions)
-				}
-				if sb > 0 {
-					with++
-				}
-				last += fmt.Sprintf("%s: %d standby; ", m.MemberID, sb)
-			}
-			if len(resp.Groups[0].Members) == n && with == n {
-				t.Logf("standbys: %s", last)
-				return
-			}
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("not every one of %d members holds standbys: %s", n, last)
+	waitEveryMemberHolds(t, ctx, cl, group, n, "standby", func(a kmsg.StreamsAssignment) []kmsg.TaskIDs { return a.StandbyTasks })
 }

@@ -82,7 +82,14 @@ func TestGateway_StreamsWordCountScalesAndCountsExactly(t *testing.T) {
 // waitSpread waits until the streams group has n members that each own active tasks.
 func waitSpread(t *testing.T, ctx context.Context, cl *kgo.Client, group string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitEveryMemberHolds(t, ctx, cl, group, n, "active", func(a kmsg.StreamsAssignment) []kmsg.TaskIDs { return a.ActiveTasks })
+}
+
+// waitEveryMemberHolds waits (at most 90 s) until the streams group has n members and each
+// holds at least one task of the kind tasks picks from its assignment.
+func waitEveryMemberHolds(t *testing.T, ctx context.Context, cl *kgo.Client, group string, n int, kind string, tasks func(kmsg.StreamsAssignment) []kmsg.TaskIDs) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
 		req := kmsg.NewPtrStreamsGroupDescribeRequest()
@@ -90,25 +97,25 @@ func waitSpread(t *testing.T, ctx context.Context, cl *kgo.Client, group string,
 		resp, err := req.RequestWith(ctx, cl.Broker(nodeID))
 		if err == nil && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 {
 			members := resp.Groups[0].Members
-			withTasks := 0
+			holding := 0
 			last = ""
 			for _, m := range members {
-				tasks := 0
-				for _, a := range m.Assignment.ActiveTasks {
-					tasks += len(a.Partitions)
+				count := 0
+				for _, ids := range tasks(m.Assignment) {
+					count += len(ids.Partitions)
 				}
-				if tasks > 0 {
-					withTasks++
+				if count > 0 {
+					holding++
 				}
-				last += fmt.Sprintf("%s: %d active; ", m.MemberID, tasks)
+				last += fmt.Sprintf("%s: %d %s; ", m.MemberID, count, kind)
 			}
-			if len(members) == n && withTasks == n {
+			if len(members) == n && holding == n {
 				return
 			}
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("tasks never spread over %d members: %s", n, last)
+	t.Fatalf("not every one of %d members holds %s tasks: %s", n, kind, last)
 }
 
 // waitCounts reads the output topic from the start until the latest count of every word is the
