@@ -47,7 +47,9 @@ type View struct {
 	Topics    []Topic  // sorted by name
 	// Versions is each broker's ApiVersions answer, by node id (missing while unknown).
 	Versions map[int32]*kmsg.ApiVersionsResponse
-	Fetched  time.Time
+	// VersionsFetched is when Versions were last asked for.
+	VersionsFetched time.Time
+	Fetched         time.Time
 }
 
 // Broker looks a broker up by node id.
@@ -236,12 +238,21 @@ func (c *Client) fetch(ctx context.Context) error {
 	}
 	sort.Slice(v.Topics, func(i, j int) bool { return v.Topics[i].Name < v.Topics[j].Name })
 	prev := c.Current()
+	// ApiVersions are asked at most once per max age, not on every look at the metadata (a
+	// topic change polls the metadata every 50 ms): finalized features (transaction.version)
+	// and their epoch change while brokers run, but not that fast. A broker first seen, or
+	// one that does not answer, is asked again at the next look.
+	v.VersionsFetched = time.Now()
+	askAll := prev == nil || time.Since(prev.VersionsFetched) >= c.opts.MaxAge
+	if !askAll {
+		v.VersionsFetched = prev.VersionsFetched
+	}
 	for _, b := range v.Brokers {
-		// Asked on every refresh, not once: finalized features (transaction.version) and their
-		// epoch change while brokers run, and every port must report the upstream's current
-		// levels. A broker that does not answer keeps what it said last.
 		if prev != nil && prev.Versions[b.NodeID] != nil {
 			v.Versions[b.NodeID] = prev.Versions[b.NodeID]
+			if !askAll {
+				continue
+			}
 		}
 		avReq := kmsg.NewPtrApiVersionsRequest()
 		avReq.ClientSoftwareName, avReq.ClientSoftwareVersion = "coordinatord", "1"

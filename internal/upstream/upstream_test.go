@@ -13,8 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// fakeBroker is a one-broker cluster (node 1) that answers ApiVersions and Metadata only.
-func fakeBroker(t *testing.T) string {
+// fakeBroker is a one-broker cluster (node 1) that answers ApiVersions and Metadata only,
+// counting the ApiVersions it is asked in apiVersions (when not nil).
+func fakeBroker(t *testing.T, apiVersions ...*atomic.Int32) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -46,6 +47,9 @@ func fakeBroker(t *testing.T) string {
 					var resp kmsg.Response
 					switch h.Key {
 					case 18:
+						for _, n := range apiVersions {
+							n.Add(1)
+						}
 						r := kmsg.NewPtrApiVersionsResponse()
 						for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}} {
 							ak := kmsg.NewApiVersionsResponseApiKey()
@@ -105,5 +109,30 @@ func TestCloseWaitsForAViewBeingApplied(t *testing.T) {
 	c.Close()
 	if applying.Load() {
 		t.Fatal("Close returned while OnView was still applying a view")
+	}
+}
+
+// Looking at the metadata again and again (a topic change polls it) asks the brokers'
+// ApiVersions only once per max age, not at every look.
+func TestApiVersionsAskedOncePerMaxAge(t *testing.T) {
+	var asked atomic.Int32
+	c, err := New(Options{Bootstrap: []string{fakeBroker(t, &asked)}, RequestTimeout: time.Second, ConnectTimeout: time.Second, MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	afterStart := asked.Load() // the client's own handshakes and the first view's question
+	looks := 0
+	if err := c.RefreshUntil(context.Background(), func(*View) bool { looks++; return looks == 5 }); err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load() - afterStart; n != 0 {
+		t.Fatalf("ApiVersions asked %d more times over 5 more looks at the metadata within the max age, want none", n)
+	}
+	if c.Current().Versions[1] == nil {
+		t.Fatal("the broker's versions were dropped from later views")
 	}
 }
