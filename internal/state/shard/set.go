@@ -93,16 +93,6 @@ func (s *Set) For(groupID string) *runtime.Shard[*Machine] {
 // Shard returns shard i.
 func (s *Set) Shard(i int32) *runtime.Shard[*Machine] { return s.shards[i] }
 
-// Ready reports whether every shard is active (loaded and serving).
-func (s *Set) Ready() bool {
-	for _, sh := range s.shards {
-		if sh.State() != runtime.StateActive {
-			return false
-		}
-	}
-	return true
-}
-
 // Close closes every shard, waiting up to ctx for in-flight writes to become durable.
 func (s *Set) Close(ctx context.Context) {
 	var wg sync.WaitGroup
