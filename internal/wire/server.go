@@ -23,7 +23,33 @@ type Conn struct {
 	ID       uint64
 	Remote   net.Addr
 	Listener string
+	// principal is who the connection has authenticated as (SASL, or a TLS client certificate);
+	// nil until then, which reads as User:ANONYMOUS as in Kafka. It changes at most at
+	// (re-)authentication, while handlers of the same connection may read it, so it is atomic.
+	principal atomic.Pointer[Principal]
 }
+
+// Principal is an authenticated identity as Kafka names it ("User:alice" is {User, alice}).
+type Principal struct {
+	Type string
+	Name string
+}
+
+// Anonymous is the principal of a connection that has not authenticated.
+var Anonymous = Principal{Type: "User", Name: "ANONYMOUS"}
+
+func (p Principal) String() string { return p.Type + ":" + p.Name }
+
+// Principal is who the connection has authenticated as; Anonymous before any authentication.
+func (c *Conn) Principal() Principal {
+	if p := c.principal.Load(); p != nil {
+		return *p
+	}
+	return Anonymous
+}
+
+// SetPrincipal records the identity an authentication established.
+func (c *Conn) SetPrincipal(p Principal) { c.principal.Store(&p) }
 
 // Request is one decoded request handed to the Handler.
 type Request struct {
