@@ -29,7 +29,10 @@ type gateway struct {
 	// outgoing connection takes a port between the check and the bind.
 	PortMin, PortMax int
 	sets             []string
-	exited           chan struct{}
+	// standalone runs coordinatord without an upstream (its embedded default), for the checks of
+	// what Kafka's tools can and cannot do against a coordinator that has no data.
+	standalone bool
+	exited     chan struct{}
 
 	mu   sync.Mutex
 	logs []map[string]any
@@ -47,6 +50,15 @@ func startGateway(t *testing.T, sets ...string) *gateway {
 	return g
 }
 
+// startStandalone starts coordinatord on its embedded defaults: no upstream, no broker ports.
+func startStandalone(t *testing.T, sets ...string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, DataDir: t.TempDir(), sets: sets, standalone: true}
+	g.Addr = "127.0.0.1:" + strconv.Itoa(freePortRange(t, 1))
+	g.start()
+	return g
+}
+
 func (g *gateway) start() {
 	t := g.t
 	t.Helper()
@@ -55,9 +67,11 @@ func (g *gateway) start() {
 		"--set", "admin.listener=127.0.0.1:0",
 		"--set", "log.dirs=" + g.DataDir,
 		"--set", "node.id=" + strconv.Itoa(nodeID),
-		"--set", "upstream.bootstrap.servers=" + upstreamAddr,
-		"--set", fmt.Sprintf("gateway.broker.port.range=%d-%d", g.PortMin, g.PortMax),
 		"--set", "shutdown.timeout.ms=5000",
+	}
+	if !g.standalone {
+		args = append(args, "--set", "upstream.bootstrap.servers="+upstreamAddr,
+			"--set", fmt.Sprintf("gateway.broker.port.range=%d-%d", g.PortMin, g.PortMax))
 	}
 	for _, s := range g.sets {
 		args = append(args, "--set", s)

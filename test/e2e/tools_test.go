@@ -106,9 +106,11 @@ func TestGateway_KafkasConsumerGroupAndTopicToolsWork(t *testing.T) {
 	}
 }
 
-// kafka-streams-groups.sh --describe (members and offsets with lag) of a running Kafka Streams
-// application, through the gateway.
-func TestGateway_KafkasStreamsGroupToolDescribes(t *testing.T) {
+// Every kafka-streams-groups.sh sub-command an operator uses, against a running Kafka Streams
+// application through the gateway: --list (plain, --state), --describe --state/--members/--offsets
+// (verbose too); then, with the application stopped, --reset-offsets, --delete-offsets and
+// --delete. kafka-groups.sh --list shows the streams group beside a classic one.
+func TestGateway_KafkasStreamsGroupToolEverySubCommand(t *testing.T) {
 	requireE2E(t)
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -118,28 +120,104 @@ func TestGateway_KafkasStreamsGroupToolDescribes(t *testing.T) {
 	a.waitState("RUNNING", 90*time.Second)
 	r.produce(t, ctx, 1)
 	waitCounts(t, ctx, g.Addr, r.out, r.expected)
+	tool := func(args ...string) string {
+		return kafkaTool(t, "org.apache.kafka.tools.streams.StreamsGroupCommand", g.Addr, args...)
+	}
 
-	out := kafkaTool(t, "org.apache.kafka.tools.streams.StreamsGroupCommand", g.Addr, "--describe", "--group", r.appID, "--members")
-	if members := rows(out, r.appID); len(members) != 1 {
-		t.Fatalf("kafka-streams-groups --describe --members lists %d members, want the one instance:\n%s", len(members), out)
+	if out := tool("--list"); !hasLine(out, r.appID) {
+		t.Fatalf("--list does not list %s:\n%s", r.appID, out)
 	}
-	if !strings.Contains(out, "ACTIVE: 0:[0,1,2,3]; 1:[0,1,2,3]") {
-		t.Fatalf("the one instance does not hold every task of both subtopologies:\n%s", out)
+	if rs := rows(tool("--list", "--state"), r.appID); len(rs) != 1 || rs[0][1] != "Stable" {
+		t.Fatalf("--list --state: %v, want %s Stable", rs, r.appID)
 	}
-	out = kafkaTool(t, "org.apache.kafka.tools.streams.StreamsGroupCommand", g.Addr, "--describe", "--group", r.appID, "--offsets")
-	offsetRows := rows(out, r.appID)
-	if len(offsetRows) == 0 {
-		t.Fatalf("kafka-streams-groups --describe --offsets lists no partitions:\n%s", out)
+	out := tool("--describe", "--group", r.appID, "--state", "--verbose")
+	// GROUP COORDINATOR (ID) ASSIGNOR STATE GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH #MEMBERS
+	if rs := rows(out, r.appID); len(rs) != 1 || !strings.Contains(out, "("+strconv.Itoa(nodeID)+")") ||
+		rs[0][3] != "sticky" || rs[0][4] != "Stable" || rs[0][5] != rs[0][6] || rs[0][7] != "1" {
+		t.Fatalf("--describe --state --verbose, want coordinatord as coordinator, sticky, Stable, target epoch = group epoch, 1 member:\n%s", out)
 	}
-	found := false
-	for _, row := range offsetRows {
-		found = found || (len(row) > 1 && row[1] == r.in)
+	out = tool("--describe", "--group", r.appID, "--members", "--verbose")
+	if members := rows(out, r.appID); len(members) != 1 || !strings.Contains(out, " streams ") {
+		t.Fatalf("--describe --members --verbose lists %d members, want the one instance, on the streams protocol:\n%s", len(members), out)
 	}
-	if !found {
-		t.Fatalf("kafka-streams-groups --describe --offsets does not show the input topic %s:\n%s", r.in, out)
+	if !strings.Contains(out, "ACTIVE: 0:[0,1,2,3]; 1:[0,1,2,3]") || !strings.Contains(out, "TARGET-ACTIVE: 0:[0,1,2,3]; 1:[0,1,2,3]") {
+		t.Fatalf("the one instance does not hold (and target) every task of both subtopologies:\n%s", out)
 	}
-	t.Logf("kafka-streams-groups --describe --offsets:\n%s", out)
+	out = tool("--describe", "--group", r.appID, "--offsets", "--verbose")
+	inputRows := 0
+	for _, row := range rows(out, r.appID) {
+		// GROUP TOPIC PARTITION CURRENT-OFFSET LEADER-EPOCH LOG-END-OFFSET OFFSET-LAG
+		if row[1] == r.in && row[3] != "-" {
+			inputRows++
+			if row[3] != row[5] || row[6] != "0" {
+				t.Fatalf("input partition %v: the application has processed everything, want current = log end and lag 0:\n%s", row, out)
+			}
+		}
+	}
+	if inputRows == 0 {
+		t.Fatalf("--describe --offsets shows no committed offset of the input topic %s:\n%s", r.in, out)
+	}
+
+	classic := "classic-beside-" + r.appID
+	adm := kadm.NewClient(newClient(t, g.Addr))
+	if resp, err := adm.CommitOffsets(ctx, classic, kadm.Offsets{r.in: {0: {Topic: r.in, Partition: 0, At: 1}}}); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	out = kafkaTool(t, "org.apache.kafka.tools.GroupsCommand", g.Addr, "--list")
+	// GROUP TYPE PROTOCOL
+	if s, c := rows(out, r.appID), rows(out, classic); len(s) != 1 || s[0][1] != "Streams" || s[0][2] != "streams" || len(c) != 1 || c[0][1] != "Classic" {
+		t.Fatalf("kafka-groups --list, want %s as Streams/streams and %s as Classic:\n%s", r.appID, classic, out)
+	}
+
 	a.stop()
+	waitGroupState(t, ctx, adm, r.appID, "Empty")
+	out = tool("--reset-offsets", "--group", r.appID, "--all-input-topics", "--to-earliest", "--execute")
+	if rs := rows(out, r.appID); len(rs) != inputRows || rs[0][1] != r.in || rs[0][3] != "0" {
+		t.Fatalf("--reset-offsets --all-input-topics --to-earliest, want the %d committed input partitions at 0:\n%s", inputRows, out)
+	}
+	if offs, err := adm.FetchOffsets(ctx, r.appID); err != nil {
+		t.Fatal(err)
+	} else {
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Topic == r.in && o.At != 0 {
+				t.Errorf("after the reset, input partition %d is at %d, want 0", o.Partition, o.At)
+			}
+		})
+	}
+	out = tool("--delete-offsets", "--group", r.appID, "--input-topic", r.in)
+	if !strings.Contains(out, "Request succeeded") || strings.Count(out, "Successful") != 4 {
+		t.Fatalf("--delete-offsets --input-topic, want all 4 input partitions deleted:\n%s", out)
+	}
+	if offs, err := adm.FetchOffsets(ctx, r.appID); err != nil {
+		t.Fatal(err)
+	} else if _, ok := offs[r.in]; ok {
+		t.Fatalf("after --delete-offsets the group still holds offsets of %s: %v", r.in, offs[r.in])
+	}
+	if out := tool("--delete", "--group", r.appID); !strings.Contains(out, "Deletion of requested streams groups ('"+r.appID+"') was successful") {
+		t.Fatalf("--delete:\n%s", out)
+	}
+	if out := tool("--list"); hasLine(out, r.appID) {
+		t.Fatalf("--list still lists the deleted group:\n%s", out)
+	}
+}
+
+// waitGroupState waits until ListGroups shows group in state (a stopped Streams instance leaves
+// with its last heartbeat; the tools that change offsets need the group empty).
+func waitGroupState(t *testing.T, ctx context.Context, adm *kadm.Client, group, state string) {
+	t.Helper()
+	for {
+		listed, err := adm.ListGroups(ctx)
+		if err == nil {
+			if l, ok := listed[group]; ok && l.State == state {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("group %s never reached state %s (last listing: %v, %v)", group, state, listed, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // A plain Java KafkaConsumer (classic protocol) consumes and commits through the gateway, in a
