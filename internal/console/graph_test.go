@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/pkg/topologyplugin"
@@ -71,5 +72,17 @@ func BenchmarkGroupList(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Node, topic and store names come from clients: in the SVG they are text, never markup.
+func TestGraphEscapesNames(t *testing.T) {
+	evil := `"><script>alert(1)</script>`
+	d := &topologyplugin.Description{Subtopologies: []topologyplugin.Subtopology{{ID: evil, Nodes: []topologyplugin.Node{
+		{Name: evil, Type: topologyplugin.NodeSource, SourceTopics: []string{evil + "-in"}, Stores: []string{evil}},
+	}}}}
+	svg := string(descriptionGraph(d, nil).svg())
+	if strings.Contains(svg, "<script") || !strings.Contains(svg, "&lt;script&gt;") {
+		t.Fatalf("names not escaped in the SVG:\n%s", svg)
 	}
 }
