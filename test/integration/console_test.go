@@ -243,7 +243,10 @@ func TestConsolePagesInHeadlessChromium(t *testing.T) {
 
 	// A classic consumer group whose member holds words-in-0 and words-in-1, and a simple
 	// group that only committed an offset.
-	jr := join(t, d, 3, joinReq("console-classic", "", nil))
+	// Its session outlives the test: nothing heartbeats while the browser loads pages.
+	jreq := joinReq("console-classic", "", nil)
+	jreq.SessionTimeoutMillis = 600000
+	jr := join(t, d, 3, jreq)
 	wantCode(t, "join", jr.ErrorCode, 0)
 	asg := kmsg.NewConsumerMemberAssignment()
 	at := kmsg.NewConsumerMemberAssignmentTopic()
@@ -356,5 +359,40 @@ func TestConsoleCanBeTurnedOff(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown group with the console on: %d, want 404", resp.StatusCode)
+	}
+}
+
+// A shard that panicked is FAILED: the console names it on the shard page and the group list
+// (where its groups are missing, as in ListGroups), and the page of one of its groups says why
+// it cannot be shown; the other shards' groups stay visible.
+func TestConsoleShowsAFailedShard(t *testing.T) {
+	const shards = 4
+	d := startHooksDaemon(t, fmt.Sprint("offsets.topic.num.partitions=", shards))
+	adm := kadm.NewClient(d.client())
+	createTopic(t, adm, "t", 1)
+	victim, bystander, vShard, _ := groupsOnTwoShards(shards)
+	for _, g := range []string{victim, bystander} {
+		var offs kadm.Offsets
+		offs.Add(kadm.Offset{Topic: "t", Partition: 0, At: 10, LeaderEpoch: -1})
+		if r, err := adm.CommitOffsets(ctxT(t), g, offs); err != nil || r.Error() != nil {
+			t.Fatalf("commit %s: %v %v", g, err, r.Error())
+		}
+	}
+	if code, body := httpPost(t, "http://"+d.Admin+"/test/panic?group="+victim); code != 200 || !strings.Contains(body, "FAILED") {
+		t.Fatalf("panic hook: HTTP %d %q", code, body)
+	}
+	base := "http://" + d.Admin + "/console/"
+	_, body := httpGet(t, base+"shards")
+	if !strings.Contains(body, fmt.Sprintf(`<tr data-shard="group-%d" class="failed">`, vShard)) || !strings.Contains(body, "1 shard(s) not serving") {
+		t.Errorf("shard page does not show group shard %d FAILED:\n%s", vShard, body)
+	}
+	_, body = httpGet(t, base)
+	if !strings.Contains(body, fmt.Sprintf("shard %d did not answer", vShard)) || strings.Contains(body, `data-group="`+victim+`"`) ||
+		!strings.Contains(body, `data-group="`+bystander+`"`) {
+		t.Errorf("group list: the failed shard is not named, or the groups shown are wrong:\n%s", body)
+	}
+	code, body := httpGet(t, base+"group?id="+url.QueryEscape(victim))
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("shard %d cannot answer", vShard)) {
+		t.Errorf("page of a group on the failed shard: %d\n%s", code, body)
 	}
 }
