@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
 	./internal/state/classic:FuzzGroupRecord
 
-.PHONY: build run test unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean
+.PHONY: build run test unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean console-test deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
@@ -75,6 +75,19 @@ bench-gateway: build
 microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd $(BENCH_MOD) && $(GO) test -run '^$$' -bench . -benchmem ./...
+
+# deploy/ checked with the tools operators use (test/deploy): promtool on the alert rules, their
+# unit tests and the dashboard's queries; kubeconform (strict, Kubernetes 1.34 API schemas from
+# the Go module proxy) on deploy/kubernetes; `config check` on its ConfigMap. `make unit` runs
+# the same tests. Tools: test/install-tools.sh.
+deploy-check:
+	$(GO) test -count=1 -v ./test/deploy
+
+# The web console in headless Chromium (docs/console.md), keeping each page's screenshot under
+# bin/test-output/_artifacts/. `make unit` runs the same test without keeping them.
+console-test:
+	mkdir -p bin/test-output
+	$(GO) test -race -count=1 -run 'TestConsole' -artifacts -outputdir $(CURDIR)/bin/test-output ./test/integration
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

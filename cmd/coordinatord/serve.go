@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/console"
 	"github.com/coordinatord/coordinatord/internal/handlers"
+	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -165,6 +167,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return fmt.Errorf("listen admin.listener %s: %w", cfg.AdminListener, err)
 	}
 	mux := adminMux(reg, st.unready, cfg.AdminPprofEnable)
+	if cfg.AdminConsoleEnable {
+		mountConsole(mux, st, topology, reg)
+	}
 	registerTestHooks(mux, st)
 	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go admin.Serve(adminLn)
@@ -264,6 +269,15 @@ func adminMux(reg *prometheus.Registry, unready func() []string, pprofOn bool) *
 		fmt.Fprintln(w, "ready")
 	})
 	return mux
+}
+
+// mountConsole serves the read-only web console under /console/ (and sends / there).
+func mountConsole(mux *http.ServeMux, st *state, topology *plugin.Caller, reg prometheus.Gatherer) {
+	mux.Handle(console.Prefix, console.New(console.Options{
+		Groups: st.groups, Meta: st.meta.State, MetaLastCompaction: st.meta.LastCompaction,
+		LogBytes: st.logBytes, Topology: topology, Gatherer: reg,
+	}))
+	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 }
 
 // loadClusterID returns the configured cluster id, or the one generated on first start and

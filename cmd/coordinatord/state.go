@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
@@ -142,6 +143,27 @@ func (s *state) unready() []string {
 		}
 	}
 	return out
+}
+
+// logBytes sums the sizes of a shard's log files ("group" or "meta"), for the console.
+func (s *state) logBytes(kind string, shard int32) (int64, error) {
+	store := s.groupStore
+	if kind == "meta" {
+		store = s.metaStore
+	}
+	var n int64
+	err := filepath.WalkDir(store.ShardDir(shard), func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += info.Size()
+		return nil
+	})
+	return n, err
 }
 
 // shutdown closes the shards, letting appended records become durable until ctx ends.

@@ -49,6 +49,7 @@ type Config struct {
 	ConnectionsMaxIdle  time.Duration
 	AdminListener       string
 	AdminPprofEnable    bool
+	AdminConsoleEnable  bool
 	LogLevel            string
 	ShutdownTimeout     time.Duration
 
@@ -208,6 +209,15 @@ var keys = []key{
 				return errors.New("must be host:port")
 			}
 			c.AdminListener = v
+			return nil
+		}},
+	{"admin.console.enable", "true", "Serve the read-only web console under /console/ on admin.listener: groups, members, assignments, committed offsets, Streams topologies drawn as graphs, shard and plugin health. It shows group ids, member ids and client hosts: keep the admin listener private.",
+		func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("must be true or false")
+			}
+			c.AdminConsoleEnable = b
 			return nil
 		}},
 	{"admin.pprof.enable", "false", "Serve net/http/pprof under /debug/pprof/ on admin.listener, to profile a live server. Off by default: profiles expose internals and cost CPU; keep the admin listener private when on.",

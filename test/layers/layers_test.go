@@ -36,6 +36,7 @@ var allowed = map[string][]string{
 	"internal/state/shard":        {"internal/state", "internal/offsets"},
 	"internal/upstream":           {},
 	"internal/gateway":            {"internal/wire", "internal/upstream"},
+	"internal/console":            {"internal/plugin", "internal/state", "internal/offsets", "pkg/topologyplugin"},
 	"internal/handlers":           {"internal/wire", "internal/acl", "internal/plugin", "internal/state", "internal/offsets", "pkg/kerrclass", "pkg/topologyplugin"},
 }
 

@@ -117,6 +117,9 @@ type Shard[M Machine] struct {
 
 	state atomic.Int32
 	lag   atomic.Int64 // appended - durableO, for the durable lag gauge
+	// lastCompacted is when the last compaction of this shard's log succeeded (Unix ns, 0:
+	// never since start); written by the compaction goroutine, read by the console.
+	lastCompacted atomic.Int64
 
 	prio   chan event[M] // storage reports, close
 	normal chan event[M] // operations, timer fires, async results
@@ -229,6 +232,15 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 	s.setState(StateInitial)
 	s.m.track(opts.Kind, opts.Shard, s.gauges)
 	return s
+}
+
+// LastCompaction is when a compaction of the shard's log last succeeded in this process; the
+// zero time when none has.
+func (s *Shard[M]) LastCompaction() time.Time {
+	if ns := s.lastCompacted.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // State returns the shard's lifecycle state.
@@ -573,6 +585,7 @@ func (s *Shard[M]) compact() {
 			}
 		} else {
 			s.m.compactSeconds.Observe(time.Since(start).Seconds())
+			s.lastCompacted.Store(time.Now().UnixNano())
 		}
 		s.post(s.prio, event[M]{kind: evCompacted, gen: gen})
 	}()

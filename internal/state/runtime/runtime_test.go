@@ -635,3 +635,26 @@ func TestRecordlessWriteWaitsOnlyForKeysItRead(t *testing.T) {
 		}
 	})
 }
+
+// The console shows when a shard's log was last compacted: nothing before the first compaction
+// has finished, then the (fake) time it finished.
+func TestLastCompactionIsSetWhenACompactionSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memlog.New()
+		release := make(chan struct{})
+		b.CompactHook = func(int32) { <-release }
+		s := New(Options[*counters]{Shard: 1, New: newCounters, Backend: b, CompactEvery: time.Second})
+		s.Start()
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := s.LastCompaction(); !got.IsZero() {
+			t.Fatalf("LastCompaction %v while the first compaction runs, want zero", got)
+		}
+		close(release)
+		synctest.Wait()
+		if got, want := s.LastCompaction(), time.Now(); !got.Equal(want) {
+			t.Fatalf("LastCompaction %v, want %v", got, want)
+		}
+		s.Close(context.Background())
+	})
+}

@@ -250,6 +250,9 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
+// ShardDir is the directory holding a shard's segments (the console sums its files' sizes).
+func (s *Store) ShardDir(shard int32) string { return s.shardDir(shard) }
+
 func (s *Store) shardDir(shard int32) string {
 	return filepath.Join(s.opts.Dir, shardDirName(shard))
 }
