@@ -13,7 +13,7 @@ FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
 	./internal/state/classic:FuzzGroupRecord
 
-.PHONY: build run test unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean console-test deploy-check
+.PHONY: build run test tools unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean console-test deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
@@ -21,7 +21,12 @@ build:
 run: build
 	./$(BIN) serve --config configs/coordinatord.properties --log-format console
 
-test: lint unit fuzz
+test: lint tools unit fuzz
+
+# What the console and deploy tests need beyond Go (chromium, promtool, kubeconform), installed
+# only when missing, so `make test` stays the one command on a fresh machine.
+tools:
+	test/install-tools.sh
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
