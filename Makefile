@@ -13,13 +13,21 @@ FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
 	./internal/state/classic:FuzzGroupRecord
 
-.PHONY: build run test tools unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean console-test deploy-check
+.PHONY: build run demo demo-stop test tools unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean console-test deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/coordinatord
 
 run: build
 	./$(BIN) serve --config configs/coordinatord.properties --log-format console
+
+# The quickstart (docs/quickstart.md): Kafka 4.4 upstream, coordinatord in gateway mode and the
+# Kafka Streams word count, on this machine.
+demo:
+	deploy/demo/demo.sh start
+
+demo-stop:
+	deploy/demo/demo.sh stop
 
 test: lint tools unit fuzz
 
