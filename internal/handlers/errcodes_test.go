@@ -118,13 +118,16 @@ the group APIs the column gives the code's exception class in kafka-clients 4.4 
 			if d.api != api {
 				continue
 			}
-			lo := max(d.from, r[0])
-			for v := lo; v <= r[1]; v++ {
+			lo, hi := max(d.from, r[0]), r[1]
+			if d.until > 0 {
+				hi = min(d.until, hi)
+			}
+			for v := lo; v <= hi; v++ {
 				w := wireCode(api, v, d.code)
 				if from, ok := knownFrom[api][w]; ok && v < from {
 					t.Errorf("%s v%d: %q answers %s, which clients know from v%d", api.Name(), v, d.condition, codeName(w), from)
 				}
-				if v < r[1] && wireCode(api, v+1, d.code) == w {
+				if v < hi && wireCode(api, v+1, d.code) == w {
 					continue
 				}
 				fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", versionsText(lo, v), codeName(w), d.condition, kerrclass.Of(api.Int16(), w))
@@ -178,10 +181,9 @@ func TestErrorsDocCoversHandlers(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: kerr.%s is not a known code", f, m[1])
 			}
-			// Codes those files use only for APIs outside docs/errors.md (the marker's
-			// coordinator epoch), or only as the translation of a condition coordinatord does
-			// not detect yet (KIP-890 verification; add its row with the check).
-			if slices.Contains([]string{"TRANSACTION_COORDINATOR_FENCED", "TRANSACTION_ABORTABLE", "INVALID_TXN_STATE"}, name) {
+			// A code those files use only for an API outside docs/errors.md (the marker's
+			// coordinator epoch).
+			if slices.Contains([]string{"TRANSACTION_COORDINATOR_FENCED"}, name) {
 				continue
 			}
 			if !documented[name] {

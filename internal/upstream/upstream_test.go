@@ -34,6 +34,8 @@ type fakeAnswers struct {
 	topics func() []kmsg.MetadataResponseTopic
 	// createTopics answers CreateTopics (the broker closes the connection when nil).
 	createTopics func(*kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse
+	// describeTxn answers DescribeTransactions for one id (FindCoordinator names node 1).
+	describeTxn func(id string) kmsg.DescribeTransactionsResponseTransactionState
 }
 
 func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
@@ -73,7 +75,7 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 						}
 						r := kmsg.NewPtrApiVersionsResponse()
 						r.ErrorCode = a.apiVersionsCode
-						for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}, {19, 0, 4}} {
+						for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}, {19, 0, 4}, {10, 0, 3}, {65, 0, 0}} {
 							ak := kmsg.NewApiVersionsResponseApiKey()
 							ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
 							r.ApiKeys = append(r.ApiKeys, ak)
@@ -99,6 +101,30 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 							return
 						}
 						resp = a.createTopics(req)
+					case 10:
+						r := kmsg.NewPtrFindCoordinatorResponse()
+						r.NodeID, r.Host, r.Port = 1, "127.0.0.1", int32(addr.Port)
+						resp = r
+					case 65:
+						if a.describeTxn == nil {
+							return
+						}
+						req := kmsg.NewPtrDescribeTransactionsRequest()
+						req.SetVersion(h.Version)
+						body, err := wire.SkipHeaderTags(body) // a flexible request
+						if err != nil {
+							return
+						}
+						if err := req.ReadFrom(body); err != nil {
+							return
+						}
+						r := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+						for _, id := range req.TransactionalIDs {
+							st := a.describeTxn(id)
+							st.TransactionalID = id
+							r.TransactionStates = append(r.TransactionStates, st)
+						}
+						resp = r
 					default:
 						return
 					}
@@ -303,5 +329,61 @@ func TestCreateTopicsRetriesRetriableCodes(t *testing.T) {
 	}
 	if n := asked.Load(); n != 2 {
 		t.Fatalf("CreateTopics asked %d times, want 2 (one retry of t)", n)
+	}
+}
+
+// VerifyTxnOffsets answers what Kafka's KIP-890 verification answers the group coordinator,
+// from the upstream's description of the transaction.
+func TestVerifyTxnOffsets(t *testing.T) {
+	offsets := func(ps ...int32) []kmsg.DescribeTransactionsResponseTransactionStateTopic {
+		tp := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+		tp.Topic, tp.Partitions = "__consumer_offsets", ps
+		return []kmsg.DescribeTransactionsResponseTransactionStateTopic{tp}
+	}
+	var current atomic.Pointer[kmsg.DescribeTransactionsResponseTransactionState]
+	c, err := New(Options{
+		Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{describeTxn: func(string) kmsg.DescribeTransactionsResponseTransactionState {
+			return *current.Load()
+		}})},
+		RequestTimeout: 300 * time.Millisecond, ConnectTimeout: time.Second, MaxAge: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ongoing := func(pid int64, epoch int16, state string, topics []kmsg.DescribeTransactionsResponseTransactionStateTopic) kmsg.DescribeTransactionsResponseTransactionState {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.ProducerID, st.ProducerEpoch, st.State, st.Topics = pid, epoch, state, topics
+		return st
+	}
+	failed := func(code int16) kmsg.DescribeTransactionsResponseTransactionState {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.ErrorCode = code
+		return st
+	}
+	for _, tc := range []struct {
+		name  string
+		state kmsg.DescribeTransactionsResponseTransactionState
+		want  int16
+	}{
+		{"ongoing with the group's partition", ongoing(7, 3, "Ongoing", offsets(1, 12)), 0},
+		{"ongoing without it", ongoing(7, 3, "Ongoing", offsets(1)), kerr.TransactionAbortable.Code},
+		{"no transaction", ongoing(7, 3, "Empty", nil), kerr.TransactionAbortable.Code},
+		{"ended", ongoing(7, 3, "CompleteCommit", nil), kerr.TransactionAbortable.Code},
+		{"another producer id", ongoing(8, 3, "Ongoing", offsets(12)), kerr.InvalidProducerIDMapping.Code},
+		{"fenced", ongoing(7, 4, "Ongoing", offsets(12)), kerr.InvalidProducerEpoch.Code},
+		{"completing", ongoing(7, 3, "PrepareCommit", offsets(12)), kerr.ConcurrentTransactions.Code},
+		{"unknown transactional id", failed(kerr.TransactionalIDNotFound.Code), kerr.InvalidProducerIDMapping.Code},
+		{"not allowed to describe", failed(kerr.TransactionalIDAuthorizationFailed.Code), kerr.InvalidTxnState.Code},
+		{"coordinator keeps loading", failed(kerr.CoordinatorLoadInProgress.Code), kerr.CoordinatorLoadInProgress.Code},
+	} {
+		current.Store(&tc.state)
+		got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: 12})
+		if got != tc.want {
+			t.Errorf("%s: code %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
