@@ -67,8 +67,6 @@ func (l *listenerSet) shutdownAll(ctx context.Context, log *zap.Logger) {
 type gatewayMode struct {
 	gw *gateway.Gateway
 	up *upstream.Client
-	// shards is offsets.topic.num.partitions.
-	shards int32
 	// refreshing lets one request refresh the catalog at a time; the others then find the view
 	// fresh and do not ask the upstream again.
 	refreshing sync.Mutex
@@ -144,7 +142,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	v := up.Current()
 	log.Info("gateway mode: upstream reached", zap.String("upstream_cluster_id", v.ClusterID),
 		zap.Int("upstream_brokers", len(v.Brokers)), zap.Int("upstream_topics", len(v.Topics)), zap.Any("broker_ports", gw.Ports()))
-	return &gatewayMode{gw: gw, up: up, shards: cfg.ShardCount}, nil
+	return &gatewayMode{gw: gw, up: up}, nil
 }
 
 // mirrorCatalog writes the upstream's topics into the catalog (ids and partition counts), so

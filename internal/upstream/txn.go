@@ -19,7 +19,8 @@ type TxnOffsetsCheck struct {
 	ProducerID      int64
 	ProducerEpoch   int16
 	// OffsetsPartition is the group's partition of __consumer_offsets as the upstream
-	// numbers them.
+	// numbers them; -1 while that is unknown (the upstream has no such topic yet and numbers
+	// by its own offsets.topic.num.partitions), when any offsets partition verifies.
 	OffsetsPartition int32
 }
 
@@ -90,7 +91,7 @@ func (c *Client) VerifyTxnOffsets(ctx context.Context, chk TxnOffsetsCheck) int1
 		return kerr.ConcurrentTransactions.Code
 	}
 	for _, t := range st.Topics {
-		if t.Topic == offsetsTopic && slices.Contains(t.Partitions, chk.OffsetsPartition) {
+		if t.Topic == offsetsTopic && (chk.OffsetsPartition < 0 && len(t.Partitions) > 0 || slices.Contains(t.Partitions, chk.OffsetsPartition)) {
 			return 0
 		}
 	}

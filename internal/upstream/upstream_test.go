@@ -386,4 +386,17 @@ func TestVerifyTxnOffsets(t *testing.T) {
 			t.Errorf("%s: code %d, want %d", tc.name, got, tc.want)
 		}
 	}
+	// The upstream's numbering unknown: any offsets partition of the transaction verifies it,
+	// none does not.
+	for st, want := range map[*kmsg.DescribeTransactionsResponseTransactionState]int16{
+		ptr(ongoing(7, 3, "Ongoing", offsets(4))): 0,
+		ptr(ongoing(7, 3, "Ongoing", nil)):        kerr.TransactionAbortable.Code,
+	} {
+		current.Store(st)
+		if got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: -1}); got != want {
+			t.Errorf("partition unknown, topics %v: code %d, want %d", st.Topics, got, want)
+		}
+	}
 }
+
+func ptr[T any](v T) *T { return &v }
