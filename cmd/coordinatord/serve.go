@@ -136,7 +136,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	var gm *gatewayMode
 	var createTopics func(context.Context, []meta.NewTopic) ([]meta.TopicResult, error)
 	var refreshCatalog func(context.Context) error
+	var verifyTxn func(context.Context, handlers.TxnVerification) int16
 	if cfg.Gateway.Enabled() {
+		verifyTxn = func(ctx context.Context, v handlers.TxnVerification) int16 { return gm.verifyTxnOffsets(ctx, v) }
 		createTopics = func(ctx context.Context, ts []meta.NewTopic) ([]meta.TopicResult, error) {
 			return gm.createUpstream(ctx, ts)
 		}
@@ -152,7 +154,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	}
 	table := handlers.New(handlers.Deps{
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
-		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
+		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
 		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classicConfig(cfg),
 		Limits: handlers.Limits{

@@ -59,7 +59,7 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		for j, p := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = p.Partition, codes[i][j]
+			sp.Partition, sp.ErrorCode = p.Partition, offsetCommitCode(r.Version, codes[i][j])
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)

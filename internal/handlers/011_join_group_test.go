@@ -119,3 +119,38 @@ func TestSpec2_8_ClassicAvailabilityCodes(t *testing.T) {
 		})
 	}
 }
+
+// A request whose context ends before its answer (the connection is closing, or a forced
+// shutdown cancels it) is answered COORDINATOR_NOT_AVAILABLE, as Kafka maps a coordinator
+// timeout: the Java consumer retries that after finding the coordinator again, while it treats
+// REQUEST_TIMED_OUT on JoinGroup, SyncGroup or Heartbeat as an unexpected, fatal error.
+func TestCancelledGroupRequestIsCoordinatorNotAvailable(t *testing.T) {
+	groups := shard.NewSet(shard.SetOptions{Count: 1, Backend: memlog.New()})
+	groups.Start()
+	t.Cleanup(func() { groups.Close(context.Background()) })
+	for groups.Shard(0).State() != runtime.StateActive {
+		time.Sleep(time.Millisecond)
+	}
+	tbl := &Table{deps: Deps{Groups: groups}, log: zap.NewNop()}
+	join := func(ctx context.Context, member string) *kmsg.JoinGroupResponse {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.SetVersion(5)
+		req.Group, req.MemberID, req.ProtocolType = "g", member, "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 10000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name = "range"
+		req.Protocols = append(req.Protocols, p)
+		r := &wire.Request{Header: wire.Header{Key: 11, Version: 5, ClientID: "c"}, Body: req}
+		return tbl.joinGroup(ctx, r).(*kmsg.JoinGroupResponse)
+	}
+	first := join(context.Background(), "")
+	if first.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: %d, want MEMBER_ID_REQUIRED", first.ErrorCode)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// The join parks until the rebalance completes; the ended context ends the wait.
+	if got := join(ctx, first.MemberID).ErrorCode; got != kerr.CoordinatorNotAvailable.Code {
+		t.Errorf("join with an ended context: code %d, want COORDINATOR_NOT_AVAILABLE", got)
+	}
+}

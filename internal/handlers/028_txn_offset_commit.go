@@ -15,9 +15,13 @@ import (
 // and the producer epoch decide the rest, and the staged offsets stay invisible until a COMMIT
 // marker arrives through WriteTxnMarkers. The response has no top-level error at any version.
 //
-// Not done here: the TRANSACTIONAL_ID WRITE / GROUP READ / TOPIC READ checks (with ACLs), and
-// verification with the transaction coordinator that the offsets partition is in the
-// transaction (§4.4; see docs/transactions.md).
+// Where a transaction coordinator can be asked (gateway mode), a v0-4 commit (transaction
+// version 1, whose producer added the offsets partition with AddOffsetsToTxn) is verified
+// first, as Kafka's group coordinator does since KIP-890: offsets staged for a transaction the
+// coordinator does not know as ongoing would never see a marker. v5+ producers leave adding
+// the partition to the group coordinator, which the marker relay is to do (docs/transactions.md).
+//
+// Not done here: the TRANSACTIONAL_ID WRITE / GROUP READ / TOPIC READ checks (with ACLs).
 func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
@@ -45,6 +49,11 @@ func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Respo
 		groupCodes = make([]int16, len(stage))
 		fillCodes(groupCodes, kerr.InvalidGroupID.Code)
 	default:
+		if code := t.verifyTxn(ctx, r.Version, req); code != 0 {
+			groupCodes = make([]int16, len(stage))
+			fillCodes(groupCodes, code)
+			break
+		}
 		var v any
 		v, err = t.deps.Groups.For(req.Group).Write(ctx, shard.TxnCommitOffsets(shard.TxnCommitRequest{
 			CommitRequest: shard.CommitRequest{
@@ -70,6 +79,16 @@ func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Respo
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// verifyTxn is the commit's verification: 0, or the code of every partition to be staged.
+func (t *Table) verifyTxn(ctx context.Context, version int16, req *kmsg.TxnOffsetCommitRequest) int16 {
+	if version > 4 || t.deps.VerifyTxnOffsets == nil {
+		return 0
+	}
+	return t.deps.VerifyTxnOffsets(ctx, TxnVerification{
+		TransactionalID: req.TransactionalID, Group: req.Group, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
+	})
 }
 
 func fillCodes(codes []int16, code int16) {

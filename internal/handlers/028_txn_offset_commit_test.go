@@ -98,3 +98,74 @@ func TestSpec8_5_T74_WriteTxnMarkersWhileLoading(t *testing.T) {
 		t.Fatalf("codes %d %d", ps[0].ErrorCode, ps[1].ErrorCode)
 	}
 }
+
+// KIP-890 verification (gateway mode): a v0-4 commit whose transaction the transaction
+// coordinator does not know as ongoing with the group's offsets partition is refused with the
+// code the version knows, and nothing is staged (a RequireStable fetch does not see the
+// partition unstable). v5+ producers do not add the partition themselves: not verified.
+func TestTxnOffsetCommitVerification(t *testing.T) {
+	tbl := loadingTable(t)
+	groups := shard.NewSet(shard.SetOptions{Count: 50, Backend: memlog.New()})
+	groups.Start()
+	t.Cleanup(func() { groups.Close(context.Background()) })
+	tbl.deps.Groups = groups
+	verdict := kerr.TransactionAbortable.Code
+	var asked []TxnVerification
+	tbl.deps.VerifyTxnOffsets = func(_ context.Context, v TxnVerification) int16 {
+		asked = append(asked, v)
+		return verdict
+	}
+	commit := func(version int16) int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.SetVersion(version)
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = "tx", "g", 7, 3, -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		p.Offset = 42
+		rt.Partitions = append(rt.Partitions, p)
+		req.Topics = append(req.Topics, rt)
+		resp := tbl.txnOffsetCommit(context.Background(), &wire.Request{Header: wire.Header{Key: 28, Version: version}, Body: req}).(*kmsg.TxnOffsetCommitResponse)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	unstable := func() bool {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.SetVersion(7)
+		req.Group, req.RequireStable = "g", true
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = "t", []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp := tbl.offsetFetch(context.Background(), &wire.Request{Header: wire.Header{Key: 9, Version: 7}, Body: req}).(*kmsg.OffsetFetchResponse)
+		return resp.Topics[0].Partitions[0].ErrorCode == kerr.UnstableOffsetCommit.Code
+	}
+	for {
+		if groups.For("g").State() == runtime.StateActive {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	if got := commit(3); got != kerr.InvalidTxnState.Code {
+		t.Errorf("v3 unverified: code %d, want INVALID_TXN_STATE", got)
+	}
+	if got := commit(4); got != kerr.TransactionAbortable.Code {
+		t.Errorf("v4 unverified: code %d, want TRANSACTION_ABORTABLE", got)
+	}
+	if unstable() {
+		t.Fatal("an unverified commit staged offsets")
+	}
+	if len(asked) != 2 || asked[0] != (TxnVerification{TransactionalID: "tx", Group: "g", ProducerID: 7, ProducerEpoch: 3}) {
+		t.Fatalf("verifications asked: %+v", asked)
+	}
+	verdict = kerr.CoordinatorLoadInProgress.Code // the upstream could not answer
+	if got := commit(1); got != kerr.CoordinatorNotAvailable.Code {
+		t.Errorf("v1, verification unanswered: code %d, want COORDINATOR_NOT_AVAILABLE", got)
+	}
+	if got := commit(5); got != 0 || len(asked) != 3 {
+		t.Errorf("v5: code %d after %d verifications, want staged without one", got, len(asked)-3)
+	}
+	verdict = 0
+	if got := commit(4); got != 0 || !unstable() {
+		t.Errorf("v4 verified: code %d, unstable %v; want staged", got, unstable())
+	}
+}

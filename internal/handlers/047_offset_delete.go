@@ -73,13 +73,9 @@ func (t *Table) offsetDelete(ctx context.Context, r *wire.Request) kmsg.Response
 }
 
 // coordinatorCode maps a shard runtime error on a group write the way Kafka's
-// CoordinatorOperationExceptionHelper does: loading is COORDINATOR_LOAD_IN_PROGRESS and
-// everything else, a timed-out write included, COORDINATOR_NOT_AVAILABLE (never
-// REQUEST_TIMED_OUT or UNKNOWN_SERVER_ERROR, which transactional clients treat as fatal).
+// CoordinatorOperationExceptionHelper does; availabilityCode already does (never
+// REQUEST_TIMED_OUT, which transactional clients treat as fatal).
 func coordinatorCode(err error) int16 {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return kerr.CoordinatorNotAvailable.Code
-	}
 	return availabilityCode(err)
 }
 

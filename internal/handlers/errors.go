@@ -14,7 +14,9 @@ import (
 // (spec coordinator-apis §5.4): loading is COORDINATOR_LOAD_IN_PROGRESS; a FAILED shard is
 // NOT_COORDINATOR, as Kafka answers for a coordinator partition in its FAILED state (the code
 // exists at every version of every API that reaches a shard); a closed or overloaded shard or a
-// write that was not made durable is COORDINATOR_NOT_AVAILABLE. Clients retry both after
+// write that was not made durable is COORDINATOR_NOT_AVAILABLE, and so is a request whose
+// context ended first: Kafka maps a coordinator timeout to it, and the Java consumer treats
+// REQUEST_TIMED_OUT on JoinGroup, SyncGroup and Heartbeat as fatal. Clients retry both after
 // finding the coordinator again. Records too large for the log are UNKNOWN_SERVER_ERROR, as
 // Kafka's CoordinatorOperationExceptionHelper answers RECORD_LIST_TOO_LARGE: retrying the same
 // request cannot help (commit paths use commitWriteCode instead).
@@ -28,8 +30,6 @@ func availabilityCode(err error) int16 {
 		return kerr.CoordinatorLoadInProgress.Code
 	case errors.Is(err, runtime.ErrFailed):
 		return kerr.NotCoordinator.Code
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return kerr.RequestTimedOut.Code
 	default:
 		return kerr.CoordinatorNotAvailable.Code
 	}

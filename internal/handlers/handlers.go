@@ -80,9 +80,21 @@ type Deps struct {
 	// BROKER resource; synonyms of group configs), BrokerDefaults their default values.
 	BrokerConfigs  []BrokerConfig
 	BrokerDefaults map[string]string
+	// VerifyTxnOffsets asks the transaction coordinator (in gateway mode, the upstream's)
+	// whether a TxnOffsetCommit belongs to an ongoing transaction holding the group's offsets
+	// partition (KIP-890 verification): 0, or the code the commit gets. nil: not verified.
+	VerifyTxnOffsets func(ctx context.Context, v TxnVerification) int16
 	// JoinCreatesInternalTopics creates a joining member's missing internal topics before its
 	// heartbeat runs (group.streams.join.creates.internal.topics).
 	JoinCreatesInternalTopics bool
+}
+
+// TxnVerification is one TxnOffsetCommit to verify with the transaction coordinator.
+type TxnVerification struct {
+	TransactionalID string
+	Group           string
+	ProducerID      int64
+	ProducerEpoch   int16
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response

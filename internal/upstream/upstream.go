@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coordinatord/coordinatord/pkg/kerrclass"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +51,18 @@ type View struct {
 	// VersionsFetched is when Versions were last asked for.
 	VersionsFetched time.Time
 	Fetched         time.Time
+}
+
+// topic looks a topic up by name; a nil view has none.
+func (v *View) topic(name string) (Topic, bool) {
+	if v == nil {
+		return Topic{}, false
+	}
+	i := sort.Search(len(v.Topics), func(i int) bool { return v.Topics[i].Name >= name })
+	if i < len(v.Topics) && v.Topics[i].Name == name {
+		return v.Topics[i], true
+	}
+	return Topic{}, false
 }
 
 // Broker looks a broker up by node id.
@@ -125,6 +138,11 @@ func (c *Client) Start(ctx context.Context, timeout time.Duration) error {
 		cancel()
 		if err == nil {
 			break
+		}
+		// An upstream that refuses us (authentication, authorization, versions) refuses
+		// again: say so now rather than after the whole start-up timeout.
+		if kerrclass.OfError(kmsg.Metadata.Int16(), err).Action() == kerrclass.Stop {
+			return fmt.Errorf("upstream %v refused coordinatord: %w", c.opts.Bootstrap, err)
 		}
 		if time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("upstream %v not reachable after %d attempts: %w", c.opts.Bootstrap, attempt, err)
@@ -219,6 +237,9 @@ func (c *Client) fetch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("upstream metadata: %w", err)
+	}
 	if len(resp.Brokers) == 0 {
 		return errors.New("upstream metadata lists no brokers")
 	}
@@ -230,14 +251,31 @@ func (c *Client) fetch(ctx context.Context) error {
 		v.Brokers = append(v.Brokers, Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
 	}
 	sort.Slice(v.Brokers, func(i, j int) bool { return v.Brokers[i].NodeID < v.Brokers[j].NodeID })
+	prev := c.Current()
+	var unsettled []string
 	for _, t := range resp.Topics {
-		if t.Topic == nil || kerr.ErrorForCode(t.ErrorCode) != nil {
+		if t.Topic == nil {
+			continue
+		}
+		if t.ErrorCode != 0 {
+			// A topic the upstream cannot describe right now (a retriable code) still
+			// exists: the view keeps what the last one knew of it, since a topic missing
+			// from a view is a deleted topic to the catalog, offsets and all.
+			if kerrclass.IsRetriable(kmsg.Metadata.Int16(), t.ErrorCode) {
+				unsettled = append(unsettled, *t.Topic)
+				if old, ok := prev.topic(*t.Topic); ok {
+					v.Topics = append(v.Topics, old)
+				}
+			}
 			continue
 		}
 		v.Topics = append(v.Topics, Topic{Name: *t.Topic, ID: t.TopicID, Partitions: int32(len(t.Partitions)), Internal: t.IsInternal})
 	}
 	sort.Slice(v.Topics, func(i, j int) bool { return v.Topics[i].Name < v.Topics[j].Name })
-	prev := c.Current()
+	if len(unsettled) > 0 {
+		// The next regular look settles them; looking at once could loop on the upstream.
+		c.lg.Debug("upstream cannot describe topics right now; keeping their last known state", zap.Strings("topics", unsettled))
+	}
 	// ApiVersions are asked at most once per max age, not on every look at the metadata (a
 	// topic change polls the metadata every 50 ms): finalized features (transaction.version)
 	// and their epoch change while brokers run, but not that fast. A broker first seen, or
@@ -294,36 +332,64 @@ type TopicResult struct {
 // topicsVisibleWait bounds how long CreateTopics waits for created topics to show in metadata.
 const topicsVisibleWait = 5 * time.Second
 
+// createAttempts bounds how often CreateTopics asks again for the topics the upstream answered
+// with a retriable code (a controller moving, a creation quota, a timeout).
+const createAttempts = 3
+
 // CreateTopics creates topics in the upstream cluster (Streams internal topics: a Streams
 // client never creates them under the streams protocol) and returns once the view, and so the
-// catalog, shows the ones that exist now.
+// catalog, shows the ones that exist now. Topics refused with a retriable code are asked for
+// again, a bounded number of times; a creation that timed out but happened comes back as
+// TOPIC_ALREADY_EXISTS, which counts as created.
 func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) ([]TopicResult, error) {
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = int32(c.opts.RequestTimeout.Milliseconds())
-	for _, t := range topics {
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.Partitions, t.ReplicationFactor
-		for k, v := range t.Configs {
-			rc := kmsg.NewCreateTopicsRequestTopicConfig()
-			rc.Name, rc.Value = k, v
-			rt.Configs = append(rt.Configs, rc)
+	byName := make(map[string]TopicResult, len(topics))
+	pending := topics
+	for attempt := 1; len(pending) > 0; attempt++ {
+		resp, err := c.createOnce(ctx, pending)
+		if err != nil {
+			if attempt == 1 {
+				return nil, err
+			}
+			break // the pending topics keep their last (retriable) answer
 		}
-		req.Topics = append(req.Topics, rt)
+		var again []NewTopic
+		for _, t := range resp.Topics {
+			r := TopicResult{Name: t.Topic, Code: t.ErrorCode}
+			if t.ErrorMessage != nil {
+				r.Message = *t.ErrorMessage
+			}
+			byName[t.Topic] = r
+			if attempt < createAttempts && kerrclass.IsRetriable(kmsg.CreateTopics.Int16(), t.ErrorCode) {
+				for _, nt := range pending {
+					if nt.Name == t.Topic {
+						again = append(again, nt)
+					}
+				}
+			}
+		}
+		if len(again) == 0 {
+			break
+		}
+		c.lg.Info("upstream refused topic creation for now; asking again", zap.Int("topics", len(again)), zap.Int("attempt", attempt))
+		select {
+		case <-ctx.Done():
+			again = nil
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+		pending = again
 	}
-	resp, err := req.RequestWith(ctx, c.kc)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]TopicResult, 0, len(resp.Topics))
+	out := make([]TopicResult, 0, len(byName))
 	want := map[string]bool{}
-	for _, t := range resp.Topics {
-		r := TopicResult{Name: t.Topic, Code: t.ErrorCode}
-		if t.ErrorMessage != nil {
-			r.Message = *t.ErrorMessage
+	seen := map[string]bool{}
+	for _, t := range topics {
+		r, ok := byName[t.Name]
+		if !ok || seen[t.Name] {
+			continue
 		}
+		seen[t.Name] = true
 		out = append(out, r)
-		if t.ErrorCode == 0 || t.ErrorCode == kerr.TopicAlreadyExists.Code {
-			want[t.Topic] = true
+		if r.Code == 0 || r.Code == kerr.TopicAlreadyExists.Code {
+			want[r.Name] = true
 		}
 	}
 	if len(want) > 0 {
@@ -343,4 +409,20 @@ func (c *Client) CreateTopics(ctx context.Context, topics []NewTopic) ([]TopicRe
 		}
 	}
 	return out, nil
+}
+
+func (c *Client) createOnce(ctx context.Context, topics []NewTopic) (*kmsg.CreateTopicsResponse, error) {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = int32(c.opts.RequestTimeout.Milliseconds())
+	for _, t := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.Partitions, t.ReplicationFactor
+		for k, v := range t.Configs {
+			rc := kmsg.NewCreateTopicsRequestTopicConfig()
+			rc.Name, rc.Value = k, v
+			rt.Configs = append(rt.Configs, rc)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	return req.RequestWith(ctx, c.kc)
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
@@ -10,12 +11,34 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fakeBroker is a one-broker cluster (node 1) that answers ApiVersions and Metadata only,
 // counting the ApiVersions it is asked in apiVersions (when not nil).
 func fakeBroker(t *testing.T, apiVersions ...*atomic.Int32) string {
+	t.Helper()
+	var a fakeAnswers
+	if len(apiVersions) > 0 {
+		a.apiVersions = apiVersions[0]
+	}
+	return fakeBrokerWith(t, a)
+}
+
+// fakeAnswers shape what fakeBrokerWith answers.
+type fakeAnswers struct {
+	apiVersions     *atomic.Int32 // counts ApiVersions requests
+	apiVersionsCode int16         // ApiVersions' error code
+	// topics are Metadata's topics (none when nil).
+	topics func() []kmsg.MetadataResponseTopic
+	// createTopics answers CreateTopics (the broker closes the connection when nil).
+	createTopics func(*kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse
+	// describeTxn answers DescribeTransactions for one id (FindCoordinator names node 1).
+	describeTxn func(id string) kmsg.DescribeTransactionsResponseTransactionState
+}
+
+func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,18 +63,19 @@ func fakeBroker(t *testing.T, apiVersions ...*atomic.Int32) string {
 					if _, err := io.ReadFull(c, frame); err != nil {
 						return
 					}
-					h, _, err := wire.ParseHeader(frame)
+					h, body, err := wire.ParseHeader(frame)
 					if err != nil {
 						return
 					}
 					var resp kmsg.Response
 					switch h.Key {
 					case 18:
-						for _, n := range apiVersions {
-							n.Add(1)
+						if a.apiVersions != nil {
+							a.apiVersions.Add(1)
 						}
 						r := kmsg.NewPtrApiVersionsResponse()
-						for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}} {
+						r.ErrorCode = a.apiVersionsCode
+						for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}, {19, 0, 4}, {10, 0, 3}, {65, 0, 0}} {
 							ak := kmsg.NewApiVersionsResponseApiKey()
 							ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
 							r.ApiKeys = append(r.ApiKeys, ak)
@@ -62,6 +86,44 @@ func fakeBroker(t *testing.T, apiVersions ...*atomic.Int32) string {
 						b := kmsg.NewMetadataResponseBroker()
 						b.NodeID, b.Host, b.Port = 1, "127.0.0.1", int32(addr.Port)
 						r.Brokers = append(r.Brokers, b)
+						r.ControllerID = 1
+						if a.topics != nil {
+							r.Topics = a.topics()
+						}
+						resp = r
+					case 19:
+						if a.createTopics == nil {
+							return
+						}
+						req := kmsg.NewPtrCreateTopicsRequest()
+						req.SetVersion(h.Version)
+						if err := req.ReadFrom(body); err != nil {
+							return
+						}
+						resp = a.createTopics(req)
+					case 10:
+						r := kmsg.NewPtrFindCoordinatorResponse()
+						r.NodeID, r.Host, r.Port = 1, "127.0.0.1", int32(addr.Port)
+						resp = r
+					case 65:
+						if a.describeTxn == nil {
+							return
+						}
+						req := kmsg.NewPtrDescribeTransactionsRequest()
+						req.SetVersion(h.Version)
+						body, err := wire.SkipHeaderTags(body) // a flexible request
+						if err != nil {
+							return
+						}
+						if err := req.ReadFrom(body); err != nil {
+							return
+						}
+						r := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+						for _, id := range req.TransactionalIDs {
+							st := a.describeTxn(id)
+							st.TransactionalID = id
+							r.TransactionStates = append(r.TransactionStates, st)
+						}
 						resp = r
 					default:
 						return
@@ -136,3 +198,205 @@ func TestApiVersionsAskedOncePerMaxAge(t *testing.T) {
 		t.Fatal("the broker's versions were dropped from later views")
 	}
 }
+
+func metadataTopic(name string, id byte, code int16) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic, mt.TopicID, mt.ErrorCode = &name, [16]byte{id}, code
+	mt.Partitions = append(mt.Partitions, kmsg.NewMetadataResponseTopicPartition())
+	return mt
+}
+
+// A topic the upstream cannot describe for a moment (a retriable code such as
+// LEADER_NOT_AVAILABLE) stays in the view as last seen: a topic missing from a view is deleted
+// from the catalog, and its committed offsets with it.
+func TestRetriableTopicErrorKeepsTheTopic(t *testing.T) {
+	var code atomic.Int32
+	c, err := New(Options{
+		Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{topics: func() []kmsg.MetadataResponseTopic {
+			return []kmsg.MetadataResponseTopic{metadataTopic("a", 1, int16(code.Load())), metadataTopic("b", 2, 0)}
+		}})},
+		RequestTimeout: time.Second, ConnectTimeout: time.Second, MaxAge: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		var out []string
+		for _, tp := range c.Current().Topics {
+			out = append(out, tp.Name)
+		}
+		return out
+	}
+	if got := names(); len(got) != 2 {
+		t.Fatalf("first view: %v, want a and b", got)
+	}
+	for _, tc := range []struct {
+		code int16
+		want int
+	}{
+		{kerr.LeaderNotAvailable.Code, 2},       // retriable: a is still there
+		{kerr.UnknownTopicOrPartition.Code, 2},  // refresh-retriable: likewise
+		{kerr.TopicAuthorizationFailed.Code, 1}, // not retriable: the topic is not ours to see
+	} {
+		code.Store(int32(tc.code))
+		if err := c.RefreshUntil(context.Background(), func(*View) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+		if got := names(); len(got) != tc.want {
+			t.Errorf("topic a answered with code %d: view has %v, want %d topics", tc.code, got, tc.want)
+		}
+		code.Store(0)
+		if err := c.RefreshUntil(context.Background(), func(*View) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An upstream that refuses coordinatord (here: its ApiVersions answer is
+// CLUSTER_AUTHORIZATION_FAILED, an invalid-configuration code) fails Start at the first
+// attempt instead of being retried until the start-up timeout.
+func TestStartGivesUpOnInvalidConfiguration(t *testing.T) {
+	var asked atomic.Int32
+	c, err := New(Options{
+		Bootstrap:      []string{fakeBrokerWith(t, fakeAnswers{apiVersions: &asked, apiVersionsCode: kerr.ClusterAuthorizationFailed.Code})},
+		RequestTimeout: time.Second, ConnectTimeout: time.Second, MaxAge: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = c.Start(context.Background(), 20*time.Second)
+	if !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("Start: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("the upstream was asked %d times, want once", n)
+	}
+}
+
+// A topic creation the upstream answers with a retriable code (a timeout: the controller did
+// not finish in time) is asked for again; a non-retriable refusal is answered as it is.
+func TestCreateTopicsRetriesRetriableCodes(t *testing.T) {
+	var asked atomic.Int32
+	c, err := New(Options{
+		Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{
+			topics: func() []kmsg.MetadataResponseTopic {
+				if asked.Load() >= 2 {
+					return []kmsg.MetadataResponseTopic{metadataTopic("t", 1, 0)}
+				}
+				return nil
+			},
+			createTopics: func(req *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+				n := asked.Add(1)
+				resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewCreateTopicsResponseTopic()
+					st.Topic = rt.Topic
+					switch {
+					case rt.Topic == "bad":
+						st.ErrorCode = kerr.InvalidReplicationFactor.Code
+					case n == 1:
+						st.ErrorCode = kerr.RequestTimedOut.Code
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp
+			},
+		})},
+		RequestTimeout: time.Second, ConnectTimeout: time.Second, MaxAge: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CreateTopics(context.Background(), []NewTopic{{Name: "t", Partitions: 1, ReplicationFactor: 1}, {Name: "bad", Partitions: 1, ReplicationFactor: 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int16{}
+	for _, r := range res {
+		got[r.Name] = r.Code
+	}
+	if got["t"] != 0 || got["bad"] != kerr.InvalidReplicationFactor.Code || len(res) != 2 {
+		t.Fatalf("results %v, want t created and bad refused with INVALID_REPLICATION_FACTOR", res)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("CreateTopics asked %d times, want 2 (one retry of t)", n)
+	}
+}
+
+// VerifyTxnOffsets answers what Kafka's KIP-890 verification answers the group coordinator,
+// from the upstream's description of the transaction.
+func TestVerifyTxnOffsets(t *testing.T) {
+	offsets := func(ps ...int32) []kmsg.DescribeTransactionsResponseTransactionStateTopic {
+		tp := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+		tp.Topic, tp.Partitions = "__consumer_offsets", ps
+		return []kmsg.DescribeTransactionsResponseTransactionStateTopic{tp}
+	}
+	var current atomic.Pointer[kmsg.DescribeTransactionsResponseTransactionState]
+	c, err := New(Options{
+		Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{describeTxn: func(string) kmsg.DescribeTransactionsResponseTransactionState {
+			return *current.Load()
+		}})},
+		RequestTimeout: 300 * time.Millisecond, ConnectTimeout: time.Second, MaxAge: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ongoing := func(pid int64, epoch int16, state string, topics []kmsg.DescribeTransactionsResponseTransactionStateTopic) kmsg.DescribeTransactionsResponseTransactionState {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.ProducerID, st.ProducerEpoch, st.State, st.Topics = pid, epoch, state, topics
+		return st
+	}
+	failed := func(code int16) kmsg.DescribeTransactionsResponseTransactionState {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.ErrorCode = code
+		return st
+	}
+	for _, tc := range []struct {
+		name  string
+		state kmsg.DescribeTransactionsResponseTransactionState
+		want  int16
+	}{
+		{"ongoing with the group's partition", ongoing(7, 3, "Ongoing", offsets(1, 12)), 0},
+		{"ongoing without it", ongoing(7, 3, "Ongoing", offsets(1)), kerr.TransactionAbortable.Code},
+		{"no transaction", ongoing(7, 3, "Empty", nil), kerr.TransactionAbortable.Code},
+		{"ended", ongoing(7, 3, "CompleteCommit", nil), kerr.TransactionAbortable.Code},
+		{"another producer id", ongoing(8, 3, "Ongoing", offsets(12)), kerr.InvalidProducerIDMapping.Code},
+		{"fenced", ongoing(7, 4, "Ongoing", offsets(12)), kerr.InvalidProducerEpoch.Code},
+		{"completing", ongoing(7, 3, "PrepareCommit", offsets(12)), kerr.ConcurrentTransactions.Code},
+		{"unknown transactional id", failed(kerr.TransactionalIDNotFound.Code), kerr.InvalidProducerIDMapping.Code},
+		{"not allowed to describe", failed(kerr.TransactionalIDAuthorizationFailed.Code), kerr.InvalidTxnState.Code},
+		{"coordinator keeps loading", failed(kerr.CoordinatorLoadInProgress.Code), kerr.CoordinatorLoadInProgress.Code},
+	} {
+		current.Store(&tc.state)
+		got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: 12})
+		if got != tc.want {
+			t.Errorf("%s: code %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// The upstream's numbering unknown: any offsets partition of the transaction verifies it,
+	// none does not.
+	for st, want := range map[*kmsg.DescribeTransactionsResponseTransactionState]int16{
+		ptr(ongoing(7, 3, "Ongoing", offsets(4))): 0,
+		ptr(ongoing(7, 3, "Ongoing", nil)):        kerr.TransactionAbortable.Code,
+	} {
+		current.Store(st)
+		if got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: -1}); got != want {
+			t.Errorf("partition unknown, topics %v: code %d, want %d", st.Topics, got, want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

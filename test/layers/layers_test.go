@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"internal/state/classic":      {"internal/state/log", "internal/state/records", "internal/state/runtime", "internal/state/meta", "internal/offsets"},
 	"internal/state/streams":      {"internal/state/log", "internal/state/records", "internal/state/runtime", "internal/state/meta", "internal/offsets"},
 	"internal/state/shard":        {"internal/state", "internal/offsets"},
-	"internal/upstream":           {},
+	"internal/upstream":           {"pkg/kerrclass"},
 	"internal/gateway":            {"internal/wire", "internal/upstream"},
 	"internal/console":            {"internal/plugin", "internal/state", "internal/offsets", "pkg/topologyplugin"},
 	"internal/handlers":           {"internal/wire", "internal/acl", "internal/plugin", "internal/state", "internal/offsets", "pkg/kerrclass", "pkg/topologyplugin"},

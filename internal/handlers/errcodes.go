@@ -1,0 +1,150 @@
+package handlers
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// errorDoc is one error code a handler can answer and when: the source of docs/errors.md,
+// which TestErrorsDoc regenerates (go test ./internal/handlers -run TestErrorsDoc -update) and
+// checks against this table, the handlers' per-version translation (wireCode) and the codes
+// each version of the API knows. Add a row with every new code a handler answers.
+type errorDoc struct {
+	api kmsg.Key
+	// code is the semantic code, before wireCode translates it for old versions.
+	code int16
+	// from is the first request version on which the condition can arise (a field it needs
+	// appears there); the advertised minimum when lower.
+	from int16
+	// until is the last request version on which it can arise; 0: the advertised maximum.
+	until     int16
+	condition string
+}
+
+// availabilityDocs are the shard-runtime outcomes every shard-backed API maps with
+// availabilityCode (OffsetFetch and the commit paths map them with their own functions).
+func availabilityDocs(api kmsg.Key) []errorDoc {
+	return []errorDoc{
+		{api, kerr.CoordinatorLoadInProgress.Code, 0, 0, "the group's shard is loading its log"},
+		{api, kerr.NotCoordinator.Code, 0, 0, "the group's shard FAILED (a bug recovered on its goroutine)"},
+		{api, kerr.CoordinatorNotAvailable.Code, 0, 0, "the shard is closed or overloaded, or the write was not made durable"},
+	}
+}
+
+var errorDocs = concatDocs(
+	[]errorDoc{
+		{kmsg.TxnOffsetCommit, kerr.UnknownTopicOrPartition.Code, 0, 0, "topic not in the catalog, or partition beyond its partitions"},
+		{kmsg.TxnOffsetCommit, kerr.UnknownTopicID.Code, 6, 0, "topic id not in the catalog"},
+		{kmsg.TxnOffsetCommit, kerr.InvalidGroupID.Code, 0, 0, "empty group id"},
+		{kmsg.TxnOffsetCommit, kerr.CoordinatorLoadInProgress.Code, 0, 0, "the group's (or the catalog's) shard is loading"},
+		{kmsg.TxnOffsetCommit, kerr.NotCoordinator.Code, 0, 0, "the group's shard FAILED"},
+		{kmsg.TxnOffsetCommit, kerr.CoordinatorNotAvailable.Code, 0, 0, "shard closed or overloaded, store write not durable or timed out; classic group Dead"},
+		{kmsg.TxnOffsetCommit, kerr.InvalidCommitOffsetSize.Code, 0, 0, "the staged records are too large for the log"},
+		{kmsg.TxnOffsetCommit, kerr.InvalidProducerEpoch.Code, 0, 0, "producer epoch older than the newest seen for the producer id on this shard"},
+		{kmsg.TxnOffsetCommit, kerr.GroupIDNotFound.Code, 0, 0, "no such group and generation >= 0"},
+		{kmsg.TxnOffsetCommit, kerr.UnknownMemberID.Code, 0, 0, "member (or, for a group with offsets only, any claimed membership) unknown"},
+		{kmsg.TxnOffsetCommit, kerr.FencedInstanceID.Code, 3, 0, "instance id held by another member id"},
+		{kmsg.TxnOffsetCommit, kerr.IllegalGeneration.Code, 3, 0, "classic group: generation is not the group's"},
+		{kmsg.TxnOffsetCommit, kerr.StaleMemberEpoch.Code, 3, 0, "streams group: member epoch newer than the member's, or older and the partition not held at it"},
+		{kmsg.TxnOffsetCommit, kerr.OffsetMetadataTooLarge.Code, 0, 0, "metadata over offset.metadata.max.bytes (that partition only)"},
+		{kmsg.TxnOffsetCommit, kerr.TransactionAbortable.Code, 0, 4, "gateway mode: the upstream's transaction is not ongoing with the group's __consumer_offsets partition (KIP-890 verification)"},
+		{kmsg.TxnOffsetCommit, kerr.InvalidProducerIDMapping.Code, 0, 4, "gateway mode: the upstream does not know the transactional id, or maps it to another producer id"},
+		{kmsg.TxnOffsetCommit, kerr.InvalidProducerEpoch.Code, 0, 4, "gateway mode: the upstream's transaction has another producer epoch"},
+		{kmsg.TxnOffsetCommit, kerr.ConcurrentTransactions.Code, 0, 4, "gateway mode: the upstream's transaction is committing or aborting"},
+		{kmsg.TxnOffsetCommit, kerr.CoordinatorLoadInProgress.Code, 0, 4, "gateway mode: the upstream did not answer the verification in upstream.request.timeout.ms"},
+		{kmsg.TxnOffsetCommit, kerr.InvalidTxnState.Code, 0, 4, "gateway mode: the upstream refuses coordinatord DESCRIBE on the transactional id"},
+
+		{kmsg.OffsetCommit, kerr.UnknownTopicOrPartition.Code, 0, 0, "topic not in the catalog (after one refresh in gateway mode), or partition beyond its partitions"},
+		{kmsg.OffsetCommit, kerr.UnknownTopicID.Code, 10, 0, "topic id not in the catalog"},
+		{kmsg.OffsetCommit, kerr.InvalidCommitOffsetSize.Code, 0, 0, "the commit's records are too large for the log"},
+		{kmsg.OffsetCommit, kerr.GroupIDNotFound.Code, 0, 0, "no such group and generation >= 0"},
+		{kmsg.OffsetCommit, kerr.UnknownMemberID.Code, 0, 0, "member unknown; or no member id on a non-Empty classic group"},
+		{kmsg.OffsetCommit, kerr.FencedInstanceID.Code, 7, 0, "instance id held by another member id"},
+		{kmsg.OffsetCommit, kerr.IllegalGeneration.Code, 0, 0, "classic group: generation is not the group's"},
+		{kmsg.OffsetCommit, kerr.RebalanceInProgress.Code, 0, 0, "classic group in CompletingRebalance"},
+		{kmsg.OffsetCommit, kerr.UnsupportedVersion.Code, 0, 0, "streams group member committing below v9"},
+		{kmsg.OffsetCommit, kerr.StaleMemberEpoch.Code, 9, 0, "streams group: member epoch newer than the member's, or older and the partition not held at it"},
+		{kmsg.OffsetCommit, kerr.OffsetMetadataTooLarge.Code, 0, 0, "metadata over offset.metadata.max.bytes (that partition only)"},
+
+		{kmsg.OffsetFetch, kerr.CoordinatorLoadInProgress.Code, 0, 0, "the group's (or the catalog's) shard is loading"},
+		{kmsg.OffsetFetch, kerr.NotCoordinator.Code, 0, 0, "any other availability failure, as Kafka answers so that consumers before 3.9 retry"},
+		{kmsg.OffsetFetch, kerr.UnstableOffsetCommit.Code, 7, 0, "RequireStable and an open transaction staged an offset for the partition"},
+		{kmsg.OffsetFetch, kerr.UnknownMemberID.Code, 9, 0, "streams group: the named member is unknown"},
+		{kmsg.OffsetFetch, kerr.StaleMemberEpoch.Code, 9, 0, "streams group: the member epoch is not the member's"},
+		{kmsg.OffsetFetch, kerr.UnknownTopicID.Code, 10, 0, "topic id not in the catalog"},
+
+		{kmsg.JoinGroup, kerr.InvalidGroupID.Code, 0, 0, "empty group id"},
+		{kmsg.JoinGroup, kerr.InvalidSessionTimeout.Code, 0, 0, "session timeout outside group.min/max.session.timeout.ms"},
+		{kmsg.JoinGroup, kerr.InconsistentGroupProtocol.Code, 0, 0, "protocol type mismatch, no common protocol, or no protocols for a new group"},
+		{kmsg.JoinGroup, kerr.UnknownMemberID.Code, 0, 0, "unknown member or instance, or a join that outlived its pending member id"},
+		{kmsg.JoinGroup, kerr.MemberIDRequired.Code, 4, 0, "first join of a dynamic member"},
+		{kmsg.JoinGroup, kerr.FencedInstanceID.Code, 5, 0, "instance id held by another member, or the old member of a replaced static member"},
+		{kmsg.JoinGroup, kerr.GroupMaxSizeReached.Code, 0, 0, "group.max.size members already"},
+		{kmsg.JoinGroup, kerr.RebalanceInProgress.Code, 0, 0, "the member's parked join was superseded"},
+		{kmsg.JoinGroup, kerr.CoordinatorNotAvailable.Code, 0, 0, "the group is Dead (deleted under the request)"},
+		{kmsg.JoinGroup, kerr.UnknownServerError.Code, 0, 0, "the group's records are too large for the log"},
+
+		{kmsg.SyncGroup, kerr.InvalidGroupID.Code, 0, 0, "empty group id"},
+		{kmsg.SyncGroup, kerr.InconsistentGroupProtocol.Code, 0, 0, "protocol type or name differs from the group's (v5: missing)"},
+		{kmsg.SyncGroup, kerr.UnknownMemberID.Code, 0, 0, "unknown member"},
+		{kmsg.SyncGroup, kerr.FencedInstanceID.Code, 3, 0, "instance id held by another member"},
+		{kmsg.SyncGroup, kerr.IllegalGeneration.Code, 0, 0, "generation is not the group's"},
+		{kmsg.SyncGroup, kerr.RebalanceInProgress.Code, 0, 0, "the group is rebalancing again"},
+		{kmsg.SyncGroup, kerr.UnknownServerError.Code, 0, 0, "the assignment records are too large for the log"},
+
+		{kmsg.Heartbeat, kerr.InvalidGroupID.Code, 0, 0, "empty group id"},
+		{kmsg.Heartbeat, kerr.UnknownMemberID.Code, 0, 0, "unknown member"},
+		{kmsg.Heartbeat, kerr.FencedInstanceID.Code, 3, 0, "instance id held by another member"},
+		{kmsg.Heartbeat, kerr.IllegalGeneration.Code, 0, 0, "generation is not the group's"},
+		{kmsg.Heartbeat, kerr.RebalanceInProgress.Code, 0, 0, "the group is rebalancing: rejoin"},
+
+		{kmsg.LeaveGroup, kerr.InvalidGroupID.Code, 0, 0, "empty group id"},
+		{kmsg.LeaveGroup, kerr.UnknownMemberID.Code, 0, 0, "unknown member (v3+: per member)"},
+		{kmsg.LeaveGroup, kerr.FencedInstanceID.Code, 3, 0, "instance id held by another member (per member)"},
+
+		{kmsg.DescribeGroups, kerr.GroupIDNotFound.Code, 6, 0, "no such group (below v6: state Dead, NONE)"},
+		{kmsg.DeleteGroups, kerr.GroupIDNotFound.Code, 0, 0, "no such group (or the empty id)"},
+		{kmsg.DeleteGroups, kerr.NonEmptyGroup.Code, 0, 0, "the group has members"},
+		{kmsg.DeleteGroups, kerr.GroupDeletionFailed.Code, 0, 0, "the topology description plugin could not delete the group's description"},
+	},
+	availabilityDocs(kmsg.JoinGroup), availabilityDocs(kmsg.SyncGroup), availabilityDocs(kmsg.LeaveGroup),
+	availabilityDocs(kmsg.DescribeGroups), availabilityDocs(kmsg.ListGroups), availabilityDocs(kmsg.DeleteGroups),
+	[]errorDoc{
+		{kmsg.Heartbeat, kerr.NotCoordinator.Code, 0, 0, "the group's shard FAILED (while loading the answer is NONE)"},
+		{kmsg.Heartbeat, kerr.CoordinatorNotAvailable.Code, 0, 0, "the shard is closed or overloaded, or the write was not made durable"},
+	},
+	availabilityDocs(kmsg.OffsetCommit),
+)
+
+func concatDocs(parts ...[]errorDoc) []errorDoc {
+	var out []errorDoc
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// wireCode is the code a response to api at version carries for the semantic code: the
+// handlers answer through it, so that a client never gets a code its version does not know.
+func wireCode(api kmsg.Key, version, code int16) int16 {
+	switch api {
+	case kmsg.TxnOffsetCommit:
+		return txnOffsetCommitCode(version, code)
+	case kmsg.OffsetCommit:
+		return offsetCommitCode(version, code)
+	case kmsg.DeleteGroups:
+		if code == kerr.GroupDeletionFailed.Code && version < 3 {
+			return kerr.UnknownServerError.Code
+		}
+	}
+	return code
+}
+
+// offsetCommitCode translates OffsetCommit's semantic codes for versions before KIP-848's v9,
+// which know neither GROUP_ID_NOT_FOUND nor STALE_MEMBER_EPOCH (spec coordinator-apis §4.5).
+func offsetCommitCode(version, code int16) int16 {
+	if version < 9 && (code == kerr.GroupIDNotFound.Code || code == kerr.StaleMemberEpoch.Code) {
+		return kerr.IllegalGeneration.Code
+	}
+	return code
+}
