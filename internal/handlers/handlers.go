@@ -83,6 +83,8 @@ type Deps struct {
 	// JoinCreatesInternalTopics creates a joining member's missing internal topics before its
 	// heartbeat runs (group.streams.join.creates.internal.topics).
 	JoinCreatesInternalTopics bool
+	// SASL serves SaslHandshake and SaslAuthenticate on SASL listeners.
+	SASL SASL
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response
@@ -138,6 +140,10 @@ func New(deps Deps) *Table {
 	t.add(33, 0, 2, t.alterConfigs)
 	t.add(44, 0, 1, t.incrementalAlterConfigs)
 	t.add(74, 0, 1, t.listConfigResources)
+	t.add(17, 1, 1, t.saslHandshake)
+	t.add(36, 0, 2, t.saslAuthenticate)
+	t.add(50, 0, 0, t.describeUserScramCredentials)
+	t.add(51, 0, 0, t.alterUserScramCredentials)
 	return t
 }
 
