@@ -529,6 +529,7 @@ func (c *serverConn) handshake(tc *tls.Conn) string {
 		return "principal mapping failed"
 	}
 	c.info.SetPrincipal(p)
+	s.log.Debug("TLS client authenticated", zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.Stringer("principal", p))
 	return ""
 }
 

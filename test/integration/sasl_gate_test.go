@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func saslPlaintextDaemon(t *testing.T, extra ...string) *daemon {
+	users := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(users, []byte("pat=pat-secret\nquinn=quinn-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startDaemon(t, append([]string{
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
+		"sasl.plain.users.file=" + users,
+	}, extra...)...)
+}
+
+func handshake(c *rawConn, mechanism string, corr int32) *kmsg.SASLHandshakeResponse {
+	c.t.Helper()
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.Mechanism = mechanism
+	c.write(frame(req, 1, corr, strp("raw"), nil))
+	resp := kmsg.NewPtrSASLHandshakeResponse()
+	c.read(resp, 1, corr)
+	return resp
+}
+
+func authenticatePlain(c *rawConn, user, pass string, version int16, corr int32) *kmsg.SASLAuthenticateResponse {
+	c.t.Helper()
+	req := kmsg.NewPtrSASLAuthenticateRequest()
+	req.SASLAuthBytes = []byte("\x00" + user + "\x00" + pass)
+	c.write(frame(req, version, corr, strp("raw"), nil))
+	resp := kmsg.NewPtrSASLAuthenticateResponse()
+	c.read(resp, version, corr)
+	return resp
+}
+
+func metadata(c *rawConn, corr int32) {
+	c.write(frame(kmsg.NewPtrMetadataRequest(), 12, corr, strp("raw"), nil))
+}
+
+// Before SASL completes, a SASL listener serves ApiVersions and SaslHandshake only, then
+// SaslAuthenticate only, and closes the connection without an answer on anything else, as
+// Kafka's authenticator does.
+func TestSASLListenerClosesOnRequestsBeforeAuthentication(t *testing.T) {
+	d := saslPlaintextDaemon(t)
+	addr := d.Listeners["SASL_PLAINTEXT"]
+
+	c := dialRaw(t, addr)
+	metadata(c, 1)
+	c.expectClosed()
+
+	c = dialRaw(t, addr)
+	avReq := kmsg.NewPtrApiVersionsRequest()
+	avReq.ClientSoftwareName, avReq.ClientSoftwareVersion = "raw", "1"
+	c.write(frame(avReq, 3, 1, strp("raw"), nil))
+	av := kmsg.NewPtrApiVersionsResponse()
+	c.read(av, 3, 1)
+	if av.ErrorCode != 0 {
+		t.Fatalf("ApiVersions before authentication: %v", kerr.ErrorForCode(av.ErrorCode))
+	}
+	hs := handshake(c, "PLAIN", 2)
+	if hs.ErrorCode != 0 || len(hs.SupportedMechanisms) != 2 {
+		t.Fatalf("handshake: %v %v", kerr.ErrorForCode(hs.ErrorCode), hs.SupportedMechanisms)
+	}
+	metadata(c, 3) // between handshake and authenticate
+	c.expectClosed()
+
+	// Authenticated, everything is served.
+	c = dialRaw(t, addr)
+	handshake(c, "PLAIN", 1)
+	if resp := authenticatePlain(c, "pat", "pat-secret", 2, 2); resp.ErrorCode != 0 {
+		t.Fatalf("authenticate: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	metadata(c, 3)
+	c.read(kmsg.NewPtrMetadataResponse(), 12, 3)
+
+	// The PLAINTEXT listener needs no SASL and refuses a handshake as Kafka does.
+	c = dialRaw(t, d.Addr)
+	if hs := handshake(c, "PLAIN", 1); hs.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("handshake on PLAINTEXT: %v, want ILLEGAL_SASL_STATE", kerr.ErrorForCode(hs.ErrorCode))
+	}
+}
+
+// A failed login is answered SASL_AUTHENTICATION_FAILED and the connection closed; an unknown
+// mechanism is answered UNSUPPORTED_SASL_MECHANISM with the enabled ones, then closed.
+func TestSASLFailedLoginClosesConnection(t *testing.T) {
+	d := saslPlaintextDaemon(t)
+	addr := d.Listeners["SASL_PLAINTEXT"]
+	c := dialRaw(t, addr)
+	handshake(c, "PLAIN", 1)
+	resp := authenticatePlain(c, "pat", "wrong", 1, 2)
+	if resp.ErrorCode != kerr.SaslAuthenticationFailed.Code || resp.ErrorMessage == nil {
+		t.Fatalf("wrong password: %v %v, want SASL_AUTHENTICATION_FAILED with a message", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+	}
+	c.expectClosed()
+
+	c = dialRaw(t, addr)
+	hs := handshake(c, "GSSAPI", 1)
+	if hs.ErrorCode != kerr.UnsupportedSaslMechanism.Code || len(hs.SupportedMechanisms) != 2 || hs.SupportedMechanisms[0] != "PLAIN" {
+		t.Fatalf("GSSAPI: %v %v", kerr.ErrorForCode(hs.ErrorCode), hs.SupportedMechanisms)
+	}
+	c.expectClosed()
+}
+
+// KIP-368: SaslAuthenticate v1+ tells the session lifetime; after it, a request other than a
+// re-authentication closes the connection, and a re-authentication as the same user extends
+// the session while one as another user fails.
+func TestSASLReauthentication(t *testing.T) {
+	d := saslPlaintextDaemon(t, "connections.max.reauth.ms=1500")
+	addr := d.Listeners["SASL_PLAINTEXT"]
+
+	expired := dialRaw(t, addr)
+	handshake(expired, "PLAIN", 1)
+	if resp := authenticatePlain(expired, "pat", "pat-secret", 1, 2); resp.ErrorCode != 0 || resp.SessionLifetimeMillis != 1500 {
+		t.Fatalf("authenticate: %v lifetime %d, want lifetime 1500", kerr.ErrorForCode(resp.ErrorCode), resp.SessionLifetimeMillis)
+	}
+	reauth := dialRaw(t, addr)
+	handshake(reauth, "PLAIN", 1)
+	authenticatePlain(reauth, "pat", "pat-secret", 2, 2)
+	other := dialRaw(t, addr)
+	handshake(other, "PLAIN", 1)
+	authenticatePlain(other, "pat", "pat-secret", 2, 2)
+
+	time.Sleep(1600 * time.Millisecond) // past the session lifetime
+
+	metadata(expired, 3)
+	expired.expectClosed()
+
+	handshake(reauth, "PLAIN", 3)
+	if resp := authenticatePlain(reauth, "pat", "pat-secret", 2, 4); resp.ErrorCode != 0 {
+		t.Fatalf("re-authentication: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	metadata(reauth, 5)
+	reauth.read(kmsg.NewPtrMetadataResponse(), 12, 5)
+
+	handshake(other, "PLAIN", 3)
+	if resp := authenticatePlain(other, "quinn", "quinn-secret", 2, 4); resp.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("re-authentication as another user: %v, want SASL_AUTHENTICATION_FAILED", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	other.expectClosed()
+}
