@@ -142,6 +142,7 @@ func New(deps Deps) *Table {
 	t.add(74, 0, 1, t.listConfigResources)
 	t.add(17, 1, 1, t.saslHandshake)
 	t.add(36, 0, 2, t.saslAuthenticate)
+	t.add(48, 0, 1, t.describeClientQuotas)
 	t.add(50, 0, 0, t.describeUserScramCredentials)
 	t.add(51, 0, 0, t.alterUserScramCredentials)
 	return t

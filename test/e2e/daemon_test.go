@@ -30,6 +30,8 @@ type gateway struct {
 	PortMin, PortMax int
 	sets             []string
 	exited           chan struct{}
+	// standalone runs coordinatord without an upstream (tests of its own APIs with Kafka's tools).
+	standalone bool
 
 	mu   sync.Mutex
 	logs []map[string]any
@@ -55,9 +57,12 @@ func (g *gateway) start() {
 		"--set", "admin.listener=127.0.0.1:0",
 		"--set", "log.dirs=" + g.DataDir,
 		"--set", "node.id=" + strconv.Itoa(nodeID),
-		"--set", "upstream.bootstrap.servers=" + upstreamAddr,
-		"--set", fmt.Sprintf("gateway.broker.port.range=%d-%d", g.PortMin, g.PortMax),
 		"--set", "shutdown.timeout.ms=5000",
+	}
+	if !g.standalone {
+		args = append(args,
+			"--set", "upstream.bootstrap.servers="+upstreamAddr,
+			"--set", fmt.Sprintf("gateway.broker.port.range=%d-%d", g.PortMin, g.PortMax))
 	}
 	for _, s := range g.sets {
 		args = append(args, "--set", s)
