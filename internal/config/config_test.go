@@ -150,6 +150,7 @@ func TestListenersSecurityProtocols(t *testing.T) {
 		"listener.name.internal.ssl.keystore.location=/etc/kafka/internal.pem",
 		"listener.name.internal.ssl.client.auth=required",
 		"listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+		"ssl.client.auth=requested",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +159,7 @@ func TestListenersSecurityProtocols(t *testing.T) {
 	for _, l := range c.Listeners {
 		got[l.Name] = l.Security
 	}
+	// KIP-684: the global ssl.client.auth does not reach SASL_SSL listeners.
 	if s := got["PLAINTEXT"]; s.TLS() || s.SASL() {
 		t.Errorf("PLAINTEXT: %+v", s)
 	}

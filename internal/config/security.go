@@ -173,7 +173,7 @@ var securityKeys = []key{
 		func(c *Config, v string) error { return nil }},
 	{"ssl.truststore.certificates", "", "The CA certificates as inline PEM (instead of ssl.truststore.location).",
 		func(c *Config, v string) error { return nil }},
-	{"ssl.client.auth", "none", "Client certificates on SSL and SASL_SSL listeners: none, requested (verified when given) or required. On an SSL listener the principal is then the certificate's subject mapped by ssl.principal.mapping.rules.",
+	{"ssl.client.auth", "none", "Client certificates on SSL and SASL_SSL listeners: none, requested (verified when given) or required. On an SSL listener the principal is then the certificate's subject mapped by ssl.principal.mapping.rules. SASL_SSL listeners ignore the global value and take only listener.name.<name>.ssl.client.auth (KIP-684).",
 		func(c *Config, v string) error { return oneOf(v, "none", "requested", "required") }},
 	{"ssl.principal.mapping.rules", "DEFAULT", "Rules that turn a client certificate's subject (RFC 2253, e.g. CN=alice,OU=eng) into a principal name: comma-separated DEFAULT (the subject as is) or RULE:pattern/replacement/[LU] (pattern matches the whole subject, $n its groups, L or U the case). The first that matches wins; none matching closes the connection.",
 		func(c *Config, v string) error { return nil }},
@@ -234,6 +234,11 @@ func (c *Config) validateSecurity() error {
 				TruststoreCertificates:   c.listenerValue(l.Name, "ssl.truststore.certificates"),
 				ClientAuth:               get("ssl.client.auth"),
 				PrincipalMappingRules:    get("ssl.principal.mapping.rules"),
+			}
+			if _, own := c.values[listenerPrefix+strings.ToLower(l.Name)+".ssl.client.auth"]; proto == ProtocolSASLSSL && !own {
+				// KIP-684: SASL_SSL clients authenticate with SASL; the global ssl.client.auth
+				// applies there only when set for the listener itself.
+				sec.SSL.ClientAuth = "none"
 			}
 			inline := sec.SSL.KeystoreCertificateChain != "" || sec.SSL.KeystoreKey != ""
 			switch {
