@@ -39,6 +39,10 @@ type PlainUsers struct {
 	users   map[string]string
 	modTime time.Time
 	size    int64
+	// failed is the modification time and size of a changed file that could not be used, so
+	// that its error is reported once, not at every login.
+	failedMod  time.Time
+	failedSize int64
 }
 
 // LoadPlainUsers reads the file once; an error here is a configuration error.
@@ -58,16 +62,20 @@ func (p *PlainUsers) reload() error {
 	if p.users != nil && st.ModTime().Equal(p.modTime) && st.Size() == p.size {
 		return nil
 	}
+	if p.users != nil && st.ModTime().Equal(p.failedMod) && st.Size() == p.failedSize {
+		return nil // already reported
+	}
 	b, err := os.ReadFile(p.path)
-	if err != nil {
-		return err
+	if err == nil {
+		var users map[string]string
+		if users, err = parseUsers(b); err == nil {
+			p.users, p.modTime, p.size = users, st.ModTime(), st.Size()
+			return nil
+		}
+		err = fmt.Errorf("%s: %w", p.path, err)
 	}
-	users, err := parseUsers(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.path, err)
-	}
-	p.users, p.modTime, p.size = users, st.ModTime(), st.Size()
-	return nil
+	p.failedMod, p.failedSize = st.ModTime(), st.Size()
+	return err
 }
 
 func parseUsers(b []byte) (map[string]string, error) {
@@ -88,8 +96,8 @@ func parseUsers(b []byte) (map[string]string, error) {
 	return users, sc.Err()
 }
 
-// Verify checks a PLAIN message and returns the user it authenticates. reloadErr reports a
-// users file that changed but could not be read (the previous contents were used).
+// Verify checks a PLAIN message and returns the user it authenticates. reloadErr reports, once
+// per change, a users file that changed but could not be read (the previous contents were used).
 func (p *PlainUsers) Verify(msg []byte) (user string, reloadErr error, err error) {
 	user, password, err := ParsePlain(msg)
 	if err != nil {

@@ -56,4 +56,7 @@ func TestPlainUsersVerifyAndReload(t *testing.T) {
 	if err != nil || user != "carol" || reloadErr == nil {
 		t.Fatalf("broken file: user %q reloadErr %v err %v; want carol still valid and a reload error", user, reloadErr, err)
 	}
+	if _, reloadErr, _ := p.Verify([]byte("\x00carol\x00new-password")); reloadErr != nil {
+		t.Fatalf("the same broken file reported again: %v", reloadErr)
+	}
 }
