@@ -58,7 +58,7 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 			for _, m := range sec.SASLMechanisms {
 				plain = plain || m == "PLAIN"
 			}
-			apply = append(apply, func(o *wire.Options) { o.SASL = true })
+			apply = append(apply, func(o *wire.Options) { o.SASL, o.SASLMaxReceive = true, cfg.SASL.MaxReceive })
 		}
 		byName[l.Name] = func(o *wire.Options) {
 			for _, f := range apply {

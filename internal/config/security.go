@@ -61,6 +61,8 @@ type SASLConfig struct {
 	MaxReauth time.Duration
 	// FailedAuthDelay is connection.failed.authentication.delay.ms.
 	FailedAuthDelay time.Duration
+	// MaxReceive is sasl.server.max.receive.size.
+	MaxReceive int32
 }
 
 // listenerKeys are the keys a listener may override as listener.name.<name>.<key>.
@@ -183,6 +185,8 @@ var securityKeys = []key{
 		func(c *Config, v string) error { c.SASL.PlainUsersFile = strings.TrimSpace(v); return nil }},
 	{"connections.max.reauth.ms", "0", "Longest SASL session (KIP-368): clients are told it in SaslAuthenticate v1+ and must re-authenticate before it ends; a connection that sends any other request after it is closed. 0: sessions do not expire.",
 		func(c *Config, v string) (err error) { c.SASL.MaxReauth, err = parseMillis(v, 0); return }},
+	{"sasl.server.max.receive.size", "524288", "Largest request frame a SASL listener reads from a connection that has not authenticated yet (or is re-authenticating); a larger size prefix closes the connection.",
+		func(c *Config, v string) (err error) { c.SASL.MaxReceive, err = parseInt32(v, 1, 1<<31-1); return }},
 	{"connection.failed.authentication.delay.ms", "100", "How long the answer to a failed SASL authentication is held back before the connection is closed, which slows down password guessing.",
 		func(c *Config, v string) (err error) { c.SASL.FailedAuthDelay, err = parseMillis(v, 0); return }},
 }

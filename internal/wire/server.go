@@ -174,6 +174,9 @@ type Options struct {
 	// SASL makes the listener SASL_PLAINTEXT or SASL_SSL: until a connection authenticates,
 	// only ApiVersions, SaslHandshake and SaslAuthenticate are served; anything else closes it.
 	SASL bool
+	// SASLMaxReceive bounds a frame while a SASL listener's connection is not authenticated or
+	// re-authenticating (sasl.server.max.receive.size); 0: only MaxRequestBytes.
+	SASLMaxReceive int32
 }
 
 // Server accepts connections on one listener and runs a loop per connection.
@@ -412,6 +415,11 @@ func (c *serverConn) run() {
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
 		size, err := ReadFrameSize(br, s.opts.MaxRequestBytes)
+		if err == nil && c.info.sasl.required && (!c.info.sasl.authenticated || c.info.sasl.exchange != nil) &&
+			s.opts.SASLMaxReceive > 0 && size > s.opts.SASLMaxReceive {
+			// An unauthenticated peer must not make us reserve and read 100 MiB frames.
+			err = &FrameError{Reason: fmt.Sprintf("frame size %d during SASL authentication exceeds sasl.server.max.receive.size %d", size, s.opts.SASLMaxReceive)}
+		}
 		if err == nil && budget.Limit() > 0 && int64(size) > budget.Limit() {
 			// Only reachable if the configuration check was bypassed: it could never fit.
 			err = &FrameError{Reason: fmt.Sprintf("frame size %d exceeds queued.max.request.bytes %d", size, budget.Limit())}

@@ -147,3 +147,27 @@ func TestSASLReauthentication(t *testing.T) {
 	}
 	other.expectClosed()
 }
+
+// Before authentication a SASL listener reads no frame above sasl.server.max.receive.size: a
+// peer that has not logged in cannot make the server reserve and read socket.request.max.bytes.
+func TestSASLBoundsFramesBeforeAuthentication(t *testing.T) {
+	d := saslPlaintextDaemon(t, "sasl.server.max.receive.size=4096")
+	c := dialRaw(t, d.Listeners["SASL_PLAINTEXT"])
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.Mechanism = string(make([]byte, 5000))
+	c.write(frame(req, 1, 1, strp("raw"), nil))
+	c.expectClosed()
+
+	// Authenticated, the connection may send larger frames again.
+	c = dialRaw(t, d.Listeners["SASL_PLAINTEXT"])
+	handshake(c, "PLAIN", 1)
+	authenticatePlain(c, "pat", "pat-secret", 2, 2)
+	md := kmsg.NewPtrMetadataRequest()
+	for i := 0; i < 400; i++ {
+		topic := kmsg.NewMetadataRequestTopic()
+		topic.Topic = kmsg.StringPtr("a-topic-name-of-some-length")
+		md.Topics = append(md.Topics, topic)
+	}
+	c.write(frame(md, 12, 3, strp("raw"), nil))
+	c.read(kmsg.NewPtrMetadataResponse(), 12, 3)
+}
