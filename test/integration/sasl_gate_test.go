@@ -3,11 +3,15 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 func saslPlaintextDaemon(t *testing.T, extra ...string) *daemon {
@@ -170,4 +174,39 @@ func TestSASLBoundsFramesBeforeAuthentication(t *testing.T) {
 	}
 	c.write(frame(md, 12, 3, strp("raw"), nil))
 	c.read(kmsg.NewPtrMetadataResponse(), 12, 3)
+}
+
+// franz-go re-authenticates on its own within the session lifetime SaslAuthenticate gave it, so
+// its connections outlive connections.max.reauth.ms without being closed.
+func TestSASLReauthenticationByFranzGo(t *testing.T) {
+	d := saslPlaintextDaemon(t, "connections.max.reauth.ms=1500", "log.level=debug")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.Listeners["SASL_PLAINTEXT"]), kgo.SASL(plain.Auth{User: "pat", Pass: "pat-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := ctxT(t)
+	for i := 0; i < 4; i++ {
+		if _, err := adm.ListGroups(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(700 * time.Millisecond)
+	}
+	auths := map[float64]int{}
+	for _, l := range d.logged("authenticated") {
+		auths[l["conn"].(float64)]++
+	}
+	reauthenticated := false
+	for _, n := range auths {
+		reauthenticated = reauthenticated || n > 1
+	}
+	if !reauthenticated {
+		t.Fatalf("no connection re-authenticated: %v", auths)
+	}
+	for _, l := range d.logged("closing connection") {
+		if r, _ := l["reason"].(string); strings.Contains(r, "SASL") {
+			t.Fatalf("a connection was closed: %v", r)
+		}
+	}
 }
