@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/x509"
 	"fmt"
+	"strings"
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/handlers"
@@ -35,7 +36,11 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 				log.Warn("TLS files changed but cannot be used; the listener keeps its previous certificates", zap.String("listener", name), zap.Error(err))
 			})
 			if err != nil {
-				return nil, sasl, &config.KeyError{Key: "ssl.keystore.location", Reason: fmt.Sprintf("listener %s: %v", name, err)}
+				key := "ssl.keystore.location"
+				if files.KeystoreLocation == "" {
+					key = "ssl.keystore.key"
+				}
+				return nil, sasl, &config.KeyError{Key: key, Reason: fmt.Sprintf("listener %s: %v", name, err)}
 			}
 			mapper, err := security.ParsePrincipalRules(sec.SSL.PrincipalMappingRules)
 			if err != nil {
@@ -74,4 +79,11 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 		sasl.Plain = users
 	}
 	return byName, sasl, nil
+}
+
+// secretKey says whether a key's value is a secret that `config check` must not print: inline
+// private keys and passwords.
+func secretKey(key string) bool {
+	k := strings.ToLower(key)
+	return strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "password")
 }

@@ -135,3 +135,40 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// config check loads what serve loads at start (TLS material, principal rules, PLAIN users),
+// so a config it passes also starts, and it never prints an inline private key.
+func TestConfigCheckLoadsSecurityFiles(t *testing.T) {
+	p := newPKI(t)
+	keystore := p.serverKeystore("server")
+	_, pemBytes := p.issue(pkix.Name{CommonName: "inline"}, true)
+	keyPEM, certPEM, _ := strings.Cut(string(pemBytes), "-----END PRIVATE KEY-----\n")
+	code, out, stderr := runCLI(t, "config", "check", "--set", "listeners=SSL://127.0.0.1:0",
+		"--set", "ssl.keystore.certificate.chain="+certPEM, "--set", "ssl.keystore.key="+keyPEM+"-----END PRIVATE KEY-----\n")
+	if code != 0 || !strings.Contains(out, "ssl.keystore.key=[hidden]\t# flag") || strings.Contains(out, "PRIVATE KEY") {
+		t.Fatalf("config check with an inline key: exit %d, stderr %q, output:\n%s", code, stderr, out)
+	}
+	for _, tc := range []struct {
+		name string
+		sets []string
+		want string
+	}{
+		{"missing keystore file", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.location=" + filepath.Join(p.dir, "absent.pem")}, "ssl.keystore.location"},
+		{"keystore without a key", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.location=" + p.caFile}, "ssl.keystore.location"},
+		{"bad mapping rule", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.location=" + keystore, "ssl.principal.mapping.rules=RULE:^CN=(.*$/$1/"}, "ssl.principal.mapping.rules"},
+		{"missing PLAIN users file", []string{"listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN", "sasl.plain.users.file=" + filepath.Join(p.dir, "absent")}, "sasl.plain.users.file"},
+	} {
+		args := []string{"config", "check"}
+		for _, s := range tc.sets {
+			args = append(args, "--set", s)
+		}
+		code, _, stderr := runCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 naming %s", tc.name, code, stderr, tc.want)
+		}
+		code, _, stderr = runCLI(t, append([]string{"serve", "--set", "log.dirs=" + t.TempDir(), "--set", "admin.listener=127.0.0.1:0"}, args[2:]...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("serve, %s: exit %d, stderr %q; want 2 naming %s", tc.name, code, stderr, tc.want)
+		}
+	}
+}
