@@ -18,9 +18,10 @@ func (t *Table) saslAuthenticate(ctx context.Context, r *wire.Request) kmsg.Resp
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	x, _ := r.Conn.SASLExchange().(*saslExchange)
 	if x == nil {
-		// Outside an exchange (a listener without SASL, or after it completed), as Kafka.
+		// Outside an exchange (a listener without SASL, or after it completed): Kafka's
+		// request handler answers these, with this text whatever the listener.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate request received outside of a SASL handshake")
+		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate request received after successful authentication")
 		return resp
 	}
 	var (

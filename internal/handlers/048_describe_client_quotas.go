@@ -15,5 +15,6 @@ func (t *Table) describeClientQuotas(_ context.Context, r *wire.Request) kmsg.Re
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 	// ACL hook (issue 13 item 4): Kafka requires CLUSTER DESCRIBE_CONFIGS here.
 	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
+	resp.ErrorMessage = kmsg.StringPtr("") // as Kafka 4.4
 	return resp
 }

@@ -139,11 +139,11 @@ func DescribeScram(users []string, all bool) runtime.ReadOp[*Catalog] {
 		for _, u := range users {
 			switch {
 			case count[u] > 1:
-				out = append(out, scramFail(u, kerr.DuplicateResource, "Cannot describe SCRAM credentials for the same user twice in a single request"))
+				out = append(out, scramFail(u, kerr.DuplicateResource, "Cannot describe SCRAM credentials for the same user twice in a single request: "+u))
 				count[u] = -1 // answered once
 			case count[u] < 0:
 			case len(byUser[u]) == 0:
-				out = append(out, scramFail(u, kerr.ResourceNotFound, "Attempt to describe a user credential that does not exist"))
+				out = append(out, scramFail(u, kerr.ResourceNotFound, "Attempt to describe a user credential that does not exist: "+u))
 			default:
 				out = append(out, ScramUserResult{User: u, Infos: byUser[u]})
 			}
