@@ -29,6 +29,8 @@ type SASL struct {
 type saslExchange struct {
 	mechanism string
 	scram     *security.ScramServer // nil for PLAIN
+	// raw: the handshake was v0, so the client sends bare tokens, not SaslAuthenticate.
+	raw bool
 }
 
 func (t *Table) saslHandshake(ctx context.Context, r *wire.Request) kmsg.Response {
@@ -47,20 +49,29 @@ func (t *Table) saslHandshake(ctx context.Context, r *wire.Request) kmsg.Respons
 	}
 	if !ok {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		t.failAuthentication(ctx, r, "unsupported SASL mechanism "+req.Mechanism)
+		t.failAuthentication(ctx, r.Conn, "unsupported SASL mechanism "+req.Mechanism)
 		return resp
 	}
 	if r.Conn.Authenticated() && req.Mechanism != r.Conn.SASLMechanism() {
 		// KIP-368: a re-authentication keeps the mechanism (and the principal).
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		t.failAuthentication(ctx, r, "re-authentication changed the SASL mechanism from "+r.Conn.SASLMechanism()+" to "+req.Mechanism)
+		t.failAuthentication(ctx, r.Conn, "re-authentication changed the SASL mechanism from "+r.Conn.SASLMechanism()+" to "+req.Mechanism)
 		return resp
 	}
-	x := &saslExchange{mechanism: req.Mechanism}
+	if r.Conn.Authenticated() && r.Version == 0 {
+		// Re-authentication (KIP-368) exists only with SaslAuthenticate, that is handshake v1.
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		t.failAuthentication(ctx, r.Conn, "re-authentication with SaslHandshake v0")
+		return resp
+	}
+	x := &saslExchange{mechanism: req.Mechanism, raw: r.Version == 0}
 	if m, isScram := security.MechanismByName(req.Mechanism); isScram {
 		x.scram = security.NewScramServer(m, t.scramLookup(ctx, m))
 	}
 	r.Conn.SetSASLExchange(x)
+	if x.raw {
+		r.Conn.ExpectRawSASLTokens()
+	}
 	return resp
 }
 
@@ -79,10 +90,10 @@ func (t *Table) scramLookup(ctx context.Context, m security.Mechanism) security.
 
 // failAuthentication holds the failed answer back for connection.failed.authentication.delay.ms
 // and then closes the connection after it, as Kafka does, so that guessing passwords is slow.
-func (t *Table) failAuthentication(ctx context.Context, r *wire.Request, why string) {
-	t.log.Info("authentication failed", zap.Stringer("peer", r.Conn.Remote), zap.Uint64("conn", r.Conn.ID), zap.String("listener", r.Conn.Listener), zap.String("reason", why))
-	r.Conn.SetSASLExchange(nil)
-	r.Conn.CloseAfterResponse()
+func (t *Table) failAuthentication(ctx context.Context, c *wire.Conn, why string) {
+	t.log.Info("authentication failed", zap.Stringer("peer", c.Remote), zap.Uint64("conn", c.ID), zap.String("listener", c.Listener), zap.String("reason", why))
+	c.SetSASLExchange(nil)
+	c.CloseAfterResponse()
 	if d := t.deps.SASL.FailedDelay; d > 0 {
 		timer := time.NewTimer(d)
 		defer timer.Stop()

@@ -17,21 +17,57 @@ func (t *Table) saslAuthenticate(ctx context.Context, r *wire.Request) kmsg.Resp
 	req := r.Body.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	x, _ := r.Conn.SASLExchange().(*saslExchange)
-	if x == nil {
+	if x == nil || x.raw {
 		// Outside an exchange (a listener without SASL, or after it completed): Kafka's
 		// request handler answers these, with this text whatever the listener.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate request received after successful authentication")
 		return resp
 	}
+	out, lifetime, err := t.saslStep(ctx, r.Conn, x, req.SASLAuthBytes)
+	if err != nil {
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + x.mechanism
+		resp.ErrorMessage = &msg
+		t.failAuthentication(ctx, r.Conn, err.Error())
+		return resp
+	}
+	resp.SASLAuthBytes = out
+	if resp.SASLAuthBytes == nil {
+		resp.SASLAuthBytes = []byte{}
+	}
+	resp.SessionLifetimeMillis = lifetime.Milliseconds()
+	return resp
+}
+
+// SASLToken implements wire.SASLTokenHandler: a raw token after a SaslHandshake v0, which
+// carries no Kafka header. A failed token gets no answer; the connection closes after the
+// failed-authentication delay, as in Kafka.
+func (t *Table) SASLToken(ctx context.Context, c *wire.Conn, token []byte) ([]byte, bool) {
+	x, _ := c.SASLExchange().(*saslExchange)
+	if x == nil || !x.raw {
+		return nil, false
+	}
+	out, _, err := t.saslStep(ctx, c, x, token)
+	if err != nil {
+		t.failAuthentication(ctx, c, err.Error())
+		return nil, false
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out, true
+}
+
+// saslStep feeds one client message to the exchange. When it completes the connection is
+// authenticated, and lifetime is the session's (0: no expiry).
+func (t *Table) saslStep(ctx context.Context, c *wire.Conn, x *saslExchange, msg []byte) (out []byte, lifetime time.Duration, err error) {
 	var (
 		user string
 		done bool
-		out  []byte
-		err  error
 	)
 	if x.scram != nil {
-		out, done, err = x.scram.Step(req.SASLAuthBytes)
+		out, done, err = x.scram.Step(msg)
 		if done {
 			user = x.scram.User()
 		}
@@ -39,14 +75,14 @@ func (t *Table) saslAuthenticate(ctx context.Context, r *wire.Request) kmsg.Resp
 		err = errors.New("PLAIN has no users file")
 	} else {
 		var reloadErr error
-		user, reloadErr, err = t.deps.SASL.Plain.Verify(req.SASLAuthBytes)
+		user, reloadErr, err = t.deps.SASL.Plain.Verify(msg)
 		if reloadErr != nil {
 			t.log.Warn("sasl.plain.users.file changed but cannot be read; using its previous contents", zap.Error(reloadErr))
 		}
 		done = err == nil
 	}
-	if err == nil && done && r.Conn.Authenticated() {
-		if prev := r.Conn.Principal(); prev.Name != user {
+	if err == nil && done && c.Authenticated() {
+		if prev := c.Principal(); prev.Name != user {
 			err = fmt.Errorf("%w from %s to User:%s", errReauthPrincipal, prev, user)
 		}
 	}
@@ -55,27 +91,18 @@ func (t *Table) saslAuthenticate(ctx context.Context, r *wire.Request) kmsg.Resp
 			// The metadata shard could not answer: not the client's fault, but no login either.
 			t.log.Warn("SASL authentication could not complete", zap.Error(err))
 		}
-		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + x.mechanism
-		resp.ErrorMessage = &msg
-		t.failAuthentication(ctx, r, err.Error())
-		return resp
-	}
-	resp.SASLAuthBytes = out
-	if resp.SASLAuthBytes == nil {
-		resp.SASLAuthBytes = []byte{}
+		return nil, 0, err
 	}
 	if !done {
-		return resp
+		return out, 0, nil
 	}
 	var expires time.Time
 	if d := t.deps.SASL.MaxReauth; d > 0 {
-		expires = time.Now().Add(d)
-		resp.SessionLifetimeMillis = d.Milliseconds()
+		expires, lifetime = time.Now().Add(d), d
 	}
-	r.Conn.SetAuthenticated(wire.Principal{Type: "User", Name: user}, x.mechanism, expires)
-	t.log.Debug("authenticated", zap.Stringer("peer", r.Conn.Remote), zap.Uint64("conn", r.Conn.ID), zap.String("principal", "User:"+user), zap.String("mechanism", x.mechanism))
-	return resp
+	c.SetAuthenticated(wire.Principal{Type: "User", Name: user}, x.mechanism, expires)
+	t.log.Debug("authenticated", zap.Stringer("peer", c.Remote), zap.Uint64("conn", c.ID), zap.String("principal", "User:"+user), zap.String("mechanism", x.mechanism))
+	return out, lifetime, nil
 }
 
 // errReauthPrincipal: KIP-368 keeps a connection's principal across re-authentications.

@@ -140,7 +140,7 @@ func New(deps Deps) *Table {
 	t.add(33, 0, 2, t.alterConfigs)
 	t.add(44, 0, 1, t.incrementalAlterConfigs)
 	t.add(74, 0, 1, t.listConfigResources)
-	t.add(17, 1, 1, t.saslHandshake)
+	t.add(17, 0, 1, t.saslHandshake)
 	t.add(36, 0, 2, t.saslAuthenticate)
 	t.add(48, 0, 1, t.describeClientQuotas)
 	t.add(50, 0, 0, t.describeUserScramCredentials)

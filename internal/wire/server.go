@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,7 @@ type saslState struct {
 	expires       time.Time // zero: the session does not expire
 	exchange      any       // the handler's exchange in progress, nil between exchanges
 	mechanism     string    // of the last completed exchange
+	raw           bool      // the exchange reads bare tokens (SaslHandshake v0)
 	closeAfter    bool
 }
 
@@ -54,14 +56,24 @@ func (c *Conn) Authenticated() bool { return c.sasl.authenticated }
 func (c *Conn) SASLExchange() any { return c.sasl.exchange }
 
 // SetSASLExchange parks (or, with nil, drops) the exchange in progress.
-func (c *Conn) SetSASLExchange(x any) { c.sasl.exchange = x }
+func (c *Conn) SetSASLExchange(x any) { c.sasl.exchange, c.sasl.raw = x, false }
+
+// ExpectRawSASLTokens makes the frames of the parked exchange bare SASL tokens, answered by
+// the handler's SASLTokenHandler with bare tokens, as after a SaslHandshake v0.
+func (c *Conn) ExpectRawSASLTokens() { c.sasl.raw = c.sasl.exchange != nil }
+
+// SASLTokenHandler is implemented by a Handler that serves SaslHandshake v0: it gets each raw
+// token frame and returns the token to send back; ok=false closes the connection unanswered.
+type SASLTokenHandler interface {
+	SASLToken(ctx context.Context, c *Conn, token []byte) (resp []byte, ok bool)
+}
 
 // SetAuthenticated completes an exchange of mechanism: the connection serves every API as p
 // until expires (zero: for ever); after it, only a re-authentication (SaslHandshake) is served
 // (KIP-368).
 func (c *Conn) SetAuthenticated(p Principal, mechanism string, expires time.Time) {
 	c.SetPrincipal(p)
-	c.sasl.authenticated, c.sasl.mechanism, c.sasl.expires, c.sasl.exchange = true, mechanism, expires, nil
+	c.sasl.authenticated, c.sasl.mechanism, c.sasl.expires, c.sasl.exchange, c.sasl.raw = true, mechanism, expires, nil, false
 }
 
 // SASLMechanism is the mechanism of the last completed exchange.
@@ -441,6 +453,14 @@ func (c *serverConn) run() {
 			reason = c.readFailure(err)
 			return
 		}
+		if c.info.sasl.raw {
+			if reason = c.rawToken(frame); reason != "" {
+				return
+			}
+			budget.Release(held)
+			held = 0
+			continue
+		}
 		if c.info.sasl.required && len(frame) >= 2 {
 			if ok, why := c.info.admits(int16(uint16(frame[0])<<8|uint16(frame[1])), time.Now()); !ok {
 				// Kafka's authenticator closes the connection without an answer.
@@ -514,6 +534,20 @@ func (c *serverConn) run() {
 		}
 	}
 	reason = "shutdown"
+}
+
+// rawToken answers a bare SASL token (after SaslHandshake v0) with a bare, size-prefixed token;
+// a non-empty result is why the connection closes.
+func (c *serverConn) rawToken(token []byte) string {
+	th, ok := c.srv.handler.(SASLTokenHandler)
+	var out []byte
+	if ok {
+		out, ok = th.SASLToken(c.ctx, c.info, token)
+	}
+	if !ok {
+		return "authentication failed"
+	}
+	return c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...))
 }
 
 // handshake runs the TLS handshake and takes the principal from the client certificate; a

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 func saslPlaintextDaemon(t *testing.T, extra ...string) *daemon {
@@ -209,4 +211,63 @@ func TestSASLReauthenticationByFranzGo(t *testing.T) {
 			t.Fatalf("a connection was closed: %v", r)
 		}
 	}
+}
+
+// rawToken sends a bare SASL token (as after SaslHandshake v0) and reads the bare answer.
+func (c *rawConn) rawToken(token []byte) ([]byte, error) {
+	c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(token))), token...))
+	return c.readFrame()
+}
+
+// SaslHandshake v0: the exchange that follows is bare tokens without Kafka headers (clients
+// before KIP-152), PLAIN and SCRAM; a failed token closes the connection unanswered.
+func TestSASLHandshakeV0RawTokens(t *testing.T) {
+	d := saslPlaintextDaemon(t)
+	addr := d.Listeners["SASL_PLAINTEXT"]
+	hsV0 := func(c *rawConn, mechanism string) {
+		t.Helper()
+		req := kmsg.NewPtrSASLHandshakeRequest()
+		req.Mechanism = mechanism
+		c.write(frame(req, 0, 1, strp("raw"), nil))
+		resp := kmsg.NewPtrSASLHandshakeResponse()
+		c.read(resp, 0, 1)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("handshake v0 %s: %v", mechanism, kerr.ErrorForCode(resp.ErrorCode))
+		}
+	}
+
+	c := dialRaw(t, addr)
+	hsV0(c, "PLAIN")
+	if out, err := c.rawToken([]byte("\x00pat\x00pat-secret")); err != nil || len(out) != 0 {
+		t.Fatalf("PLAIN token: %q %v, want an empty token", out, err)
+	}
+	metadata(c, 2)
+	c.read(kmsg.NewPtrMetadataResponse(), 12, 2)
+
+	c = dialRaw(t, addr)
+	hsV0(c, "PLAIN")
+	c.write(append(binary.BigEndian.AppendUint32(nil, 11), []byte("\x00pat\x00wrong!")...))
+	c.expectClosed()
+
+	adm := kadm.NewClient(d.client())
+	if res, err := adm.AlterUserSCRAMs(ctxT(t), nil, []kadm.UpsertSCRAM{{User: "sam", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "sam-secret"}}); err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	c = dialRaw(t, addr)
+	hsV0(c, "SCRAM-SHA-256")
+	sess, msg, err := scram.Auth{User: "sam", Pass: "sam-secret"}.AsSha256Mechanism().Authenticate(ctxT(t), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for done := false; !done; {
+		out, err := c.rawToken(msg)
+		if err != nil {
+			t.Fatalf("SCRAM token: %v", err)
+		}
+		if done, msg, err = sess.Challenge(out); err != nil {
+			t.Fatalf("server's SCRAM answer: %v", err)
+		}
+	}
+	metadata(c, 2)
+	c.read(kmsg.NewPtrMetadataResponse(), 12, 2)
 }
