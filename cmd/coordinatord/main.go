@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -80,9 +81,18 @@ func newConfigCommand() *cobra.Command {
 			if err != nil {
 				return configError(err)
 			}
+			// The files serve reads at start (TLS material, principal rules, PLAIN users) are
+			// checked too, so that a config that passes here also starts.
+			if _, _, err := setupSecurity(cfg, zap.NewNop()); err != nil {
+				return configError(err)
+			}
 			w := cmd.OutOrStdout()
 			for _, e := range cfg.Entries() {
-				fmt.Fprintf(w, "%s=%s\t# %s\n", e.Key, e.Value, e.Source)
+				v := e.Value
+				if secretKey(e.Key) && v != "" {
+					v = "[hidden]" // an inline private key must not end up in a CI log
+				}
+				fmt.Fprintf(w, "%s=%s\t# %s\n", e.Key, v, e.Source)
 			}
 			return nil
 		},

@@ -121,6 +121,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 		node.Endpoints = append(node.Endpoints, handlers.Endpoint{Listener: a.Name, Host: a.Host, Port: int32(port)})
 	}
+	secOpts, sasl, err := setupSecurity(cfg, log)
+	if err != nil {
+		return configError(err)
+	}
 	topology, err := openTopologyPlugin(cfg, log, reg)
 	if err != nil {
 		return err
@@ -156,7 +160,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
 		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
 		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
-		Classic: classicConfig(cfg),
+		Classic: classicConfig(cfg), SASL: sasl,
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,
 			DefaultPartitions:        cfg.DefaultPartitions,
@@ -182,7 +186,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	// One budget for every listener: queued.max.request.bytes bounds the process, not a port.
 	budget := wire.NewBudget(cfg.QueuedMaxRequestBytes, reg, log)
 	newServer := func(name string, h wire.Handler) *wire.Server {
-		return wire.NewServer(wire.Options{
+		opts := wire.Options{
 			ListenerName:    name,
 			MaxRequestBytes: cfg.MaxRequestBytes,
 			IdleTimeout:     cfg.ConnectionsMaxIdle,
@@ -190,7 +194,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 			Budget:          budget,
 			Logger:          log.With(zap.String("listener", name)),
 			Metrics:         metrics,
-		}, h)
+		}
+		if apply, ok := secOpts[name]; ok {
+			apply(&opts)
+		}
+		return wire.NewServer(opts, h)
 	}
 	ls := &listenerSet{errc: make(chan error, 1)}
 	var handler wire.Handler = table

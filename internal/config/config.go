@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -30,6 +29,9 @@ type Listener struct {
 	Name string // the listener name, e.g. PLAINTEXT
 	Host string
 	Port int
+	// Security is how the listener authenticates (listener.security.protocol.map and the
+	// listener's ssl.* and sasl.* keys); set on Listeners only.
+	Security ListenerSecurity
 }
 
 func (l Listener) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
@@ -89,6 +91,9 @@ type Config struct {
 	// Gateway is gateway mode (upstream.*, gateway.*); off when no upstream is configured.
 	Gateway GatewayConfig
 
+	// SASL is the process-wide SASL settings; per-listener security is on each Listener.
+	SASL SASLConfig
+
 	// values and sources of every key, for `config check`.
 	values  map[string]string
 	sources map[string]Source
@@ -109,6 +114,7 @@ func (c *Config) Entries() []Entry {
 		out = append(out, Entry{Key: k.name, Value: c.values[k.name], Source: c.sources[k.name], Doc: k.doc})
 	}
 	out = append(out, c.pluginEntries()...)
+	out = append(out, c.listenerOverrideEntries()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
@@ -350,7 +356,7 @@ func Load(path string, overrides []string) (*Config, error) {
 		}
 		for _, p := range props {
 			loc := fmt.Sprintf("%s:%d", path, p.Line)
-			if _, ok := lookup(p.Key); !ok && !isPluginPassThrough(p.Key) {
+			if _, ok := lookup(p.Key); !ok && !isPluginPassThrough(p.Key) && !isListenerOverride(p.Key) {
 				return nil, &KeyError{Key: p.Key, Reason: "unknown key", Where: loc}
 			}
 			values[p.Key] = p.Value
@@ -364,7 +370,7 @@ func Load(path string, overrides []string) (*Config, error) {
 		if !ok || k == "" {
 			return nil, &KeyError{Key: o, Reason: "expected key=value", Where: "--set"}
 		}
-		if _, known := lookup(k); !known && !isPluginPassThrough(k) {
+		if _, known := lookup(k); !known && !isPluginPassThrough(k) && !isListenerOverride(k) {
 			return nil, &KeyError{Key: k, Reason: "unknown key", Where: "--set"}
 		}
 		values[k] = strings.TrimSpace(v)
@@ -386,6 +392,9 @@ func Load(path string, overrides []string) (*Config, error) {
 // validate checks rules that involve more than one key.
 func (c *Config) validate() error {
 	if err := c.validateStreams(); err != nil {
+		return err
+	}
+	if err := c.validateSecurity(); err != nil {
 		return err
 	}
 	if c.QueuedMaxRequestBytes > 0 && int64(c.MaxRequestBytes) > c.QueuedMaxRequestBytes {
@@ -422,11 +431,12 @@ func parseListeners(v string) ([]Listener, error) {
 		if part == "" {
 			continue
 		}
-		u, err := url.Parse(part)
-		if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" {
+		// Not url.Parse: listener names such as SASL_SSL are not valid URL schemes.
+		scheme, hostPort, ok := strings.Cut(part, "://")
+		if !ok || scheme == "" || hostPort == "" || strings.Contains(hostPort, "/") {
 			return nil, fmt.Errorf("%q is not NAME://host:port", part)
 		}
-		host, portStr, err := net.SplitHostPort(u.Host)
+		host, portStr, err := net.SplitHostPort(hostPort)
 		if err != nil {
 			return nil, fmt.Errorf("%q is not NAME://host:port", part)
 		}
@@ -434,9 +444,9 @@ func parseListeners(v string) ([]Listener, error) {
 		if err != nil || port < 0 || port > 65535 {
 			return nil, fmt.Errorf("%q has a bad port", part)
 		}
-		name := strings.ToUpper(u.Scheme)
-		if name != "PLAINTEXT" {
-			return nil, fmt.Errorf("listener %s: only PLAINTEXT is supported", name)
+		name := strings.ToUpper(scheme)
+		if !listenerName.MatchString(name) {
+			return nil, fmt.Errorf("listener name %q: only letters, digits and '_' are allowed", name)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("listener name %s appears twice", name)

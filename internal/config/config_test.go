@@ -141,3 +141,64 @@ func TestDurations(t *testing.T) {
 		t.Fatal(c.ConnectionsMaxIdle)
 	}
 }
+
+func TestListenersSecurityProtocols(t *testing.T) {
+	c, err := Load("", []string{
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:SSL",
+		"ssl.keystore.location=/etc/kafka/server.pem",
+		"listener.name.internal.ssl.keystore.location=/etc/kafka/internal.pem",
+		"listener.name.internal.ssl.client.auth=required",
+		"listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+		"ssl.client.auth=requested",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]ListenerSecurity{}
+	for _, l := range c.Listeners {
+		got[l.Name] = l.Security
+	}
+	// KIP-684: the global ssl.client.auth does not reach SASL_SSL listeners.
+	if s := got["PLAINTEXT"]; s.TLS() || s.SASL() {
+		t.Errorf("PLAINTEXT: %+v", s)
+	}
+	if s := got["SASL_SSL"]; !s.TLS() || !s.SASL() || s.SSL.KeystoreLocation != "/etc/kafka/server.pem" || s.SSL.ClientAuth != "none" || len(s.SASLMechanisms) != 1 || s.SASLMechanisms[0] != "SCRAM-SHA-512" {
+		t.Errorf("SASL_SSL: %+v", s)
+	}
+	if s := got["INTERNAL"]; s.Protocol != ProtocolSSL || s.SSL.KeystoreLocation != "/etc/kafka/internal.pem" || s.SSL.ClientAuth != "required" {
+		t.Errorf("INTERNAL (SSL, listener overrides): %+v", s)
+	}
+	if v, _ := c.Get("listener.name.internal.ssl.client.auth"); v != "required" {
+		t.Errorf("the listener override is not among the effective keys: %q", v)
+	}
+}
+
+func TestListenersSecurityErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		sets []string
+		key  string
+	}{
+		{"name without protocol", []string{"listeners=INTERNAL://127.0.0.1:0"}, "listener.security.protocol.map"},
+		{"bad protocol", []string{"listener.security.protocol.map=PLAINTEXT:TLS"}, "listener.security.protocol.map"},
+		{"SSL without keystore", []string{"listeners=SSL://127.0.0.1:0"}, "ssl.keystore.location"},
+		{"keystore twice", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.location=/k.pem", "ssl.keystore.key=x", "ssl.keystore.certificate.chain=y"}, "ssl.keystore.location"},
+		{"half inline keystore", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.key=x"}, "ssl.keystore.key"},
+		{"JKS", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.location=/k.jks", "ssl.keystore.type=JKS"}, "ssl.keystore.type"},
+		{"encrypted key", []string{"ssl.key.password=pw"}, "ssl.key.password"},
+		{"bad client auth", []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.location=/k.pem", "listener.name.ssl.ssl.client.auth=always"}, "listener.name.ssl.ssl.client.auth"},
+		{"GSSAPI", []string{"sasl.enabled.mechanisms=GSSAPI"}, "sasl.enabled.mechanisms"},
+		{"PLAIN without users file", []string{"listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN"}, "sasl.plain.users.file"},
+		{"override of an unknown listener", []string{"listener.name.external.ssl.client.auth=required"}, "listener.name.external.ssl.client.auth"},
+		{"unknown listener key", []string{"listener.name.plaintext.ssl.keystore.password=x"}, "listener.name.plaintext.ssl.keystore.password"},
+		{"gateway with SASL", []string{"listeners=SASL_PLAINTEXT://127.0.0.1:0", "upstream.bootstrap.servers=127.0.0.1:9092"}, "listeners"},
+	}
+	for _, c := range cases {
+		_, err := Load("", c.sets)
+		var ke *KeyError
+		if !errors.As(err, &ke) || ke.Key != c.key {
+			t.Errorf("%s: err = %v, want a KeyError on %s", c.name, err, c.key)
+		}
+	}
+}

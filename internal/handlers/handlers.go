@@ -87,6 +87,8 @@ type Deps struct {
 	// JoinCreatesInternalTopics creates a joining member's missing internal topics before its
 	// heartbeat runs (group.streams.join.creates.internal.topics).
 	JoinCreatesInternalTopics bool
+	// SASL serves SaslHandshake and SaslAuthenticate on SASL listeners.
+	SASL SASL
 }
 
 // TxnVerification is one TxnOffsetCommit to verify with the transaction coordinator.
@@ -150,6 +152,11 @@ func New(deps Deps) *Table {
 	t.add(33, 0, 2, t.alterConfigs)
 	t.add(44, 0, 1, t.incrementalAlterConfigs)
 	t.add(74, 0, 1, t.listConfigResources)
+	t.add(17, 0, 1, t.saslHandshake)
+	t.add(36, 0, 2, t.saslAuthenticate)
+	t.add(48, 0, 1, t.describeClientQuotas)
+	t.add(50, 0, 0, t.describeUserScramCredentials)
+	t.add(51, 0, 0, t.alterUserScramCredentials)
 	return t
 }
 

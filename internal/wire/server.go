@@ -3,6 +3,9 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +30,75 @@ type Conn struct {
 	// nil until then, which reads as User:ANONYMOUS as in Kafka. It changes at most at
 	// (re-)authentication, while handlers of the same connection may read it, so it is atomic.
 	principal atomic.Pointer[Principal]
+	// sasl is the connection's SASL state; only the connection's own goroutine (the wire loop
+	// and the handlers it calls, one request at a time) touches it.
+	sasl saslState
+}
+
+type saslState struct {
+	required      bool
+	authenticated bool
+	expires       time.Time // zero: the session does not expire
+	exchange      any       // the handler's exchange in progress, nil between exchanges
+	mechanism     string    // of the last completed exchange
+	raw           bool      // the exchange reads bare tokens (SaslHandshake v0)
+	closeAfter    bool
+}
+
+// SASLRequired says whether the connection arrived on a SASL listener.
+func (c *Conn) SASLRequired() bool { return c.sasl.required }
+
+// Authenticated says whether a SASL exchange has completed on the connection.
+func (c *Conn) Authenticated() bool { return c.sasl.authenticated }
+
+// SASLExchange is the exchange a handler parked between SaslHandshake and the last
+// SaslAuthenticate; while it is set, nothing but SaslAuthenticate is served.
+func (c *Conn) SASLExchange() any { return c.sasl.exchange }
+
+// SetSASLExchange parks (or, with nil, drops) the exchange in progress.
+func (c *Conn) SetSASLExchange(x any) { c.sasl.exchange, c.sasl.raw = x, false }
+
+// ExpectRawSASLTokens makes the frames of the parked exchange bare SASL tokens, answered by
+// the handler's SASLTokenHandler with bare tokens, as after a SaslHandshake v0.
+func (c *Conn) ExpectRawSASLTokens() { c.sasl.raw = c.sasl.exchange != nil }
+
+// SASLTokenHandler is implemented by a Handler that serves SaslHandshake v0: it gets each raw
+// token frame and returns the token to send back; ok=false closes the connection unanswered.
+type SASLTokenHandler interface {
+	SASLToken(ctx context.Context, c *Conn, token []byte) (resp []byte, ok bool)
+}
+
+// SetAuthenticated completes an exchange of mechanism: the connection serves every API as p
+// until expires (zero: for ever); after it, only a re-authentication (SaslHandshake) is served
+// (KIP-368).
+func (c *Conn) SetAuthenticated(p Principal, mechanism string, expires time.Time) {
+	c.SetPrincipal(p)
+	c.sasl.authenticated, c.sasl.mechanism, c.sasl.expires, c.sasl.exchange, c.sasl.raw = true, mechanism, expires, nil, false
+}
+
+// SASLMechanism is the mechanism of the last completed exchange.
+func (c *Conn) SASLMechanism() string { return c.sasl.mechanism }
+
+// CloseAfterResponse closes the connection once the response being prepared is written (a
+// failed authentication, as Kafka does).
+func (c *Conn) CloseAfterResponse() { c.sasl.closeAfter = true }
+
+// admits is the SASL gate of a request key: what Kafka's authenticator lets through before,
+// during and after an exchange. why is the reason to close the connection.
+func (c *Conn) admits(key int16, now time.Time) (ok bool, why string) {
+	const apiVersions, saslHandshake, saslAuthenticate = 18, 17, 36
+	s := &c.sasl
+	switch {
+	case !s.required:
+		return true, ""
+	case s.exchange != nil:
+		return key == saslAuthenticate, fmt.Sprintf("%s during SASL authentication", kmsg.NameForKey(key))
+	case !s.authenticated:
+		return key == apiVersions || key == saslHandshake, fmt.Sprintf("%s before SASL authentication", kmsg.NameForKey(key))
+	case !s.expires.IsZero() && now.After(s.expires):
+		return key == saslHandshake, fmt.Sprintf("%s after the SASL session expired (connections.max.reauth.ms) without re-authentication", kmsg.NameForKey(key))
+	}
+	return true, ""
 }
 
 // Principal is an authenticated identity as Kafka names it ("User:alice" is {User, alice}).
@@ -104,6 +176,19 @@ type Options struct {
 	// Budget is the process-wide queued.max.request.bytes, shared by every listener; nil:
 	// unbounded.
 	Budget *Budget
+
+	// TLS makes the listener SSL or SASL_SSL: each connection does a TLS handshake first.
+	TLS *tls.Config
+	// TLSPrincipal maps a verified client certificate to the connection's principal on an SSL
+	// listener (ssl.client.auth); an error closes the connection. Without a certificate, or on a
+	// SASL listener, the principal does not come from the certificate.
+	TLSPrincipal func(*x509.Certificate) (Principal, error)
+	// SASL makes the listener SASL_PLAINTEXT or SASL_SSL: until a connection authenticates,
+	// only ApiVersions, SaslHandshake and SaslAuthenticate are served; anything else closes it.
+	SASL bool
+	// SASLMaxReceive bounds a frame while a SASL listener's connection is not authenticated or
+	// re-authenticating (sasl.server.max.receive.size); 0: only MaxRequestBytes.
+	SASLMaxReceive int32
 }
 
 // Server accepts connections on one listener and runs a loop per connection.
@@ -232,6 +317,12 @@ func (s *Server) startConn(nc net.Conn) {
 		ctx:    ctx,
 		cancel: cancel,
 	}
+	c.info.sasl.required = s.opts.SASL
+	if s.opts.TLS != nil {
+		// Wrapped here, handshaken on the connection's goroutine: the accept loop never waits
+		// for a peer, and Shutdown's deadlines and Close reach the TLS connection.
+		c.nc = tls.Server(nc, s.opts.TLS)
+	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -306,6 +397,11 @@ func (c *serverConn) run() {
 		s.metrics.connectionsClosed.WithLabelValues(reason).Inc()
 		s.wg.Done()
 	}()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if reason = c.handshake(tc); reason != "" {
+			return
+		}
+	}
 	br := bufio.NewReaderSize(&countingReader{r: c.nc, n: s.metrics.bytesIn}, 16<<10)
 	budget := s.opts.Budget
 	var held int64 // budget reserved for the frame being read or answered
@@ -331,6 +427,11 @@ func (c *serverConn) run() {
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
 		size, err := ReadFrameSize(br, s.opts.MaxRequestBytes)
+		if err == nil && c.info.sasl.required && (!c.info.sasl.authenticated || c.info.sasl.exchange != nil) &&
+			s.opts.SASLMaxReceive > 0 && size > s.opts.SASLMaxReceive {
+			// An unauthenticated peer must not make us reserve and read 100 MiB frames.
+			err = &FrameError{Reason: fmt.Sprintf("frame size %d during SASL authentication exceeds sasl.server.max.receive.size %d", size, s.opts.SASLMaxReceive)}
+		}
 		if err == nil && budget.Limit() > 0 && int64(size) > budget.Limit() {
 			// Only reachable if the configuration check was bypassed: it could never fit.
 			err = &FrameError{Reason: fmt.Sprintf("frame size %d exceeds queued.max.request.bytes %d", size, budget.Limit())}
@@ -351,6 +452,22 @@ func (c *serverConn) run() {
 		if err != nil {
 			reason = c.readFailure(err)
 			return
+		}
+		if c.info.sasl.raw {
+			if reason = c.rawToken(frame); reason != "" {
+				return
+			}
+			budget.Release(held)
+			held = 0
+			continue
+		}
+		if c.info.sasl.required && len(frame) >= 2 {
+			if ok, why := c.info.admits(int16(uint16(frame[0])<<8|uint16(frame[1])), time.Now()); !ok {
+				// Kafka's authenticator closes the connection without an answer.
+				reason = "unauthenticated request"
+				c.srv.log.Info("closing connection", zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.String("reason", why))
+				return
+			}
 		}
 		if raw, forwarded, err := c.forward(frame, reserve); forwarded {
 			if err != nil {
@@ -406,6 +523,10 @@ func (c *serverConn) run() {
 		if reason = c.write(out); reason != "" {
 			return
 		}
+		if c.info.sasl.closeAfter {
+			reason = "authentication failed"
+			return
+		}
 		budget.Release(held)
 		held = 0
 		if cap(out) > initialFrameChunk {
@@ -414,6 +535,49 @@ func (c *serverConn) run() {
 	}
 	reason = "shutdown"
 }
+
+// rawToken answers a bare SASL token (after SaslHandshake v0) with a bare, size-prefixed token;
+// a non-empty result is why the connection closes.
+func (c *serverConn) rawToken(token []byte) string {
+	th, ok := c.srv.handler.(SASLTokenHandler)
+	var out []byte
+	if ok {
+		out, ok = th.SASLToken(c.ctx, c.info, token)
+	}
+	if !ok {
+		return "authentication failed"
+	}
+	return c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...))
+}
+
+// handshake runs the TLS handshake and takes the principal from the client certificate; a
+// non-empty result is why the connection closes.
+func (c *serverConn) handshake(tc *tls.Conn) string {
+	s := c.srv
+	ctx, cancel := context.WithTimeout(c.ctx, handshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		// A port scanner or a plaintext client is not worth a WARN per connection.
+		s.log.Info("closing connection: TLS handshake failed", zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.Error(err))
+		return "tls handshake failed"
+	}
+	certs := tc.ConnectionState().PeerCertificates
+	if s.opts.SASL || s.opts.TLSPrincipal == nil || len(certs) == 0 {
+		return ""
+	}
+	p, err := s.opts.TLSPrincipal(certs[0])
+	if err != nil {
+		c.warn("closing connection", "client certificate: "+err.Error())
+		return "principal mapping failed"
+	}
+	c.info.SetPrincipal(p)
+	s.log.Debug("TLS client authenticated", zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.Stringer("principal", p))
+	return ""
+}
+
+// handshakeTimeout bounds a TLS handshake, so a peer that connects and says nothing does not
+// hold a connection slot for connections.max.idle.ms.
+const handshakeTimeout = 10 * time.Second
 
 // write sends one response frame; a non-empty result is why the connection closes.
 func (c *serverConn) write(frame []byte) string {

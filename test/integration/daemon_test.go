@@ -57,8 +57,10 @@ type daemon struct {
 	cmd     *exec.Cmd
 	DataDir string
 	Addr    string // Kafka listener host:port
-	Admin   string // admin HTTP host:port
-	exited  chan struct{}
+	// Listeners are the bound listeners' host:port by name (the first is Addr).
+	Listeners map[string]string
+	Admin     string // admin HTTP host:port
+	exited    chan struct{}
 	// binary overrides the daemon binary (plainBinary for memory measurements).
 	binary string
 	// noWaitReady makes start return as soon as the listeners are up, before shards load.
@@ -133,6 +135,11 @@ func (d *daemon) start(sets ...string) *daemon {
 	select {
 	case line := <-started:
 		d.Addr = strings.TrimPrefix(line["listeners"].([]any)[0].(string), "PLAINTEXT://")
+		d.Listeners = map[string]string{}
+		for _, l := range line["listeners"].([]any) {
+			name, addr, _ := strings.Cut(l.(string), "://")
+			d.Listeners[name] = addr
+		}
 		d.Admin = line["admin"].(string)
 	case <-exited:
 		t.Fatalf("coordinatord exited before starting: %s", exitReport(cmd.ProcessState))

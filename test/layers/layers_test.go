@@ -19,6 +19,7 @@ const module = "github.com/coordinatord/coordinatord/"
 var allowed = map[string][]string{
 	"internal/config":             {},
 	"internal/wire":               {},
+	"internal/security":           {},
 	"pkg/topologyplugin":          {},
 	"pkg/kerrclass":               {},
 	"internal/acl":                {},
@@ -37,7 +38,7 @@ var allowed = map[string][]string{
 	"internal/upstream":           {"pkg/kerrclass"},
 	"internal/gateway":            {"internal/wire", "internal/upstream"},
 	"internal/console":            {"internal/plugin", "internal/state", "internal/offsets", "pkg/topologyplugin"},
-	"internal/handlers":           {"internal/wire", "internal/acl", "internal/plugin", "internal/state", "internal/offsets", "pkg/kerrclass", "pkg/topologyplugin"},
+	"internal/handlers":           {"internal/wire", "internal/security", "internal/acl", "internal/plugin", "internal/state", "internal/offsets", "pkg/kerrclass", "pkg/topologyplugin"},
 }
 
 type pkg struct {

@@ -69,11 +69,13 @@ type Catalog struct {
 	// topic whose collision name is taken without scanning every topic.
 	collide map[string]string
 	snap    *Snapshot // nil: changed since the last snapshot
+	// scram holds the SCRAM credentials (record kind 41).
+	scram map[scramKey]ScramCredential
 }
 
 // NewCatalog returns an empty catalog.
 func NewCatalog() *Catalog {
-	return &Catalog{byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, collide: map[string]string{}, snap: emptySnapshot}
+	return &Catalog{byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, collide: map[string]string{}, snap: emptySnapshot, scram: map[scramKey]ScramCredential{}}
 }
 
 // Snapshot returns the current immutable view. It runs on the shard goroutine (a read
@@ -90,6 +92,9 @@ func (c *Catalog) Replay(_ int64, rec log.Record) error {
 	kind, err := records.KindOf(rec.Key)
 	if err != nil {
 		return err
+	}
+	if kind == records.KindScramCredential {
+		return c.replayScram(rec)
 	}
 	if kind != records.KindTopic {
 		return nil // other metadata kinds arrive with their features

@@ -38,6 +38,10 @@ const (
 	// KindTopic: key (topic name), value the topic's id, partition count, replication factor and
 	// configs. Lives in the metadata shard.
 	KindTopic Kind = 40
+	// KindScramCredential: key (user, SCRAM mechanism number), value the credential's salt,
+	// iterations, StoredKey and ServerKey (never the password); a tombstone deletes it. Lives
+	// in the metadata shard. Kinds 42-44 are reserved for further authentication records.
+	KindScramCredential Kind = 41
 	// KindGroupConfig: key (group), value the group's config overrides (name/value pairs, the
 	// whole set); a tombstone clears them. Kinds 60-69 are group-level records of any type.
 	KindGroupConfig Kind = 60
@@ -57,6 +61,7 @@ var kindNames = map[Kind]string{
 	KindStreamsCurrentMember:  "streams_current_member_assignment",
 	KindStreamsTopology:       "streams_topology",
 	KindTopic:                 "topic",
+	KindScramCredential:       "scram_credential",
 	KindGroupConfig:           "group_config",
 	KindTest:                  "test",
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"crypto/x509"
+	"fmt"
+	"strings"
+
+	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/handlers"
+	"github.com/coordinatord/coordinatord/internal/security"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"go.uber.org/zap"
+)
+
+// setupSecurity loads each listener's TLS material and principal rules and the SASL settings.
+// Errors are configuration errors: a file that cannot be read or a rule that does not parse
+// stops the start.
+func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.Options), handlers.SASL, error) {
+	byName := map[string]func(*wire.Options){}
+	sasl := handlers.SASL{Mechanisms: map[string][]string{}, MaxReauth: cfg.SASL.MaxReauth, FailedDelay: cfg.SASL.FailedAuthDelay}
+	plain := false
+	for _, l := range cfg.Listeners {
+		sec := l.Security
+		var apply []func(*wire.Options)
+		if sec.TLS() {
+			name := l.Name
+			files := security.TLSFiles{
+				KeystoreLocation:         sec.SSL.KeystoreLocation,
+				KeystoreCertificateChain: sec.SSL.KeystoreCertificateChain,
+				KeystoreKey:              sec.SSL.KeystoreKey,
+				TruststoreLocation:       sec.SSL.TruststoreLocation,
+				TruststoreCertificates:   sec.SSL.TruststoreCertificates,
+				ClientAuth:               sec.SSL.ClientAuth,
+			}
+			reloader, err := security.NewTLSReloader(files, func(err error) {
+				log.Warn("TLS files changed but cannot be used; the listener keeps its previous certificates", zap.String("listener", name), zap.Error(err))
+			})
+			if err != nil {
+				key := "ssl.keystore.location"
+				if files.KeystoreLocation == "" {
+					key = "ssl.keystore.key"
+				}
+				return nil, sasl, &config.KeyError{Key: key, Reason: fmt.Sprintf("listener %s: %v", name, err)}
+			}
+			mapper, err := security.ParsePrincipalRules(sec.SSL.PrincipalMappingRules)
+			if err != nil {
+				return nil, sasl, &config.KeyError{Key: "ssl.principal.mapping.rules", Value: sec.SSL.PrincipalMappingRules, Reason: err.Error()}
+			}
+			tlsConfig := reloader.Config()
+			apply = append(apply, func(o *wire.Options) {
+				o.TLS = tlsConfig
+				o.TLSPrincipal = func(cert *x509.Certificate) (wire.Principal, error) {
+					name, err := mapper.MapCertificate(cert)
+					if err != nil {
+						return wire.Principal{}, err
+					}
+					return wire.Principal{Type: "User", Name: name}, nil
+				}
+			})
+		}
+		if sec.SASL() {
+			sasl.Mechanisms[l.Name] = sec.SASLMechanisms
+			for _, m := range sec.SASLMechanisms {
+				plain = plain || m == "PLAIN"
+			}
+			apply = append(apply, func(o *wire.Options) { o.SASL, o.SASLMaxReceive = true, cfg.SASL.MaxReceive })
+		}
+		byName[l.Name] = func(o *wire.Options) {
+			for _, f := range apply {
+				f(o)
+			}
+		}
+	}
+	if plain {
+		users, err := security.LoadPlainUsers(cfg.SASL.PlainUsersFile)
+		if err != nil {
+			return nil, sasl, &config.KeyError{Key: "sasl.plain.users.file", Value: cfg.SASL.PlainUsersFile, Reason: err.Error()}
+		}
+		sasl.Plain = users
+	}
+	return byName, sasl, nil
+}
+
+// secretKey says whether a key's value is a secret that `config check` must not print: inline
+// private keys and passwords.
+func secretKey(key string) bool {
+	k := strings.ToLower(key)
+	return strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "password")
+}
