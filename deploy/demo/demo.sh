@@ -74,7 +74,7 @@ cmd_start() {
     --set "upstream.bootstrap.servers=127.0.0.1:$KAFKA_PORT" \
     --set "gateway.broker.port.range=$BROKER_PORTS" \
     --set "group.streams.initial.rebalance.delay.ms=0" \
-    >"$DIR/coordinatord.log" 2>&1 &
+    </dev/null >"$DIR/coordinatord.log" 2>&1 &
   echo $! >"$DIR/coordinatord.pid"
   wait_ready
   local cp
@@ -85,8 +85,10 @@ cmd_start() {
   done
   log "starting the Kafka Streams word count (group.protocol=streams) ..."
   # The application stops when its standard input closes: keep it open.
-  (tail -f /dev/null | java_class "$cp" WordCount "127.0.0.1:$PORT" "$APP" "$IN" "$OUT" streams "$DIR/state" \
-    >"$DIR/wordcount.log" 2>&1) &
+  # Nothing of the background processes may hold this script's output open, or a caller reading
+  # it would wait for them.
+  (tail -f /dev/null | java_class "$cp" WordCount "127.0.0.1:$PORT" "$APP" "$IN" "$OUT" streams "$DIR/state") \
+    </dev/null >"$DIR/wordcount.log" 2>&1 &
   echo $! >"$DIR/wordcount.pid"
   wait_running
   cat <<MSG
