@@ -1,0 +1,67 @@
+package consumer
+
+import (
+	"strconv"
+	"time"
+)
+
+// Config is the broker-level consumer group configuration (group.consumer.* keys).
+type Config struct {
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	MaxSize           int32
+	// Assignors are the server-side assignor names; the first is the default.
+	Assignors []string
+	// Bounds of the group-level overrides (consumer.* GROUP configs).
+	MinSessionTimeoutMs, MaxSessionTimeoutMs       int32
+	MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs int32
+}
+
+// DefaultConfig is Kafka 4.4's defaults.
+func DefaultConfig() Config {
+	return Config{
+		SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second, MaxSize: 1<<31 - 1,
+		Assignors:           []string{"uniform", "range"},
+		MinSessionTimeoutMs: 45000, MaxSessionTimeoutMs: 60000,
+		MinHeartbeatIntervalMs: 5000, MaxHeartbeatIntervalMs: 15000,
+	}
+}
+
+// Group config keys a GROUP resource accepts for consumer groups (Kafka's GroupConfig).
+const (
+	GroupSessionTimeoutKey    = "consumer.session.timeout.ms"
+	GroupHeartbeatIntervalKey = "consumer.heartbeat.interval.ms"
+)
+
+// WithGroupConfigs applies a group's overrides. Values were validated when they were set.
+func (c Config) WithGroupConfigs(vals map[string]string) Config {
+	if v, ok := vals[GroupSessionTimeoutKey]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			c.SessionTimeout = time.Duration(n) * time.Millisecond
+		}
+	}
+	if v, ok := vals[GroupHeartbeatIntervalKey]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			c.HeartbeatInterval = time.Duration(n) * time.Millisecond
+		}
+	}
+	return c
+}
+
+// DefaultAssignor is the assignor used when no member names one.
+func (c Config) DefaultAssignor() string {
+	if len(c.Assignors) > 0 {
+		return c.Assignors[0]
+	}
+	return "uniform"
+}
+
+// HasAssignor reports whether a server assignor is configured.
+func (c Config) HasAssignor(name string) bool {
+	for _, a := range c.Assignors {
+		if a == name {
+			return true
+		}
+	}
+	return false
+}
