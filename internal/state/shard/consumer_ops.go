@@ -179,4 +179,3 @@ func (m *Machine) ConsumerConversion(c *runtime.Ctx[*Machine], group string) (ow
 	m.cancelConsumerGroupTimers(c, group)
 	return true, true, m.Consumer.Tombstones(group)
 }
-
