@@ -80,7 +80,7 @@ func TestFeaturesAreUpstreamsButGroupFeaturesOurs(t *testing.T) {
 	for _, f := range []struct {
 		name  string
 		level int16
-	}{{"transaction.version", 2}, {"group.version", 1}, {"streams.version", 0}, {"metadata.version", 27}} {
+	}{{"transaction.version", 2}, {"group.version", 0}, {"streams.version", 0}, {"metadata.version", 27}} {
 		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
 		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
 		up.FinalizedFeatures = append(up.FinalizedFeatures, ff)
@@ -100,8 +100,8 @@ func TestFeaturesAreUpstreamsButGroupFeaturesOurs(t *testing.T) {
 	if finalized["streams.version"] != 1 {
 		t.Fatalf("streams.version = %d, want coordinatord's 1", finalized["streams.version"])
 	}
-	if _, ok := finalized["group.version"]; ok {
-		t.Fatal("group.version is reported, but coordinatord serves no KIP-848 groups")
+	if finalized["group.version"] != 1 {
+		t.Fatalf("group.version = %d, want coordinatord's 1 (it serves KIP-848 consumer groups whatever the upstream's level)", finalized["group.version"])
 	}
 	if resp.FinalizedFeaturesEpoch != 812 {
 		t.Fatalf("epoch %d, want the upstream broker's", resp.FinalizedFeaturesEpoch)

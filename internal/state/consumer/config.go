@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -64,4 +65,32 @@ func (c Config) HasAssignor(name string) bool {
 		}
 	}
 	return false
+}
+
+// GroupConfigError is a rejected group config change: INVALID_CONFIG with this message.
+type GroupConfigError struct{ Msg string }
+
+func (e *GroupConfigError) Error() string { return e.Msg }
+
+// ValidateGroupConfigs checks the consumer.* overrides of a group's whole (normalized) set
+// against the broker bounds, with Kafka's messages; other keys are not looked at.
+func ValidateGroupConfigs(vals map[string]string, c Config) error {
+	inRange := func(name string, lo, hi int32) error {
+		if v, ok := vals[name]; ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && (n < int64(lo) || n > int64(hi)) {
+				return &GroupConfigError{Msg: fmt.Sprintf("%s must be in the range %d to %d inclusive.", name, lo, hi)}
+			}
+		}
+		return nil
+	}
+	if err := inRange(GroupSessionTimeoutKey, c.MinSessionTimeoutMs, c.MaxSessionTimeoutMs); err != nil {
+		return err
+	}
+	if err := inRange(GroupHeartbeatIntervalKey, c.MinHeartbeatIntervalMs, c.MaxHeartbeatIntervalMs); err != nil {
+		return err
+	}
+	if eff := c.WithGroupConfigs(vals); eff.SessionTimeout <= eff.HeartbeatInterval {
+		return &GroupConfigError{Msg: GroupSessionTimeoutKey + " must be greater than " + GroupHeartbeatIntervalKey}
+	}
+	return nil
 }
