@@ -3,14 +3,17 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // ConsumerGroupConfig is the broker-level configuration of KIP-848 consumer groups, with
 // Kafka's key names, defaults and bounds.
 type ConsumerGroupConfig struct {
-	SessionTimeoutMs, MinSessionTimeoutMs, MaxSessionTimeoutMs          int32
-	HeartbeatIntervalMs, MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs int32
-	MaxSize                                                             int32
+	SessionTimeoutMs, MinSessionTimeoutMs, MaxSessionTimeoutMs             int32
+	HeartbeatIntervalMs, MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs    int32
+	AssignmentIntervalMs, MinAssignmentIntervalMs, MaxAssignmentIntervalMs int32
+	MaxSize                                                                int32
+	AssignorOffloadEnable                                                  bool
 	// Assignors are short names (uniform, range); the first is the default.
 	Assignors []string
 }
@@ -43,6 +46,21 @@ var consumerKeys = []key{
 		func(s *ConsumerGroupConfig) *int32 { return &s.MinHeartbeatIntervalMs }),
 	consumerInt("group.consumer.max.heartbeat.interval.ms", "15000", "Highest allowed consumer group heartbeat interval.", 1,
 		func(s *ConsumerGroupConfig) *int32 { return &s.MaxHeartbeatIntervalMs }),
+	consumerInt("group.consumer.assignment.interval.ms", "1000", "Shortest time between two target assignments of a consumer group (Kafka 4.3+): a membership or metadata change meanwhile leaves the group Assigning until then, and the first assignment of a group is immediate.", 0,
+		func(s *ConsumerGroupConfig) *int32 { return &s.AssignmentIntervalMs }),
+	consumerInt("group.consumer.min.assignment.interval.ms", "0", "Lowest allowed consumer group assignment interval.", 0,
+		func(s *ConsumerGroupConfig) *int32 { return &s.MinAssignmentIntervalMs }),
+	consumerInt("group.consumer.max.assignment.interval.ms", "15000", "Highest allowed consumer group assignment interval.", 0,
+		func(s *ConsumerGroupConfig) *int32 { return &s.MaxAssignmentIntervalMs }),
+	{"group.consumer.assignor.offload.enable", "true", "Accepted for compatibility with Kafka; coordinatord computes consumer group assignments on the group's shard either way.",
+		func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("must be true or false")
+			}
+			c.ConsumerGroup.AssignorOffloadEnable = b
+			return nil
+		}},
 	consumerInt("group.consumer.max.size", "2147483647", "Most members a consumer group may have; a new member beyond it gets GROUP_MAX_SIZE_REACHED.", 1,
 		func(s *ConsumerGroupConfig) *int32 { return &s.MaxSize }),
 	{"group.consumer.assignors", "uniform,range", "Comma-separated server-side assignors consumer groups may use (uniform, range, or Kafka's class names of them); the first is the default, a member may ask for another with ServerAssignor.",
@@ -81,6 +99,9 @@ func (c *Config) validateConsumer() error {
 		return err
 	}
 	if err := between("group.consumer.heartbeat.interval.ms", s.HeartbeatIntervalMs, s.MinHeartbeatIntervalMs, s.MaxHeartbeatIntervalMs, "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"); err != nil {
+		return err
+	}
+	if err := between("group.consumer.assignment.interval.ms", s.AssignmentIntervalMs, s.MinAssignmentIntervalMs, s.MaxAssignmentIntervalMs, "group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms"); err != nil {
 		return err
 	}
 	if s.HeartbeatIntervalMs >= s.SessionTimeoutMs {

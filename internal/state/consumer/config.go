@@ -10,28 +10,35 @@ import (
 type Config struct {
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
-	MaxSize           int32
+	// AssignmentInterval is the least time between two target assignments of a group
+	// (group.consumer.assignment.interval.ms, Kafka 4.3+); a group epoch bumped meanwhile
+	// waits for it (state Assigning).
+	AssignmentInterval time.Duration
+	MaxSize            int32
 	// Assignors are the server-side assignor names; the first is the default.
 	Assignors []string
 	// Bounds of the group-level overrides (consumer.* GROUP configs).
-	MinSessionTimeoutMs, MaxSessionTimeoutMs       int32
-	MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs int32
+	MinSessionTimeoutMs, MaxSessionTimeoutMs         int32
+	MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs   int32
+	MinAssignmentIntervalMs, MaxAssignmentIntervalMs int32
 }
 
 // DefaultConfig is Kafka 4.4's defaults.
 func DefaultConfig() Config {
 	return Config{
-		SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second, MaxSize: 1<<31 - 1,
+		SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second, AssignmentInterval: time.Second, MaxSize: 1<<31 - 1,
 		Assignors:           []string{"uniform", "range"},
 		MinSessionTimeoutMs: 45000, MaxSessionTimeoutMs: 60000,
 		MinHeartbeatIntervalMs: 5000, MaxHeartbeatIntervalMs: 15000,
+		MinAssignmentIntervalMs: 0, MaxAssignmentIntervalMs: 15000,
 	}
 }
 
 // Group config keys a GROUP resource accepts for consumer groups (Kafka's GroupConfig).
 const (
-	GroupSessionTimeoutKey    = "consumer.session.timeout.ms"
-	GroupHeartbeatIntervalKey = "consumer.heartbeat.interval.ms"
+	GroupSessionTimeoutKey     = "consumer.session.timeout.ms"
+	GroupHeartbeatIntervalKey  = "consumer.heartbeat.interval.ms"
+	GroupAssignmentIntervalKey = "consumer.assignment.interval.ms"
 )
 
 // WithGroupConfigs applies a group's overrides. Values were validated when they were set.
@@ -44,6 +51,11 @@ func (c Config) WithGroupConfigs(vals map[string]string) Config {
 	if v, ok := vals[GroupHeartbeatIntervalKey]; ok {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			c.HeartbeatInterval = time.Duration(n) * time.Millisecond
+		}
+	}
+	if v, ok := vals[GroupAssignmentIntervalKey]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			c.AssignmentInterval = time.Duration(n) * time.Millisecond
 		}
 	}
 	return c
@@ -87,6 +99,9 @@ func ValidateGroupConfigs(vals map[string]string, c Config) error {
 		return err
 	}
 	if err := inRange(GroupHeartbeatIntervalKey, c.MinHeartbeatIntervalMs, c.MaxHeartbeatIntervalMs); err != nil {
+		return err
+	}
+	if err := inRange(GroupAssignmentIntervalKey, c.MinAssignmentIntervalMs, c.MaxAssignmentIntervalMs); err != nil {
 		return err
 	}
 	if eff := c.WithGroupConfigs(vals); eff.SessionTimeout <= eff.HeartbeatInterval {

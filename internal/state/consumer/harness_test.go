@@ -56,7 +56,9 @@ type world struct {
 }
 
 func newWorld(t *testing.T, cat catalog) *world {
-	return &world{t: t, s: New(), cat: cat, cfg: DefaultConfig(), now: time.UnixMilli(1_000_000)}
+	cfg := DefaultConfig()
+	cfg.AssignmentInterval = 0 // tests that want it set it
+	return &world{t: t, s: New(), cat: cat, cfg: cfg, now: time.UnixMilli(1_000_000)}
 }
 
 func (w *world) apply(recs []log.Record) {

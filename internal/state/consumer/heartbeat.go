@@ -192,9 +192,14 @@ func (s *State) leave(in HeartbeatInput) HeartbeatOutput {
 	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
 }
 
-// fenceRecords remove a member and bump the group epoch so the others get its partitions.
+// fenceRecords remove a member and bump the group epoch so the others get its partitions. The
+// last member leaving also moves the (empty) target to the new epoch, with no computation time,
+// so that the next member to join is assigned at once.
 func fenceRecords(g *Group, member string) ([]log.Record, []TimerAction) {
 	recs := append(memberTombstones(g.ID, member), GroupMetadataRecord(g.ID, g.Epoch+1, g.MetadataHash))
+	if len(g.Members) == 1 {
+		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
+	}
 	return recs, []TimerAction{
 		{Kind: SessionTimer, Group: g.ID, Member: member, Cancel: true},
 		{Kind: RebalanceTimer, Group: g.ID, Member: member, Cancel: true},
@@ -365,7 +370,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		m.SubscribedTopicRegex = *req.SubscribedTopicRegex
 	}
 	m.ClientID, m.ClientHost = in.ClientID, in.ClientHost
-	bump := g.Epoch == 0 // a new group moves away from epoch 0 at once
+	bump := false
 	var memberRec []log.Record
 	if isNew || !sameMetadata(stored, m) {
 		memberRec = append(memberRec, MemberMetadataRecord(g.ID, m))
@@ -389,11 +394,14 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		groupRec = append(groupRec, GroupMetadataRecord(g.ID, groupEpoch, hash))
 	}
 
-	// Target assignment.
+	// Target assignment, at most once per assignment interval (the first one at once). As in
+	// Kafka, a target held back is computed by the first heartbeat after the interval, of any
+	// member; nothing computes it without one.
 	targetEpoch := g.AssignmentEpoch
 	target := view.target(m.ID)
 	var targetRecs []log.Record
-	if groupEpoch > g.AssignmentEpoch {
+	now := in.Now.UnixMilli()
+	if groupEpoch > g.AssignmentEpoch && assignmentDue(g, cfg, now) {
 		members := view.members()
 		targets, err := computeTargets(members, view.targets(), preferredAssignor(members, cfg), in.Catalog, g, s)
 		if err != nil {
@@ -405,7 +413,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 				targetRecs = append(targetRecs, TargetMemberRecord(g.ID, id, targets[id]))
 			}
 		}
-		targetRecs = append(targetRecs, TargetMetadataRecord(g.ID, groupEpoch, in.Now.UnixMilli()))
+		targetRecs = append(targetRecs, TargetMetadataRecord(g.ID, groupEpoch, now))
 		target, targetEpoch = targets[m.ID], groupEpoch
 	}
 
@@ -452,6 +460,11 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		resp.Assignment = &a
 	}
 	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
+}
+
+// assignmentDue reports whether the group may compute a target now.
+func assignmentDue(g *Group, cfg Config, now int64) bool {
+	return g.AssignmentTime == 0 || cfg.AssignmentInterval <= 0 || now >= g.AssignmentTime+cfg.AssignmentInterval.Milliseconds()
 }
 
 func dedup(sorted []string) []string {

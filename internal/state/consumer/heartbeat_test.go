@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
@@ -55,31 +56,31 @@ func TestValidateRequest(t *testing.T) {
 func TestRevokeBeforeAssign(t *testing.T) {
 	w := newWorld(t, topics("t", 4))
 	a := w.hb(join("g", "a", "t"))
-	if a.Response.ErrorCode != 0 || a.Response.MemberEpoch != 1 || !fromWire(a.Response.Assignment).Equal(parts("t", 0, 1, 2, 3)) {
+	if a.Response.ErrorCode != 0 || a.Response.MemberEpoch != 2 || !fromWire(a.Response.Assignment).Equal(parts("t", 0, 1, 2, 3)) {
 		t.Fatalf("first join: %+v %v", a.Response, fromWire(a.Response.Assignment))
 	}
 	b := w.hb(join("g", "b", "t"))
-	if b.Response.MemberEpoch != 2 || len(fromWire(b.Response.Assignment)) != 0 {
-		t.Fatalf("second join must get nothing yet at epoch 2: epoch %d %v", b.Response.MemberEpoch, fromWire(b.Response.Assignment))
+	if b.Response.MemberEpoch != 3 || len(fromWire(b.Response.Assignment)) != 0 {
+		t.Fatalf("second join must get nothing yet at epoch 3: epoch %d %v", b.Response.MemberEpoch, fromWire(b.Response.Assignment))
 	}
 	if st := w.s.Groups["g"].Members["b"].State; st != UnreleasedPartitions {
 		t.Fatalf("b state %v", st)
 	}
-	a = w.hb(beat("g", "a", 1, parts("t", 0, 1, 2, 3)))
+	a = w.hb(beat("g", "a", 2, parts("t", 0, 1, 2, 3)))
 	kept := fromWire(a.Response.Assignment)
-	if a.Response.MemberEpoch != 1 || len(kept) != 2 || w.s.Groups["g"].Members["a"].State != UnrevokedPartitions {
-		t.Fatalf("a must be asked to revoke at epoch 1: epoch %d kept %v", a.Response.MemberEpoch, kept)
+	if a.Response.MemberEpoch != 2 || len(kept) != 2 || w.s.Groups["g"].Members["a"].State != UnrevokedPartitions {
+		t.Fatalf("a must be asked to revoke at epoch 2: epoch %d kept %v", a.Response.MemberEpoch, kept)
 	}
 	// b still waits while a holds them.
-	b = w.hb(beat("g", "b", 2, Parts{}))
+	b = w.hb(beat("g", "b", 3, Parts{}))
 	if b.Response.Assignment != nil {
 		t.Fatalf("b got partitions a still holds: %v", fromWire(b.Response.Assignment))
 	}
-	a = w.hb(beat("g", "a", 1, kept))
-	if a.Response.MemberEpoch != 2 {
+	a = w.hb(beat("g", "a", 2, kept))
+	if a.Response.MemberEpoch != 3 {
 		t.Fatalf("a after revoking: epoch %d", a.Response.MemberEpoch)
 	}
-	b = w.hb(beat("g", "b", 2, Parts{}))
+	b = w.hb(beat("g", "b", 3, Parts{}))
 	got := fromWire(b.Response.Assignment)
 	if len(got) != 2 || w.s.Groups["g"].State() != StableGroup {
 		t.Fatalf("b after a revoked: %v state %v", got, w.s.Groups["g"].State())
@@ -94,11 +95,11 @@ func TestHeartbeatErrors(t *testing.T) {
 		req  *kmsg.ConsumerGroupHeartbeatRequest
 		want string
 	}{
-		{"unknown group", beat("nope", "a", 1, nil), "69 Consumer group nope not found."},
+		{"unknown group", beat("nope", "a", 2, nil), "69 Consumer group nope not found."},
 		{"leave unknown group", beat("nope", "a", -1, nil), "69 Group nope not found."},
-		{"unknown member", beat("g", "x", 1, nil), "25 Member x is not a member of group g."},
+		{"unknown member", beat("g", "x", 2, nil), "25 Member x is not a member of group g."},
 		{"leave unknown member", beat("g", "x", -1, nil), "25 Member x is not a member of group g."},
-		{"epoch ahead", beat("g", "a", 5, nil), "110 The consumer group member has a greater member epoch (5) than the one known by the group coordinator (1). The member must abandon all its partitions and rejoin."},
+		{"epoch ahead", beat("g", "a", 5, nil), "110 The consumer group member has a greater member epoch (5) than the one known by the group coordinator (2). The member must abandon all its partitions and rejoin."},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -109,16 +110,16 @@ func TestHeartbeatErrors(t *testing.T) {
 	}
 	// A member a newer epoch has passed may come back with the previous one only with a subset
 	// of its partitions.
-	w.hb(join("g", "b", "t")) // group epoch 2
-	w.hb(beat("g", "a", 1, parts("t", 0, 1)))
-	w.hb(beat("g", "a", 1, w.s.Groups["g"].Members["a"].Assigned)) // a now at 2
-	if e := w.s.Groups["g"].Members["a"].Epoch; e != 2 {
+	w.hb(join("g", "b", "t")) // group epoch 3
+	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
+	w.hb(beat("g", "a", 2, w.s.Groups["g"].Members["a"].Assigned)) // a now at 3
+	if e := w.s.Groups["g"].Members["a"].Epoch; e != 3 {
 		t.Fatalf("a epoch %d", e)
 	}
-	if got := errOf(w.hb(beat("g", "a", 1, parts("t", 0, 1)))); !strings.HasPrefix(got, "110 The consumer group member has a smaller member epoch (1)") {
+	if got := errOf(w.hb(beat("g", "a", 2, parts("t", 0, 1)))); !strings.HasPrefix(got, "110 The consumer group member has a smaller member epoch (2)") {
 		t.Fatalf("previous epoch with partitions no longer assigned: %q", got)
 	}
-	if got := errOf(w.hb(beat("g", "a", 1, w.s.Groups["g"].Members["a"].Assigned))); got != "0 " {
+	if got := errOf(w.hb(beat("g", "a", 2, w.s.Groups["g"].Members["a"].Assigned))); got != "0 " {
 		t.Fatalf("previous epoch with a subset: %q", got)
 	}
 }
@@ -189,7 +190,7 @@ func TestMaxSize(t *testing.T) {
 	if got := errOf(w.hb(join("g", "b", "t"))); got != "81 The consumer group has reached its maximum capacity of 1 members." {
 		t.Fatalf("got %q", got)
 	}
-	if got := errOf(w.hb(beat("g", "a", 1, nil))); got != "0 " {
+	if got := errOf(w.hb(beat("g", "a", 2, nil))); got != "0 " {
 		t.Fatalf("a member of a full group heartbeats: %q", got)
 	}
 }
@@ -200,8 +201,8 @@ func TestMetadataChangeBumps(t *testing.T) {
 	w := newWorld(t, topics("t", 1))
 	w.hb(join("g", "a", "t"))
 	w.cat["t"] = &meta.Topic{Name: "t", ID: tid("t"), Partitions: 3}
-	out := w.hb(beat("g", "a", 1, parts("t", 0)))
-	if out.Response.MemberEpoch != 2 || !fromWire(out.Response.Assignment).Equal(parts("t", 0, 1, 2)) {
+	out := w.hb(beat("g", "a", 2, parts("t", 0)))
+	if out.Response.MemberEpoch != 3 || !fromWire(out.Response.Assignment).Equal(parts("t", 0, 1, 2)) {
 		t.Fatalf("after growth: epoch %d %v", out.Response.MemberEpoch, fromWire(out.Response.Assignment))
 	}
 	re := "lo.*"
@@ -213,8 +214,8 @@ func TestMetadataChangeBumps(t *testing.T) {
 	}
 	w.cat["logs"] = &meta.Topic{Name: "logs", ID: tid("logs"), Partitions: 2}
 	w.cat["slogs"] = &meta.Topic{Name: "slogs", ID: tid("slogs"), Partitions: 2} // no full match
-	out = w.hb(beat("g2", "b", 1, Parts{}))
-	if out.Response.MemberEpoch != 2 || !fromWire(out.Response.Assignment).Equal(parts("logs", 0, 1)) {
+	out = w.hb(beat("g2", "b", 2, Parts{}))
+	if out.Response.MemberEpoch != 3 || !fromWire(out.Response.Assignment).Equal(parts("logs", 0, 1)) {
 		t.Fatalf("regex after topic creation: epoch %d %v", out.Response.MemberEpoch, fromWire(out.Response.Assignment))
 	}
 	if !w.s.Subscribed("g2", "logs") || w.s.Subscribed("g2", "slogs") {
@@ -227,18 +228,18 @@ func TestFenceReleases(t *testing.T) {
 	w := newWorld(t, topics("t", 2))
 	w.hb(join("g", "a", "t"))
 	w.hb(join("g", "b", "t"))
-	w.hb(beat("g", "a", 1, parts("t", 0, 1)))
+	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
 	recs, timers := w.s.Fence("g", "a", 0, false)
 	if len(recs) == 0 || len(timers) != 2 {
 		t.Fatalf("fence: %v %v", recs, timers)
 	}
 	w.apply(recs)
-	out := w.hb(beat("g", "b", 2, Parts{}))
+	out := w.hb(beat("g", "b", 3, Parts{}))
 	if !fromWire(out.Response.Assignment).Equal(parts("t", 0, 1)) {
 		t.Fatalf("b after a was fenced: epoch %d %v", out.Response.MemberEpoch, fromWire(out.Response.Assignment))
 	}
 	// A rebalance timer armed at an older epoch does nothing.
-	if recs, _ := w.s.Fence("g", "b", 1, true); recs != nil {
+	if recs, _ := w.s.Fence("g", "b", 2, true); recs != nil {
 		t.Fatal("stale rebalance timer fenced")
 	}
 	leave := w.hb(beat("g", "b", -1, nil))
@@ -323,11 +324,11 @@ func TestValidateCommitAndFetch(t *testing.T) {
 		version int16
 		want    int16
 	}{
-		{"a", 1, 9, 0},
-		{"a", 2, 9, kerr.StaleMemberEpoch.Code},
-		{"a", 0, 9, kerr.StaleMemberEpoch.Code},
-		{"x", 1, 9, kerr.UnknownMemberID.Code},
-		{"a", 1, 8, kerr.UnsupportedVersion.Code},
+		{"a", 2, 9, 0},
+		{"a", 3, 9, kerr.StaleMemberEpoch.Code},
+		{"a", 1, 9, kerr.StaleMemberEpoch.Code},
+		{"x", 2, 9, kerr.UnknownMemberID.Code},
+		{"a", 2, 8, kerr.UnsupportedVersion.Code},
 		{"", -1, 9, kerr.UnknownMemberID.Code},
 	}
 	for _, c := range cases {
@@ -339,10 +340,32 @@ func TestValidateCommitAndFetch(t *testing.T) {
 		t.Error("an id no consumer group has is not owned")
 	}
 	a := "a"
-	if code, _ := w.s.ValidateFetch("g", &a, 2); code != kerr.StaleMemberEpoch.Code {
+	if code, _ := w.s.ValidateFetch("g", &a, 3); code != kerr.StaleMemberEpoch.Code {
 		t.Errorf("fetch stale: %d", code)
 	}
 	if code, _ := w.s.ValidateFetch("g", nil, -1); code != 0 {
 		t.Errorf("admin fetch: %d", code)
+	}
+}
+
+// TestAssignmentInterval: a change within the interval after an assignment leaves the group
+// Assigning (members reconcile toward the old target) until a heartbeat after the interval
+// computes the new one.
+func TestAssignmentInterval(t *testing.T) {
+	w := newWorld(t, topics("t", 4))
+	w.cfg.AssignmentInterval = time.Second
+	w.hb(join("g", "a", "t")) // the first assignment is immediate
+	b := w.hb(join("g", "b", "t"))
+	if w.s.ListedState("g") != "Assigning" || b.Response.MemberEpoch != 2 {
+		t.Fatalf("state %s, b epoch %d", w.s.ListedState("g"), b.Response.MemberEpoch)
+	}
+	w.now = w.now.Add(999 * time.Millisecond)
+	if a := w.hb(beat("g", "a", 2, parts("t", 0, 1, 2, 3))); a.Response.Assignment != nil || w.s.ListedState("g") != "Assigning" {
+		t.Fatalf("a target computed before the interval ended: %v", fromWire(a.Response.Assignment))
+	}
+	w.now = w.now.Add(time.Millisecond)
+	a := w.hb(beat("g", "a", 2, parts("t", 0, 1, 2, 3)))
+	if g := w.s.Groups["g"]; g.AssignmentEpoch != 3 || len(fromWire(a.Response.Assignment)) != 2 || w.s.ListedState("g") != "Reconciling" {
+		t.Fatalf("after the interval: target epoch %d, a %v, state %s", g.AssignmentEpoch, fromWire(a.Response.Assignment), w.s.ListedState("g"))
 	}
 }

@@ -10,7 +10,8 @@ import (
 
 // LoadedTimers are the timers a freshly loaded shard arms: every member's session timer (a
 // full session from now, as Kafka does on load) and the rebalance timer of members that owe a
-// revocation.
+// revocation. A target held back by the assignment interval is computed by the next heartbeat
+// (the catalog it needs comes with it).
 func (s *State) LoadedTimers(cfgFor func(group string) Config) []TimerAction {
 	var out []TimerAction
 	for _, g := range s.Groups {
@@ -60,10 +61,8 @@ func (s *State) Describe(group string, includeOps bool, cat Catalog, cfg Config,
 		dm.MemberID, dm.InstanceID, dm.RackID, dm.MemberEpoch = m.ID, m.InstanceID, m.RackID, m.Epoch
 		dm.ClientID, dm.ClientHost = m.ClientID, m.ClientHost
 		dm.SubscribedTopics = append([]string{}, m.SubscribedTopicNames...)
-		if m.SubscribedTopicRegex != "" {
-			r := m.SubscribedTopicRegex
-			dm.SubscribedTopicRegex = &r
-		}
+		r := m.SubscribedTopicRegex // Kafka describes "no regex" as ""
+		dm.SubscribedTopicRegex = &r
 		dm.Assignment = describeParts(m.Assigned, cat)
 		dm.TargetAssignment = describeParts(g.Targets[id], cat)
 		dm.MemberType = MemberTypeConsumer

@@ -168,9 +168,11 @@ type soft struct {
 	resolved map[string][]string // regex → matching topic names
 }
 
+// newGroup is a group that exists only in the operation creating it: at group and target
+// epoch 1, as Kafka's groups start, so that its first member joins at epoch 2.
 func newGroup(id string) *Group {
 	return &Group{
-		ID: id, Members: map[string]*Member{}, Targets: map[string]Parts{},
+		ID: id, Epoch: 1, AssignmentEpoch: 1, Members: map[string]*Member{}, Targets: map[string]Parts{},
 		owners: map[TP]string{}, instances: map[string]string{}, names: map[string]int{}, regexes: map[string]int{},
 	}
 }

@@ -163,8 +163,11 @@ func TestConsumerRebalanceTimeoutOnShard(t *testing.T) {
 		defer h.close()
 		a := h.hb(consumerJoin("g", "a"))
 		h.hb(consumerJoin("g", "b"))
+		time.Sleep(1100 * time.Millisecond) // past the assignment interval: a's heartbeat computes the new target
 		owned := a.Assignment
-		a = h.hb(consumerBeat("g", "a", a.MemberEpoch, owned)) // asked to revoke, never does
+		if a = h.hb(consumerBeat("g", "a", a.MemberEpoch, owned)); a.Assignment == nil || len(a.Assignment.Topics[0].Partitions) != 2 {
+			t.Fatalf("a must be asked to revoke half: %+v", a.Assignment) // and never does
+		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if n := h.members("g"); n != 1 {

@@ -62,6 +62,8 @@ type GroupConfigKey struct {
 // GroupConfigKeys are the keys in Kafka 4.4's order of GroupConfig definitions.
 var GroupConfigKeys = []GroupConfigKey{
 	// KIP-848 consumer groups' keys (validated by internal/state/consumer.ValidateGroupConfigs).
+	{Name: "consumer.assignment.interval.ms", Type: TypeInt, Broker: "group.consumer.assignment.interval.ms", min: 0,
+		Doc: "Shortest time between two target assignments of this consumer group (overrides group.consumer.assignment.interval.ms)."},
 	{Name: "consumer.session.timeout.ms", Type: TypeInt, Broker: "group.consumer.session.timeout.ms", min: 1,
 		Doc: "How long a member of this consumer group may stay silent before it is removed and its partitions move (overrides group.consumer.session.timeout.ms)."},
 	{Name: "consumer.heartbeat.interval.ms", Type: TypeInt, Broker: "group.consumer.heartbeat.interval.ms", min: 1,
