@@ -1,7 +1,9 @@
 package consumer
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -38,21 +40,32 @@ func Assign(name string, in AssignInput) (map[string]Parts, error) {
 }
 
 type slot struct {
-	id   string
-	subs map[[16]byte]bool
-	prev Parts
-	got  Parts
+	id string
+	// topics are the existing subscribed topics, sorted: a slice, not a set, because the
+	// homogeneous case (the common one) only compares them and large groups build one per member.
+	topics [][16]byte
+	prev   Parts
+	got    Parts
+}
+
+func topicCmp(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }
+
+func (s *slot) subscribes(t [16]byte) bool {
+	_, ok := slices.BinarySearchFunc(s.topics, t, topicCmp)
+	return ok
 }
 
 func slots(in AssignInput) []*slot {
 	out := make([]*slot, 0, len(in.Members))
 	for _, m := range in.Members {
-		s := &slot{id: m.ID, subs: map[[16]byte]bool{}, prev: m.Previous, got: Parts{}}
+		s := &slot{id: m.ID, prev: m.Previous, got: Parts{}}
 		for _, t := range m.Topics {
 			if _, ok := in.Topics[t]; ok {
-				s.subs[t] = true
+				s.topics = append(s.topics, t)
 			}
 		}
+		slices.SortFunc(s.topics, topicCmp)
+		s.topics = slices.Compact(s.topics)
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
@@ -79,37 +92,40 @@ func topicIDs(topics map[[16]byte]int32) [][16]byte {
 // balanced gives parts (sorted) to members so that counts differ by at most one, keeping
 // previous owners first: every member keeps up to the floor quota of what it had, members that
 // had more keep one more while the remainder lasts, and the rest fills the members in id order.
+// Partitions are handled by their index in parts, so the work beyond reading each member's
+// previous set is slices, not maps.
 func balanced(parts []TP, ms []*slot) {
 	if len(ms) == 0 || len(parts) == 0 {
 		return
 	}
 	lo, extra := len(parts)/len(ms), len(parts)%len(ms)
-	taken := make(map[TP]bool, len(parts))
-	valid := make(map[TP]bool, len(parts))
-	for _, tp := range parts {
-		valid[tp] = true
+	index := make(map[TP]int32, len(parts))
+	for i, tp := range parts {
+		index[tp] = int32(i)
 	}
+	taken := make([]bool, len(parts))
 	count := make([]int, len(ms))
-	prevOf := func(s *slot) []TP {
-		var l []TP
+	give := func(i int, s *slot, at int32) {
+		taken[at] = true
+		count[i]++
+		s.got[parts[at]] = struct{}{}
+	}
+	prevs := make([][]int32, len(ms))
+	for i, s := range ms {
+		l := make([]int32, 0, len(s.prev))
 		for tp := range s.prev {
-			if valid[tp] {
-				l = append(l, tp)
+			if at, ok := index[tp]; ok {
+				l = append(l, at)
 			}
 		}
-		sort.Slice(l, func(i, j int) bool { return tpLess(l[i], l[j]) })
-		return l
-	}
-	prevs := make([][]TP, len(ms))
-	for i, s := range ms {
-		prevs[i] = prevOf(s)
-		for _, tp := range prevs[i] {
+		slices.Sort(l)
+		prevs[i] = l
+		for _, at := range l {
 			if count[i] >= lo {
 				break
 			}
-			if !taken[tp] {
-				taken[tp], count[i] = true, count[i]+1
-				s.got[tp] = struct{}{}
+			if !taken[at] {
+				give(i, s, at)
 			}
 		}
 	}
@@ -121,47 +137,34 @@ func balanced(parts []TP, ms []*slot) {
 		if count[i] != lo {
 			continue
 		}
-		for _, tp := range prevs[i] {
-			if !taken[tp] {
-				taken[tp], count[i], hasExtra[i] = true, count[i]+1, true
-				s.got[tp] = struct{}{}
+		for _, at := range prevs[i] {
+			if !taken[at] {
+				give(i, s, at)
+				hasExtra[i] = true
 				extra--
 				break
 			}
 		}
 	}
-	next := 0
-	take := func() (TP, bool) {
-		for next < len(parts) {
-			tp := parts[next]
-			next++
-			if !taken[tp] {
-				taken[tp] = true
-				return tp, true
-			}
-		}
-		return TP{}, false
-	}
 	// The remaining extras go to the first members (in id order) without one; each member is
 	// then filled to its quota in turn, so fresh shares are contiguous.
-	quota := make([]int, len(ms))
-	for i := range ms {
-		quota[i] = lo
+	next := int32(0)
+	for i, s := range ms {
+		quota := lo
 		if hasExtra[i] {
-			quota[i]++
+			quota++
 		} else if extra > 0 {
-			quota[i]++
+			quota++
 			extra--
 		}
-	}
-	for i, s := range ms {
-		for count[i] < quota[i] {
-			tp, ok := take()
-			if !ok {
+		for count[i] < quota {
+			for next < int32(len(parts)) && taken[next] {
+				next++
+			}
+			if next == int32(len(parts)) {
 				return
 			}
-			s.got[tp] = struct{}{}
-			count[i]++
+			give(i, s, next)
 		}
 	}
 }
@@ -194,17 +197,15 @@ func uniform(in AssignInput) map[string]Parts {
 	subscribed := map[[16]byte]bool{}
 	homogeneous := true
 	for _, s := range ss {
-		for t := range s.subs {
-			subscribed[t] = true
-		}
-		if len(s.subs) != len(ss[0].subs) {
+		if !slices.Equal(s.topics, ss[0].topics) {
 			homogeneous = false
-		}
-		for t := range s.subs {
-			if !ss[0].subs[t] {
-				homogeneous = false
+			for _, t := range s.topics {
+				subscribed[t] = true
 			}
 		}
+	}
+	for _, t := range ss[0].topics {
+		subscribed[t] = true
 	}
 	sub := map[[16]byte]int32{}
 	for t := range subscribed {
@@ -218,7 +219,7 @@ func uniform(in AssignInput) map[string]Parts {
 	owner := map[TP]*slot{}
 	for _, s := range ss {
 		for tp := range s.prev {
-			if s.subs[tp.Topic] && tp.Partition < in.Topics[tp.Topic] && owner[tp] == nil {
+			if s.subscribes(tp.Topic) && tp.Partition < in.Topics[tp.Topic] && owner[tp] == nil {
 				owner[tp] = s
 				s.got[tp] = struct{}{}
 			}
@@ -227,7 +228,7 @@ func uniform(in AssignInput) map[string]Parts {
 	eligible := func(t [16]byte) []*slot {
 		var out []*slot
 		for _, s := range ss {
-			if s.subs[t] {
+			if s.subscribes(t) {
 				out = append(out, s)
 			}
 		}
@@ -281,11 +282,20 @@ func uniform(in AssignInput) map[string]Parts {
 // ranges in member id order.
 func rangeAssign(in AssignInput) map[string]Parts {
 	ss := slots(in)
+	// Each member's previous partitions, split by topic once, so that a topic's share reads
+	// only that topic's previous owners.
+	byTopic := make([]map[[16]byte]Parts, len(ss))
+	for i, s := range ss {
+		byTopic[i] = map[[16]byte]Parts{}
+		for tp := range s.prev {
+			byTopic[i][tp.Topic] = byTopic[i][tp.Topic].add(tp)
+		}
+	}
 	for _, t := range topicIDs(in.Topics) {
 		var subs []*slot
-		for _, s := range ss {
-			if s.subs[t] {
-				subs = append(subs, s)
+		for i, s := range ss {
+			if s.subscribes(t) {
+				subs = append(subs, &slot{id: s.id, prev: byTopic[i][t], got: s.got})
 			}
 		}
 		balanced(allParts(map[[16]byte]int32{t: in.Topics[t]}, [][16]byte{t}), subs)
