@@ -47,7 +47,7 @@ func topics(kv ...any) catalog {
 
 // world is one shard's consumer groups with a log of everything written.
 type world struct {
-	t   *testing.T
+	t   testing.TB
 	s   *State
 	cat catalog
 	cfg Config
@@ -55,7 +55,7 @@ type world struct {
 	now time.Time
 }
 
-func newWorld(t *testing.T, cat catalog) *world {
+func newWorld(t testing.TB, cat catalog) *world {
 	cfg := DefaultConfig()
 	cfg.AssignmentInterval = 0 // tests that want it set it
 	return &world{t: t, s: New(), cat: cat, cfg: cfg, now: time.UnixMilli(1_000_000)}
