@@ -369,3 +369,30 @@ func TestAssignmentInterval(t *testing.T) {
 		t.Fatalf("after the interval: target epoch %d, a %v, state %s", g.AssignmentEpoch, fromWire(a.Response.Assignment), w.s.ListedState("g"))
 	}
 }
+
+// TestClassicLeave: a classic LeaveGroup removes consumer-protocol members by id or by
+// instance id (an administrative removal may leave the member id empty) and bumps the epoch once.
+func TestClassicLeave(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	inst := "i1"
+	w.hb(join("g", "a", "t"))
+	r := join("g", "b", "t")
+	r.InstanceID = &inst
+	w.hb(r)
+	epoch := w.s.Groups["g"].Epoch
+	other := "i9"
+	codes, ids, recs, timers := w.s.Leave("g", []LeaveIdentity{{MemberID: "x"}, {MemberID: "", InstanceID: &inst}, {MemberID: "zz", InstanceID: &inst}, {InstanceID: &other}})
+	want := []int16{kerr.UnknownMemberID.Code, 0, kerr.FencedInstanceID.Code, kerr.UnknownMemberID.Code}
+	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 2 {
+		t.Fatalf("codes %v ids %v timers %v", codes, ids, timers)
+	}
+	w.apply(recs)
+	if g := w.s.Groups["g"]; g.Members["b"] != nil || g.Epoch != epoch+1 || g.State() == Empty {
+		t.Fatalf("after the leave: members %d epoch %d", len(g.Members), g.Epoch)
+	}
+	_, _, recs, _ = w.s.Leave("g", []LeaveIdentity{{MemberID: "a"}})
+	w.apply(recs)
+	if g := w.s.Groups["g"]; g.State() != Empty || g.AssignmentEpoch != g.Epoch {
+		t.Fatalf("the last member left: state %v target epoch %d epoch %d", g.State(), g.AssignmentEpoch, g.Epoch)
+	}
+}

@@ -174,3 +174,52 @@ func (s *State) Subscribed(group, topic string) bool {
 
 // GroupIDs lists the consumer group ids.
 func (s *State) GroupIDs() []string { return sortedIDs(s.Groups) }
+
+// LeaveIdentity is one member named by a classic LeaveGroup.
+type LeaveIdentity struct {
+	MemberID   string
+	InstanceID *string
+}
+
+// Leave serves a classic LeaveGroup addressed to a consumer group, as Kafka 4.4 does: each
+// named member (by member id, or by instance id, when the member id may be empty for an
+// administrative removal) is removed whatever protocol it uses, and the group epoch goes up
+// once. It returns each identity's code and member id, the records and the timers to cancel.
+func (s *State) Leave(group string, members []LeaveIdentity) (codes []int16, ids []string, recs []log.Record, timers []TimerAction) {
+	g := s.Groups[group]
+	codes, ids = make([]int16, len(members)), make([]string, len(members))
+	removed := map[string]bool{}
+	for i, li := range members {
+		ids[i] = li.MemberID
+		var m *Member
+		if li.InstanceID == nil {
+			if m = g.Members[li.MemberID]; m == nil {
+				codes[i] = kerr.UnknownMemberID.Code
+				continue
+			}
+		} else {
+			if m = g.staticMember(*li.InstanceID); m == nil {
+				codes[i] = kerr.UnknownMemberID.Code
+				continue
+			}
+			if li.MemberID != "" && m.ID != li.MemberID {
+				codes[i] = kerr.FencedInstanceID.Code
+				continue
+			}
+			ids[i] = m.ID
+		}
+		if !removed[m.ID] {
+			removed[m.ID] = true
+			recs = append(recs, memberTombstones(g.ID, m.ID)...)
+			timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, Cancel: true},
+				TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Cancel: true})
+		}
+	}
+	if len(removed) > 0 {
+		recs = append(recs, GroupMetadataRecord(g.ID, g.Epoch+1, g.MetadataHash))
+		if len(removed) == len(g.Members) {
+			recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
+		}
+	}
+	return codes, ids, recs, timers
+}

@@ -164,11 +164,17 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 type LeaveResult struct {
 	Code    int16
 	Members []int16
+	// MemberIDs are the members' ids where the group resolved them (a consumer group names
+	// the member an instance id stands for); nil otherwise.
+	MemberIDs []string
 }
 
 // LeaveGroup runs a LeaveGroup; the response is a LeaveResult.
 func LeaveGroup(cfg classic.Config, group string, members []classic.LeaveMember) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		if m.Consumer.Owns(group) {
+			return m.consumerClassicLeave(c, group, members)
+		}
 		tx, codes := m.Classic.Leave(cfg, c.Now(), group, members)
 		recs, _, _ := m.applyClassic(c, tx)
 		return runtime.Result{Records: recs, Response: LeaveResult{Code: tx.Code, Members: codes}}

@@ -179,3 +179,17 @@ func (m *Machine) ConsumerConversion(c *runtime.Ctx[*Machine], group string) (ow
 	m.cancelConsumerGroupTimers(c, group)
 	return true, true, m.Consumer.Tombstones(group)
 }
+
+// consumerClassicLeave is a classic LeaveGroup addressed to a consumer group: Kafka 4.4 removes
+// the named members whatever protocol they use (the admin client's removeMembersFromConsumerGroup).
+func (m *Machine) consumerClassicLeave(c *runtime.Ctx[*Machine], group string, members []classic.LeaveMember) runtime.Result {
+	ids := make([]consumer.LeaveIdentity, len(members))
+	for i, lm := range members {
+		ids[i] = consumer.LeaveIdentity{MemberID: lm.MemberID, InstanceID: lm.InstanceID}
+	}
+	codes, resolved, recs, timers := m.Consumer.Leave(group, ids)
+	for _, a := range timers {
+		c.Cancel(a.Key())
+	}
+	return runtime.Result{Records: recs, Response: LeaveResult{Members: codes, MemberIDs: resolved}}
+}
