@@ -160,7 +160,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
 		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
 		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
-		Classic: classicConfig(cfg), SASL: sasl,
+		Classic: classicConfig(cfg), Consumer: consumerConfig(cfg), SASL: sasl,
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,
 			DefaultPartitions:        cfg.DefaultPartitions,

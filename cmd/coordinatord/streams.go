@@ -9,6 +9,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/handlers"
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,20 @@ func streamsConfig(cfg *config.Config) streams.Config {
 			MaxStandbyReplicas: s.MaxStandbyReplicas, MaxWarmupReplicas: s.MaxWarmupReplicas,
 			MinTaskOffsetIntervalMs: s.MinTaskOffsetIntervalMs,
 		},
+	}
+}
+
+// consumerConfig turns the group.consumer.* keys into the consumer group state machine's
+// configuration, shared by the handlers and the timers the shards re-arm when they load.
+func consumerConfig(cfg *config.Config) consumer.Config {
+	s := cfg.ConsumerGroup
+	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
+	return consumer.Config{
+		SessionTimeout: ms(s.SessionTimeoutMs), HeartbeatInterval: ms(s.HeartbeatIntervalMs), MaxSize: s.MaxSize,
+		AssignmentInterval: ms(s.AssignmentIntervalMs), Assignors: s.Assignors,
+		MinAssignmentIntervalMs: s.MinAssignmentIntervalMs, MaxAssignmentIntervalMs: s.MaxAssignmentIntervalMs,
+		MinSessionTimeoutMs: s.MinSessionTimeoutMs, MaxSessionTimeoutMs: s.MaxSessionTimeoutMs,
+		MinHeartbeatIntervalMs: s.MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs: s.MaxHeartbeatIntervalMs,
 	}
 }
 

@@ -84,6 +84,8 @@ type Config struct {
 
 	// StreamsGroup is the streams groups' configuration (group.streams.*).
 	StreamsGroup StreamsGroupConfig
+	// ConsumerGroup are the group.consumer.* keys (KIP-848 consumer groups).
+	ConsumerGroup ConsumerGroupConfig
 
 	// TopologyPlugin is the topology description plugin (KIP-1331) configuration.
 	TopologyPlugin TopologyPluginConfig
@@ -391,6 +393,9 @@ func Load(path string, overrides []string) (*Config, error) {
 
 // validate checks rules that involve more than one key.
 func (c *Config) validate() error {
+	if err := c.validateConsumer(); err != nil {
+		return err
+	}
 	if err := c.validateStreams(); err != nil {
 		return err
 	}

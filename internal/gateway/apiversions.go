@@ -14,13 +14,13 @@ import (
 // keeps the feature map of the node with the highest epoch, so all ports must agree).
 var groupFeatures = map[string]bool{"group.version": true, "streams.version": true}
 
-// coordinatordFeatures are coordinatord's own group feature levels: streams groups are served,
-// KIP-848 consumer groups are not (group.version 0 is never listed).
+// coordinatordFeatures are coordinatord's own group feature levels: streams groups and KIP-848
+// consumer groups (group.version 1) are served.
 var coordinatordFeatures = []struct {
 	name     string
 	min, max int16
 	level    int16
-}{{"streams.version", 0, 1, 1}}
+}{{"group.version", 0, 1, 1}, {"streams.version", 0, 1, 1}}
 
 // apiVersions answers on every port: coordinatord's ranges for the APIs it serves, and the
 // upstream broker's ranges (of this port's broker; on coordinatord's own port, of every broker,

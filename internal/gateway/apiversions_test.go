@@ -26,7 +26,7 @@ func upstreamVersions(ranges map[int16][2]int16) *kmsg.ApiVersionsResponse {
 }
 
 func TestAdvertisedVersions(t *testing.T) {
-	local := keys(map[int16][2]int16{3: {0, 13}, 8: {2, 10}, 28: {0, 6}, 10: {0, 6}, 18: {0, 4}, 19: {2, 7}, 27: {1, 2}, 88: {0, 1}, 93: {0, 0}})
+	local := keys(map[int16][2]int16{3: {0, 13}, 8: {2, 10}, 28: {0, 6}, 10: {0, 6}, 18: {0, 4}, 19: {2, 7}, 27: {1, 2}, 68: {0, 1}, 69: {0, 1}, 88: {0, 1}, 93: {0, 0}})
 	up := upstreamVersions(map[int16][2]int16{
 		0: {0, 14}, 1: {4, 18}, 3: {0, 14}, 4: {0, 7}, 8: {2, 11}, 10: {0, 5}, 18: {0, 5}, 19: {2, 7},
 		24: {0, 5}, 27: {1, 2}, 52: {0, 2}, 68: {0, 1}, 76: {1, 1}, 95: {0, 3},
@@ -44,6 +44,8 @@ func TestAdvertisedVersions(t *testing.T) {
 		18: {0, 4},
 		19: {2, 7},
 		24: {0, 3}, // v4+ is the broker-only form
+		68: {0, 1}, // KIP-848 consumer groups: coordinatord's, never the upstream's
+		69: {0, 1},
 		88: {0, 1}, // served by coordinatord even where the upstream has no streams groups
 		93: {0, 0},
 	}
@@ -52,7 +54,7 @@ func TestAdvertisedVersions(t *testing.T) {
 			t.Errorf("key %d advertised as %v, want %v", k, got[k], r)
 		}
 	}
-	for _, never := range []int16{4, 27, 28, 52, 68, 76, 95} {
+	for _, never := range []int16{4, 27, 28, 52, 76, 95} {
 		if r, ok := got[never]; ok {
 			t.Errorf("key %d is advertised (%v); clients must never reach it upstream", never, r)
 		}
@@ -80,7 +82,7 @@ func TestFeaturesAreUpstreamsButGroupFeaturesOurs(t *testing.T) {
 	for _, f := range []struct {
 		name  string
 		level int16
-	}{{"transaction.version", 2}, {"group.version", 1}, {"streams.version", 0}, {"metadata.version", 27}} {
+	}{{"transaction.version", 2}, {"group.version", 0}, {"streams.version", 0}, {"metadata.version", 27}} {
 		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
 		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
 		up.FinalizedFeatures = append(up.FinalizedFeatures, ff)
@@ -100,8 +102,8 @@ func TestFeaturesAreUpstreamsButGroupFeaturesOurs(t *testing.T) {
 	if finalized["streams.version"] != 1 {
 		t.Fatalf("streams.version = %d, want coordinatord's 1", finalized["streams.version"])
 	}
-	if _, ok := finalized["group.version"]; ok {
-		t.Fatal("group.version is reported, but coordinatord serves no KIP-848 groups")
+	if finalized["group.version"] != 1 {
+		t.Fatalf("group.version = %d, want coordinatord's 1 (it serves KIP-848 consumer groups whatever the upstream's level)", finalized["group.version"])
 	}
 	if resp.FinalizedFeaturesEpoch != 812 {
 		t.Fatalf("epoch %d, want the upstream broker's", resp.FinalizedFeaturesEpoch)

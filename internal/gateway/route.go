@@ -12,7 +12,7 @@ import (
 // ApiVersions, which every port answers for itself.
 var localKeys = map[int16]bool{
 	8: true, 9: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 18: true,
-	28: true, 42: true, 47: true, 88: true, 89: true, 93: true,
+	28: true, 42: true, 47: true, 68: true, 69: true, 88: true, 89: true, 93: true,
 }
 
 // neverForwarded are the broker-to-broker, controller and privileged APIs (spec gateway §2),
@@ -24,9 +24,6 @@ var neverForwarded = map[int16]bool{
 	59: true, 62: true, 63: true, 67: true, 70: true, 73: true, 82: true,
 	76: true, 77: true, 78: true, 79: true, 83: true, 84: true, 85: true, 86: true, 87: true,
 	90: true, 91: true, 92: true,
-	// KIP-848 consumer groups: coordinatord is every group's coordinator and does not serve
-	// them yet, so the upstream's range must not show through.
-	68: true, 69: true,
 }
 
 // withheld are APIs coordinatord serves standalone but not in gateway mode. TxnOffsetCommit:

@@ -101,7 +101,11 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 			allAnswered[allKey] = len(resp.Groups)
 		}
 		if r.Version >= 9 {
-			if code := t.validateStreamsFetch(ctx, rg.Group, rg.MemberID, rg.MemberEpoch); code != 0 {
+			code := t.validateStreamsFetch(ctx, rg.Group, rg.MemberID, rg.MemberEpoch)
+			if code == 0 {
+				code = t.validateConsumerFetch(ctx, rg.Group, rg.MemberID, rg.MemberEpoch)
+			}
+			if code != 0 {
 				g := kmsg.NewOffsetFetchResponseGroup()
 				g.Group, g.ErrorCode = rg.Group, code
 				resp.Groups = append(resp.Groups, g)

@@ -45,6 +45,9 @@ func (t *Table) leaveGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 	for i, m := range req.Members {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, res.Members[i]
+		if res.MemberIDs != nil {
+			rm.MemberID = res.MemberIDs[i]
+		}
 		resp.Members = append(resp.Members, rm)
 	}
 	return resp

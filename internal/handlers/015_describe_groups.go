@@ -44,7 +44,7 @@ func (t *Table) describeGroups(ctx context.Context, r *wire.Request) kmsg.Respon
 			if r.Version >= 6 {
 				g.ErrorCode = kerr.GroupIDNotFound.Code
 				g.ErrorMessage = strPtr("Group " + id + " not found.")
-				if t.isStreamsGroup(ctx, id) {
+				if t.isStreamsGroup(ctx, id) || t.isConsumerGroup(ctx, id) {
 					g.ErrorMessage = strPtr("Group " + id + " is not a classic group.")
 				}
 				g.AuthorizedOperations = math.MinInt32

@@ -39,6 +39,9 @@ func (t *Table) listGroups(ctx context.Context, r *wire.Request) kmsg.Response {
 		if sv, err := t.deps.Groups.Shard(i).Read(ctx, shard.ListStreamsGroups(states, types)); err == nil {
 			listed = append(listed, sv.([]shard.GroupListing)...)
 		}
+		if cv, err := t.deps.Groups.Shard(i).Read(ctx, shard.ListConsumerGroups(states, types)); err == nil {
+			listed = append(listed, cv.([]shard.GroupListing)...)
+		}
 		for _, l := range listed {
 			g := kmsg.NewListGroupsResponseGroup()
 			g.Group, g.ProtocolType, g.GroupState, g.GroupType = l.ID, l.ProtocolType, l.State, l.Type

@@ -39,7 +39,11 @@ func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response
 			} else {
 				g.ErrorCode = v.(shard.DeleteResult).Code
 				if v.(shard.DeleteResult).NotClassic {
-					g.ErrorCode = t.deleteStreamsGroup(ctx, id)
+					if t.isConsumerGroup(ctx, id) {
+						g.ErrorCode = t.deleteConsumerGroup(ctx, id)
+					} else {
+						g.ErrorCode = t.deleteStreamsGroup(ctx, id)
+					}
 				}
 			}
 		}

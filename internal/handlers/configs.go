@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -234,6 +235,9 @@ func (t *Table) alterGroupConfigs(ctx context.Context, group string, ops []group
 		if err := streams.ValidateGroupConfigs(cur, cfg.GroupBounds, cfg.Assignors, cfg); err != nil {
 			return nil, err
 		}
+		if err := consumer.ValidateGroupConfigs(cur, t.deps.Consumer); err != nil {
+			return nil, &streams.GroupConfigError{Msg: err.Error()}
+		}
 		return cur, nil
 	}
 	v, err := t.deps.Groups.For(group).Write(ctx, shard.AlterGroupConfigs(group, validateOnly, change))
@@ -256,12 +260,12 @@ func (t *Table) alterGroupConfigs(ctx context.Context, group string, ops []group
 }
 
 // unknownGroupConfigMessage is Kafka's message, with the reason for the keys Kafka 4.4 knows
-// and coordinatord does not (it has no KIP-848 consumer groups and no share groups).
+// and coordinatord does not (it has no share groups).
 func unknownGroupConfigMessage(name string) string {
 	msg := "Unknown group config name: " + name
 	for _, p := range []string{"consumer.", "share.", "errors.deadletterqueue."} {
 		if strings.HasPrefix(name, p) {
-			return msg + " (coordinatord serves classic and streams groups only; it accepts the streams.* group configs)"
+			return msg + " (coordinatord serves classic, consumer and streams groups; it accepts the consumer.session.timeout.ms, consumer.heartbeat.interval.ms and streams.* group configs)"
 		}
 	}
 	return msg

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -67,6 +68,8 @@ type Deps struct {
 	Classic classic.Config
 	// Streams is the streams groups' broker-level configuration.
 	Streams streams.Config
+	// Consumer is the KIP-848 consumer groups' broker-level configuration (group.consumer.*).
+	Consumer consumer.Config
 	// Topology is the topology description plugin (KIP-1331); nil when none is configured.
 	Topology *plugin.Caller
 	// CreateTopics creates the internal topics streams topologies need where the data lives:
@@ -125,6 +128,9 @@ func New(deps Deps) *Table {
 		deps.Streams = streams.DefaultConfig()
 		deps.Streams.Lookup = assign.Lookup
 	}
+	if deps.Consumer.SessionTimeout <= 0 {
+		deps.Consumer = consumer.DefaultConfig()
+	}
 	t := &Table{deps: deps, log: deps.Logger, apis: map[int16]api{}}
 	deps.Topology.OnLateSet(t.lateDescriptionSet)
 	t.add(18, 0, 4, t.apiVersions)
@@ -142,6 +148,8 @@ func New(deps Deps) *Table {
 	t.add(15, 0, 6, t.describeGroups)
 	t.add(16, 0, 5, t.listGroups)
 	t.add(42, 0, 3, t.deleteGroups)
+	t.add(68, 0, 1, t.consumerGroupHeartbeat)
+	t.add(69, 0, 1, t.consumerGroupDescribe)
 	t.add(88, 0, 1, t.streamsGroupHeartbeat)
 	t.add(89, 0, 1, t.streamsGroupDescribe)
 	t.add(93, 0, 0, t.streamsGroupTopologyDescriptionUpdate)

@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"internal/offsets":            {"internal/state/log", "internal/state/records", "internal/state/runtime"},
 	"internal/state/classic":      {"internal/state/log", "internal/state/records", "internal/state/runtime", "internal/state/meta", "internal/offsets"},
 	"internal/state/streams":      {"internal/state/log", "internal/state/records", "internal/state/runtime", "internal/state/meta", "internal/offsets"},
+	"internal/state/consumer":     {"internal/state/log", "internal/state/records", "internal/state/runtime", "internal/state/meta", "internal/offsets"},
 	"internal/state/shard":        {"internal/state", "internal/offsets"},
 	"internal/upstream":           {"pkg/kerrclass"},
 	"internal/gateway":            {"internal/wire", "internal/upstream"},

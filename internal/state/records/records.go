@@ -45,25 +45,37 @@ const (
 	// KindGroupConfig: key (group), value the group's config overrides (name/value pairs, the
 	// whole set); a tombstone clears them. Kinds 60-69 are group-level records of any type.
 	KindGroupConfig Kind = 60
+	// KIP-848 consumer groups (docs/consumer-groups.md), keyed by group id (and member id where
+	// named). Kinds 70-89 are theirs.
+	KindConsumerGroupMetadata  Kind = 70 // group: epoch, metadata hash
+	KindConsumerMemberMetadata Kind = 71 // group, member: the member's metadata and subscription
+	KindConsumerTargetMetadata Kind = 72 // group: target assignment epoch and timestamp
+	KindConsumerTargetMember   Kind = 73 // group, member: the member's target assignment
+	KindConsumerCurrentMember  Kind = 74 // group, member: epochs, state, assigned and pending partitions
 	// KindTest is for engine tests that need a record before any group type exists.
 	KindTest Kind = 0xFFFF
 )
 
 var kindNames = map[Kind]string{
-	KindOffsetCommit:          "offset_commit",
-	KindTxnOffset:             "txn_offset",
-	KindTxnProducer:           "txn_producer",
-	KindClassicGroup:          "classic_group",
-	KindStreamsGroupMetadata:  "streams_group_metadata",
-	KindStreamsMemberMetadata: "streams_member_metadata",
-	KindStreamsTargetMetadata: "streams_target_assignment_metadata",
-	KindStreamsTargetMember:   "streams_target_assignment_member",
-	KindStreamsCurrentMember:  "streams_current_member_assignment",
-	KindStreamsTopology:       "streams_topology",
-	KindTopic:                 "topic",
-	KindScramCredential:       "scram_credential",
-	KindGroupConfig:           "group_config",
-	KindTest:                  "test",
+	KindOffsetCommit:           "offset_commit",
+	KindTxnOffset:              "txn_offset",
+	KindTxnProducer:            "txn_producer",
+	KindClassicGroup:           "classic_group",
+	KindStreamsGroupMetadata:   "streams_group_metadata",
+	KindStreamsMemberMetadata:  "streams_member_metadata",
+	KindStreamsTargetMetadata:  "streams_target_assignment_metadata",
+	KindStreamsTargetMember:    "streams_target_assignment_member",
+	KindStreamsCurrentMember:   "streams_current_member_assignment",
+	KindStreamsTopology:        "streams_topology",
+	KindTopic:                  "topic",
+	KindScramCredential:        "scram_credential",
+	KindGroupConfig:            "group_config",
+	KindConsumerGroupMetadata:  "consumer_group_metadata",
+	KindConsumerMemberMetadata: "consumer_member_metadata",
+	KindConsumerTargetMetadata: "consumer_target_assignment_metadata",
+	KindConsumerTargetMember:   "consumer_target_assignment_member",
+	KindConsumerCurrentMember:  "consumer_current_member_assignment",
+	KindTest:                   "test",
 }
 
 func (k Kind) String() string {

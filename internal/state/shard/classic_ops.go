@@ -17,11 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// ownedByOtherType reports whether a non-classic group type (streams) owns the group id: a
-// JoinGroup to it gets INCONSISTENT_GROUP_PROTOCOL, and DescribeGroups/ListGroups/DeleteGroups
-// do not take it for a simple group. A KIP-848 consumer group type would be checked here too.
+// ownedByOtherType reports whether a non-classic group type (streams, consumer) owns the group
+// id: a JoinGroup to it gets INCONSISTENT_GROUP_PROTOCOL unless it is empty, and
+// DescribeGroups/ListGroups/DeleteGroups do not take it for a simple group.
 func (m *Machine) ownedByOtherType(groupID string) bool {
-	return m.Streams != nil && m.Streams.Owns(groupID)
+	return (m.Streams != nil && m.Streams.Owns(groupID)) || (m.Consumer != nil && m.Consumer.Owns(groupID))
 }
 
 // IsClassicGroup reports whether the id is a classic group with membership state (the check
@@ -93,7 +93,14 @@ func JoinGroup(cfg classic.Config, req classic.JoinRequest) runtime.WriteOp[*Mac
 		// An empty streams group becomes a classic group (spec streams-groups §11.2): its
 		// tombstones and the new group's records go in one batch. A non-empty one refuses.
 		var converted []log.Record
-		if m.ownedByOtherType(req.Group) {
+		// An empty KIP-848 consumer group gives way the same way; a non-empty one refuses
+		// (online migration is not implemented, docs/consumer-groups.md).
+		if owned, empty, recs := m.ConsumerConversion(c, req.Group); owned {
+			if !empty {
+				return runtime.Result{Response: &classic.JoinResult{Code: kerr.InconsistentGroupProtocol.Code, Generation: -1, MemberID: req.MemberID}}
+			}
+			converted = recs
+		} else if m.ownedByOtherType(req.Group) {
 			refuse := func(code int16) runtime.Result {
 				return runtime.Result{Response: &classic.JoinResult{Code: code, Generation: -1, MemberID: req.MemberID}}
 			}
@@ -157,11 +164,17 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 type LeaveResult struct {
 	Code    int16
 	Members []int16
+	// MemberIDs are the members' ids where the group resolved them (a consumer group names
+	// the member an instance id stands for); nil otherwise.
+	MemberIDs []string
 }
 
 // LeaveGroup runs a LeaveGroup; the response is a LeaveResult.
 func LeaveGroup(cfg classic.Config, group string, members []classic.LeaveMember) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		if m.Consumer.Owns(group) {
+			return m.consumerClassicLeave(c, group, members)
+		}
 		tx, codes := m.Classic.Leave(cfg, c.Now(), group, members)
 		recs, _, _ := m.applyClassic(c, tx)
 		return runtime.Result{Records: recs, Response: LeaveResult{Code: tx.Code, Members: codes}}

@@ -3,6 +3,7 @@ package shard
 import (
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/records"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
@@ -16,6 +17,8 @@ type Machine struct {
 	Classic *classic.State
 	// Streams are the shard's Kafka Streams groups (KIP-1071).
 	Streams *streams.State
+	// Consumer are the shard's KIP-848 consumer groups.
+	Consumer *consumer.State
 	// UnknownKinds counts records of kinds this build does not know (written by a newer
 	// version); they are skipped so that a downgrade still loads, and reported after load.
 	UnknownKinds int
@@ -29,7 +32,7 @@ type Machine struct {
 
 // NewMachine returns an empty shard machine.
 func NewMachine() *Machine {
-	return &Machine{Offsets: offsets.New(), Classic: classic.New(), Streams: streams.New(), GroupConfigs: map[string]map[string]string{}}
+	return &Machine{Offsets: offsets.New(), Classic: classic.New(), Streams: streams.New(), Consumer: consumer.New(), GroupConfigs: map[string]map[string]string{}}
 }
 
 // Replay implements runtime.Machine.
@@ -44,6 +47,9 @@ func (m *Machine) Replay(offset int64, rec log.Record) error {
 	case records.KindStreamsGroupMetadata, records.KindStreamsMemberMetadata, records.KindStreamsTargetMetadata,
 		records.KindStreamsTargetMember, records.KindStreamsCurrentMember, records.KindStreamsTopology:
 		return m.Streams.Replay(rec)
+	case records.KindConsumerGroupMetadata, records.KindConsumerMemberMetadata, records.KindConsumerTargetMetadata,
+		records.KindConsumerTargetMember, records.KindConsumerCurrentMember:
+		return m.Consumer.Replay(rec)
 	case records.KindClassicGroup:
 		return m.Classic.Replay(offset, rec)
 	case records.KindGroupConfig:

@@ -48,7 +48,8 @@ type offsetGroupType struct {
 // offsetGroupTypes lists the group types in the order they are asked. Group types add their
 // entry here, e.g. {rules: m.Classic.OffsetRules, groups: m.Classic.GroupIDs}.
 func (m *Machine) offsetGroupTypes() []offsetGroupType {
-	return []offsetGroupType{{rules: m.classicOffsetRules, groups: m.Classic.Groups}, {rules: m.streamsOffsetRules, groups: m.StreamsGroups}}
+	return []offsetGroupType{{rules: m.classicOffsetRules, groups: m.Classic.Groups}, {rules: m.streamsOffsetRules, groups: m.StreamsGroups},
+		{rules: m.consumerOffsetRules, groups: m.Consumer.GroupIDs}}
 }
 
 // commitTimeBase counts retention from the commit time.

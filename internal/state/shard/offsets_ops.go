@@ -88,7 +88,7 @@ func (m *Machine) validateCommit(r CommitRequest) int16 {
 // commitValidators lists, per group type, a function that reports whether the type owns the
 // group id and, if so, the commit's code.
 func (m *Machine) commitValidators() []func(CommitRequest) (code int16, owned bool) {
-	return []func(CommitRequest) (int16, bool){m.validateClassicCommit, m.validateStreamsCommit}
+	return []func(CommitRequest) (int16, bool){m.validateClassicCommit, m.validateStreamsCommit, m.validateConsumerCommit}
 }
 
 func (m *Machine) validateSimpleCommit(r CommitRequest) int16 {

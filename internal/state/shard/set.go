@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
@@ -35,12 +36,18 @@ type SetOptions struct {
 	// Classic is the classic groups' configuration (group.* keys) the timers re-armed on load
 	// run with; zero means Kafka's defaults.
 	Classic classic.Config
+	// Consumer is the consumer groups' broker-level configuration (group.consumer.* keys)
+	// the timers re-armed on load run with; a zero session timeout means Kafka's defaults.
+	Consumer consumer.Config
 }
 
 // NewSet creates the shards; Start loads them.
 func NewSet(o SetOptions) *Set {
 	if o.Streams.SessionTimeout <= 0 {
 		o.Streams = streams.DefaultConfig()
+	}
+	if o.Consumer.SessionTimeout <= 0 {
+		o.Consumer = consumer.DefaultConfig()
 	}
 	if o.Classic == (classic.Config{}) {
 		o.Classic = classic.DefaultConfig()
@@ -66,6 +73,7 @@ func NewSet(o SetOptions) *Set {
 				}
 				m.onLoadedClassic(c, o.Classic)
 				StreamsOnLoaded(c, m, o.Streams)
+				ConsumerOnLoaded(c, m, o.Consumer)
 				if o.OnLoaded != nil {
 					o.OnLoaded(c, m)
 				}

@@ -88,6 +88,9 @@ func StreamsOnLoaded(c *runtime.Ctx[*Machine], m *Machine, cfg streams.Config) {
 // streamsForeign reports whether another group type owns a group id, whether that group is an
 // empty classic group a streams join converts, and the records deleting it (spec §2.6).
 func (m *Machine) streamsForeign(group string) (owned, convertible bool, tombstones []log.Record) {
+	if m.Consumer != nil && m.Consumer.Owns(group) {
+		return true, false, nil // Kafka converts only classic groups into streams groups
+	}
 	g := m.Classic.Group(group)
 	if g == nil || g.State == classic.Dead {
 		return false, false, nil

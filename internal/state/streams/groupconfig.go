@@ -10,9 +10,10 @@ import (
 
 // Group-level configs (KIP-1071 §"Group configs", Kafka 4.4's GroupConfig): per-group overrides
 // of the broker's group.streams.* keys, set with IncrementalAlterConfigs on a GROUP resource and
-// applied by the group's next heartbeat. Kafka 4.4 also accepts consumer.*, share.* and
-// errors.deadletterqueue.* keys; coordinatord has no KIP-848 consumer groups and no share
-// groups, so only the streams.* keys are known here (docs/conformance.md).
+// applied by the group's next heartbeat. The consumer.* keys of KIP-848 consumer groups are
+// listed here too (one table, Kafka's order) and validated by the consumer package. Kafka 4.4
+// also accepts share.* and errors.deadletterqueue.* keys; coordinatord has no share groups
+// (docs/conformance.md).
 
 // GroupConfigBounds are the broker keys that bound group-level values (Kafka validates a group
 // config against them when it is set).
@@ -60,6 +61,13 @@ type GroupConfigKey struct {
 
 // GroupConfigKeys are the keys in Kafka 4.4's order of GroupConfig definitions.
 var GroupConfigKeys = []GroupConfigKey{
+	// KIP-848 consumer groups' keys (validated by internal/state/consumer.ValidateGroupConfigs).
+	{Name: "consumer.assignment.interval.ms", Type: TypeInt, Broker: "group.consumer.assignment.interval.ms", min: 0,
+		Doc: "Shortest time between two target assignments of this consumer group (overrides group.consumer.assignment.interval.ms)."},
+	{Name: "consumer.session.timeout.ms", Type: TypeInt, Broker: "group.consumer.session.timeout.ms", min: 1,
+		Doc: "How long a member of this consumer group may stay silent before it is removed and its partitions move (overrides group.consumer.session.timeout.ms)."},
+	{Name: "consumer.heartbeat.interval.ms", Type: TypeInt, Broker: "group.consumer.heartbeat.interval.ms", min: 1,
+		Doc: "Heartbeat interval this consumer group's members are told to use (overrides group.consumer.heartbeat.interval.ms)."},
 	{Name: "streams.session.timeout.ms", Type: TypeInt, Broker: "group.streams.session.timeout.ms", min: 1,
 		Doc: "How long a member of this streams group may stay silent before it is removed and its tasks move (overrides group.streams.session.timeout.ms)."},
 	{Name: "streams.heartbeat.interval.ms", Type: TypeInt, Broker: "group.streams.heartbeat.interval.ms", min: 1,

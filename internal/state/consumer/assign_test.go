@@ -1,0 +1,194 @@
+package consumer
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+)
+
+func randomInput(rng *rand.Rand, homogeneous bool) AssignInput {
+	in := AssignInput{Topics: map[[16]byte]int32{}}
+	nt := 1 + rng.Intn(5)
+	var ids [][16]byte
+	for i := 0; i < nt; i++ {
+		id := tid(fmt.Sprintf("t%d", i))
+		in.Topics[id] = int32(rng.Intn(20))
+		ids = append(ids, id)
+	}
+	nm := 1 + rng.Intn(12)
+	for i := 0; i < nm; i++ {
+		m := AssignMember{ID: fmt.Sprintf("m%02d", i)}
+		for _, id := range ids {
+			if homogeneous || rng.Intn(2) == 0 {
+				m.Topics = append(m.Topics, id)
+			}
+		}
+		in.Members = append(in.Members, m)
+	}
+	return in
+}
+
+// checkComplete: every partition of a topic somebody subscribes to goes to exactly one member
+// subscribed to it, and nothing else is assigned.
+func checkComplete(t *testing.T, in AssignInput, out map[string]Parts) {
+	t.Helper()
+	subs := map[string]map[[16]byte]bool{}
+	wanted := map[[16]byte]bool{}
+	for _, m := range in.Members {
+		subs[m.ID] = map[[16]byte]bool{}
+		for _, id := range m.Topics {
+			subs[m.ID][id] = true
+			wanted[id] = true
+		}
+		if _, ok := out[m.ID]; !ok {
+			t.Fatalf("member %s has no entry", m.ID)
+		}
+	}
+	seen := map[TP]string{}
+	for id, ps := range out {
+		for tp := range ps {
+			if !subs[id][tp.Topic] || tp.Partition < 0 || tp.Partition >= in.Topics[tp.Topic] {
+				t.Fatalf("%s got %v it cannot have", id, tp)
+			}
+			if o, ok := seen[tp]; ok {
+				t.Fatalf("%v assigned to %s and %s", tp, o, id)
+			}
+			seen[tp] = id
+		}
+	}
+	for id := range wanted {
+		for p := int32(0); p < in.Topics[id]; p++ {
+			if _, ok := seen[TP{Topic: id, Partition: p}]; !ok {
+				t.Fatalf("partition %v-%d unassigned", id, p)
+			}
+		}
+	}
+}
+
+func spread(out map[string]Parts, topic *[16]byte) int {
+	lo, hi := 1<<30, -1
+	for _, ps := range out {
+		n := 0
+		for tp := range ps {
+			if topic == nil || tp.Topic == *topic {
+				n++
+			}
+		}
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return hi - lo
+}
+
+func TestUniformProperties(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for i := 0; i < 500; i++ {
+		homogeneous := i%2 == 0
+		in := randomInput(rng, homogeneous)
+		out := uniform(in)
+		checkComplete(t, in, out)
+		if homogeneous && spread(out, nil) > 1 {
+			t.Fatalf("case %d: unbalanced %v", i, out)
+		}
+		// Sticky: the same membership again changes nothing.
+		for j := range in.Members {
+			in.Members[j].Previous = out[in.Members[j].ID]
+		}
+		again := uniform(in)
+		for id := range out {
+			if !again[id].Equal(out[id]) {
+				t.Fatalf("case %d: not sticky for %s", i, id)
+			}
+		}
+		// A member leaving moves only its own partitions (homogeneous case).
+		if homogeneous && len(in.Members) > 1 {
+			gone := in.Members[0].ID
+			rest := AssignInput{Topics: in.Topics, Members: in.Members[1:]}
+			after := uniform(rest)
+			checkComplete(t, rest, after)
+			if spread(after, nil) > 1 {
+				t.Fatalf("case %d: unbalanced after leave", i)
+			}
+			moved := 0
+			for id, ps := range after {
+				for tp := range ps {
+					if !out[id].has(tp) && !out[gone].has(tp) {
+						moved++
+					}
+				}
+			}
+			// Rebalancing the remainder may move at most one partition per member.
+			if moved > len(rest.Members) {
+				t.Fatalf("case %d: %d partitions moved that the leaver did not hold", i, moved)
+			}
+		}
+	}
+}
+
+func TestRangeProperties(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for i := 0; i < 500; i++ {
+		in := randomInput(rng, i%2 == 0)
+		out := rangeAssign(in)
+		checkComplete(t, in, out)
+		for id := range in.Topics {
+			sub := map[string]Parts{}
+			for _, m := range in.Members {
+				for _, t := range m.Topics {
+					if t == id {
+						sub[m.ID] = out[m.ID]
+					}
+				}
+			}
+			if len(sub) > 0 && spread(sub, &id) > 1 {
+				t.Fatalf("case %d: topic unbalanced", i)
+			}
+		}
+		for j := range in.Members {
+			in.Members[j].Previous = out[in.Members[j].ID]
+		}
+		again := rangeAssign(in)
+		for id := range out {
+			if !again[id].Equal(out[id]) {
+				t.Fatalf("case %d: not sticky", i)
+			}
+		}
+	}
+}
+
+func TestRangeIsContiguous(t *testing.T) {
+	in := AssignInput{Topics: map[[16]byte]int32{tid("t"): 5}, Members: []AssignMember{{ID: "a", Topics: [][16]byte{tid("t")}}, {ID: "b", Topics: [][16]byte{tid("t")}}}}
+	out := rangeAssign(in)
+	if !out["a"].Equal(parts("t", 0, 1, 2)) || !out["b"].Equal(parts("t", 3, 4)) {
+		t.Fatalf("got %v", out)
+	}
+}
+
+func benchmarkAssign(b *testing.B, name string, members int) {
+	in := AssignInput{Topics: map[[16]byte]int32{}}
+	var ids [][16]byte
+	for i := 0; i < 50; i++ {
+		id := tid(fmt.Sprintf("t%d", i))
+		in.Topics[id] = int32(members/5 + 1)
+		ids = append(ids, id)
+	}
+	for i := 0; i < members; i++ {
+		in.Members = append(in.Members, AssignMember{ID: fmt.Sprintf("m%05d", i), Topics: ids})
+	}
+	out, _ := Assign(name, in)
+	for i := range in.Members {
+		in.Members[i].Previous = out[in.Members[i].ID]
+	}
+	in.Members = in.Members[1:] // one member left: a sticky reassignment
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Assign(name, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUniform10(b *testing.B)    { benchmarkAssign(b, "uniform", 10) }
+func BenchmarkUniform1000(b *testing.B)  { benchmarkAssign(b, "uniform", 1000) }
+func BenchmarkUniform10000(b *testing.B) { benchmarkAssign(b, "uniform", 10000) }
+func BenchmarkRange10(b *testing.B)      { benchmarkAssign(b, "range", 10) }
+func BenchmarkRange1000(b *testing.B)    { benchmarkAssign(b, "range", 1000) }

@@ -1,0 +1,695 @@
+package consumer
+
+import (
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"regexp/syntax"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Catalog is the topic catalog a heartbeat resolves subscriptions against (*meta.Snapshot).
+type Catalog interface {
+	Topic(name string) (*meta.Topic, bool)
+	TopicByID(id [16]byte) (*meta.Topic, bool)
+	Topics() []*meta.Topic
+}
+
+// TimerKind names the consumer group timers.
+type TimerKind int
+
+const (
+	SessionTimer TimerKind = iota
+	RebalanceTimer
+)
+
+// TimerAction asks the shard to arm or cancel a timer.
+type TimerAction struct {
+	Kind   TimerKind
+	Group  string
+	Member string
+	Epoch  int32 // rebalance timer: the member epoch it was armed at
+	After  time.Duration
+	Cancel bool
+}
+
+// TimerKey is the runtime timer key of a consumer group timer.
+func TimerKey(kind TimerKind, group, member string) string {
+	if kind == SessionTimer {
+		return "consumer-session\x00" + group + "\x00" + member
+	}
+	return "consumer-rebalance\x00" + group + "\x00" + member
+}
+
+// Key is the action's timer key.
+func (a TimerAction) Key() string { return TimerKey(a.Kind, a.Group, a.Member) }
+
+// HeartbeatInput is one ConsumerGroupHeartbeat that passed ValidateRequest.
+type HeartbeatInput struct {
+	Req        *kmsg.ConsumerGroupHeartbeatRequest
+	ClientID   string
+	ClientHost string
+	Catalog    Catalog
+	Config     Config
+	Now        time.Time
+	// NewMemberID is the id given to a v0 joiner that sent none (the server generates it).
+	NewMemberID string
+	// Foreign reports whether another group type owns the id, whether that group is an empty
+	// classic group a join converts, and the records that delete it.
+	Foreign func(group string) (owned, convertible bool, tombstones []log.Record)
+}
+
+// HeartbeatOutput is the outcome of a heartbeat.
+type HeartbeatOutput struct {
+	Response *kmsg.ConsumerGroupHeartbeatResponse
+	Records  []log.Record
+	Timers   []TimerAction
+}
+
+// ErrorResponse is a heartbeat error response.
+func ErrorResponse(code int16, msg string) *kmsg.ConsumerGroupHeartbeatResponse {
+	r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	r.ErrorCode = code
+	if msg != "" {
+		r.ErrorMessage = &msg
+	}
+	return r
+}
+
+func fail(err *kerr.Error, format string, args ...any) HeartbeatOutput {
+	return HeartbeatOutput{Response: ErrorResponse(err.Code, fmt.Sprintf(format, args...))}
+}
+
+// ValidateRequest applies Kafka 4.4's request checks that need no group state, in its order.
+// It returns 0 when the request may go to the shard.
+func ValidateRequest(req *kmsg.ConsumerGroupHeartbeatRequest, cfg Config) (int16, string) {
+	blank := func(s string) bool { return strings.TrimSpace(s) == "" }
+	inv := kerr.InvalidRequest.Code
+	// v1 (KIP-1082) members generate their id; a v0 joiner may leave it to the server.
+	if (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == -1) && blank(req.MemberID) {
+		return inv, "MemberId can't be empty."
+	}
+	switch {
+	case blank(req.Group):
+		return inv, "GroupId can't be empty."
+	case req.InstanceID != nil && blank(*req.InstanceID):
+		return inv, "InstanceId can't be empty."
+	case req.RackID != nil && blank(*req.RackID):
+		return inv, "RackId can't be empty."
+	}
+	switch {
+	case req.MemberEpoch == 0:
+		switch {
+		case req.RebalanceTimeoutMillis == -1:
+			return inv, "RebalanceTimeoutMs must be provided in first request."
+		case req.Topics == nil || len(req.Topics) > 0:
+			return inv, "TopicPartitions must be empty when (re-)joining."
+		case req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
+			return inv, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+		}
+	case req.MemberEpoch == -2 && req.InstanceID == nil:
+		return inv, "InstanceId can't be null."
+	case req.MemberEpoch < -2:
+		return inv, "MemberEpoch is invalid."
+	}
+	if req.ServerAssignor != nil && !cfg.HasAssignor(*req.ServerAssignor) {
+		return kerr.UnsupportedAssignor.Code, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %s.", *req.ServerAssignor, strings.Join(cfg.Assignors, ", "))
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		if _, err := compile(*req.SubscribedTopicRegex); err != nil {
+			return kerr.InvalidRegularExpression.Code, fmt.Sprintf("SubscribedTopicRegex `%s` is not a valid regular expression: %s.", *req.SubscribedTopicRegex, err)
+		}
+	}
+	return 0, ""
+}
+
+// compile compiles a subscription regex as Kafka's RE2J full match; the error is RE2's
+// description (which is also RE2J's), without Go's prefix.
+func compile(expr string) (*regexp.Regexp, error) {
+	if _, err := syntax.Parse(expr, syntax.Perl); err != nil {
+		if se, ok := err.(*syntax.Error); ok {
+			return nil, fmt.Errorf("%s", se.Code)
+		}
+		return nil, err
+	}
+	return regexp.Compile("^(?:" + expr + ")$")
+}
+
+// Heartbeat runs a ConsumerGroupHeartbeat that passed ValidateRequest.
+func (s *State) Heartbeat(in HeartbeatInput) HeartbeatOutput {
+	if in.Req.MemberEpoch < 0 {
+		return s.leave(in)
+	}
+	return s.heartbeat(in)
+}
+
+func (s *State) foreign(in HeartbeatInput) (owned, convertible bool, tombs []log.Record) {
+	if in.Foreign == nil {
+		return false, false, nil
+	}
+	return in.Foreign(in.Req.Group)
+}
+
+func (s *State) leave(in HeartbeatInput) HeartbeatOutput {
+	req := in.Req
+	g := s.Groups[req.Group]
+	if g == nil {
+		if owned, _, _ := s.foreign(in); owned {
+			return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group)
+		}
+		return fail(kerr.GroupIDNotFound, "Group %s not found.", req.Group)
+	}
+	var m *Member
+	if req.InstanceID == nil {
+		if m = g.Members[req.MemberID]; m == nil {
+			return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", req.MemberID, req.Group)
+		}
+	} else {
+		if m = g.staticMember(*req.InstanceID); m == nil {
+			return fail(kerr.UnknownMemberID, "Instance id %s is unknown.", *req.InstanceID)
+		}
+		if m.ID != req.MemberID {
+			return fail(kerr.FencedInstanceID, "Static member %s with instance id %s was fenced by member %s.", req.MemberID, *req.InstanceID, m.ID)
+		}
+	}
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	resp.MemberID, resp.MemberEpoch = &req.MemberID, req.MemberEpoch
+	if req.MemberEpoch == -2 {
+		// A static member leaving temporarily keeps its partitions (nobody else gets them)
+		// until it comes back or its session times out.
+		n := m.shallow()
+		n.Epoch = -2
+		return HeartbeatOutput{Response: resp, Records: []log.Record{CurrentMemberRecord(g.ID, n)}}
+	}
+	recs, timers := fenceRecords(g, m.ID)
+	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
+}
+
+// fenceRecords remove a member and bump the group epoch so the others get its partitions. The
+// last member leaving also moves the (empty) target to the new epoch, with no computation time,
+// so that the next member to join is assigned at once.
+func fenceRecords(g *Group, member string) ([]log.Record, []TimerAction) {
+	recs := append(memberTombstones(g.ID, member), GroupMetadataRecord(g.ID, g.Epoch+1, g.MetadataHash))
+	if len(g.Members) == 1 {
+		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
+	}
+	return recs, []TimerAction{
+		{Kind: SessionTimer, Group: g.ID, Member: member, Cancel: true},
+		{Kind: RebalanceTimer, Group: g.ID, Member: member, Cancel: true},
+	}
+}
+
+// Fence is the expiry of a session or rebalance timer: it removes the member if it still
+// exists (and, for a rebalance timer, is still at the epoch the timer was armed at).
+func (s *State) Fence(group, member string, epoch int32, checkEpoch bool) ([]log.Record, []TimerAction) {
+	g := s.Groups[group]
+	if g == nil {
+		return nil, nil
+	}
+	m := g.Members[member]
+	if m == nil || (checkEpoch && m.Epoch != epoch) {
+		return nil, nil
+	}
+	return fenceRecords(g, member)
+}
+
+func eqPtr(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+func sameMetadata(a, b *Member) bool {
+	return eqPtr(a.InstanceID, b.InstanceID) && eqPtr(a.RackID, b.RackID) && a.ClientID == b.ClientID && a.ClientHost == b.ClientHost &&
+		a.RebalanceTimeoutMs == b.RebalanceTimeoutMs && sameSubscription(a, b) && a.ServerAssignor == b.ServerAssignor
+}
+
+func sameSubscription(a, b *Member) bool {
+	if a.SubscribedTopicRegex != b.SubscribedTopicRegex || len(a.SubscribedTopicNames) != len(b.SubscribedTopicNames) {
+		return false
+	}
+	for i := range a.SubscribedTopicNames {
+		if a.SubscribedTopicNames[i] != b.SubscribedTopicNames[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func ownedFromWire(l []kmsg.ConsumerGroupHeartbeatRequestTopic) Parts {
+	if l == nil {
+		return nil
+	}
+	out := Parts{}
+	for _, t := range l {
+		for _, p := range t.Partitions {
+			out[TP{Topic: t.TopicID, Partition: p}] = struct{}{}
+		}
+	}
+	return out
+}
+
+func subset(owned, assigned Parts) bool {
+	for tp := range owned {
+		if !assigned.has(tp) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
+	req, cfg := in.Req, in.Config
+	var recs []log.Record
+	var timers []TimerAction
+	g := s.Groups[req.Group]
+	if g == nil {
+		if owned, convertible, tombs := s.foreign(in); owned {
+			if req.MemberEpoch != 0 || !convertible {
+				return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group)
+			}
+			recs = append(recs, tombs...)
+		}
+		if req.MemberEpoch != 0 {
+			return fail(kerr.GroupIDNotFound, "Consumer group %s not found.", req.Group)
+		}
+		g = newGroup(req.Group) // lives only in this operation until its records are replayed
+	}
+	memberID := req.MemberID
+	if memberID == "" {
+		memberID = in.NewMemberID
+	}
+	if int64(len(g.Members)) >= int64(cfg.MaxSize) && (req.MemberID == "" || g.Members[req.MemberID] == nil) {
+		return fail(kerr.GroupMaxSizeReached, "The consumer group has reached its maximum capacity of %d members.", cfg.MaxSize)
+	}
+
+	// Member resolution.
+	var stored *Member
+	view := groupView{g: g}
+	if req.InstanceID == nil {
+		stored = g.Members[memberID]
+		if stored == nil && req.MemberEpoch != 0 {
+			return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", memberID, req.Group)
+		}
+	} else {
+		existing := g.staticMember(*req.InstanceID)
+		if req.MemberEpoch == 0 {
+			switch {
+			case existing == nil:
+				stored = g.Members[memberID]
+			case existing.Epoch != -2:
+				return fail(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", memberID, *req.InstanceID, existing.ID)
+			default:
+				// Replacement: the new member id inherits the old one's partitions and target.
+				oldTarget := g.Targets[existing.ID]
+				recs = append(recs, memberTombstones(g.ID, existing.ID)...)
+				repl := existing.shallow()
+				repl.ID, repl.Epoch, repl.PreviousEpoch = memberID, 0, 0
+				recs = append(recs, MemberMetadataRecord(g.ID, repl), TargetMemberRecord(g.ID, repl.ID, oldTarget), CurrentMemberRecord(g.ID, repl))
+				view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
+				timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: existing.ID, Cancel: true},
+					TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: existing.ID, Cancel: true})
+				stored = repl
+			}
+		} else {
+			switch {
+			case existing == nil:
+				return fail(kerr.UnknownMemberID, "Instance id %s is unknown.", *req.InstanceID)
+			case existing.ID != memberID:
+				return fail(kerr.FencedInstanceID, "Static member %s with instance id %s was fenced by member %s.", memberID, *req.InstanceID, existing.ID)
+			}
+			stored = existing
+		}
+	}
+	owned := ownedFromWire(req.Topics)
+	if req.MemberEpoch > 0 {
+		switch {
+		case req.MemberEpoch > stored.Epoch:
+			return fail(kerr.FencedMemberEpoch, "The consumer group member has a greater member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, stored.Epoch)
+		case req.MemberEpoch < stored.Epoch:
+			// The answer carrying the newer epoch may have been lost: the previous epoch with a
+			// subset of the current partitions is accepted.
+			if req.MemberEpoch != stored.PreviousEpoch || req.Topics == nil || !subset(owned, stored.Assigned) {
+				return fail(kerr.FencedMemberEpoch, "The consumer group member has a smaller member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, stored.Epoch)
+			}
+		}
+	}
+	isNew := stored == nil
+	if isNew {
+		stored = newMember(memberID)
+	}
+
+	// The member as this heartbeat updates it.
+	m := stored.shallow()
+	if req.InstanceID != nil {
+		m.InstanceID = req.InstanceID
+	}
+	if req.RackID != nil {
+		m.RackID = req.RackID
+	}
+	if req.RebalanceTimeoutMillis != -1 {
+		m.RebalanceTimeoutMs = req.RebalanceTimeoutMillis
+	}
+	if req.ServerAssignor != nil {
+		m.ServerAssignor = *req.ServerAssignor
+	}
+	if req.SubscribedTopicNames != nil {
+		names := append([]string(nil), req.SubscribedTopicNames...)
+		sort.Strings(names)
+		m.SubscribedTopicNames = dedup(names)
+	}
+	if req.SubscribedTopicRegex != nil {
+		m.SubscribedTopicRegex = *req.SubscribedTopicRegex
+	}
+	m.ClientID, m.ClientHost = in.ClientID, in.ClientHost
+	bump := false
+	var memberRec []log.Record
+	if isNew || !sameMetadata(stored, m) {
+		memberRec = append(memberRec, MemberMetadataRecord(g.ID, m))
+		if isNew || !sameSubscription(stored, m) || !eqPtr(stored.RackID, m.RackID) {
+			bump = true
+		}
+	}
+	view.self = m
+
+	// Subscribed topics and their metadata: a topic appearing, vanishing or growing changes
+	// the hash, and that bumps the group epoch so the next assignment covers it.
+	subs := view.subscribedTopics(in.Catalog, s)
+	hash := metadataHash(subs)
+	if hash != g.MetadataHash {
+		bump = true
+	}
+	groupEpoch := g.Epoch
+	var groupRec []log.Record
+	if bump {
+		groupEpoch++
+		groupRec = append(groupRec, GroupMetadataRecord(g.ID, groupEpoch, hash))
+	}
+
+	// Target assignment, at most once per assignment interval (the first one at once). As in
+	// Kafka, a target held back is computed by the first heartbeat after the interval, of any
+	// member; nothing computes it without one.
+	targetEpoch := g.AssignmentEpoch
+	target := view.target(m.ID)
+	var targetRecs []log.Record
+	now := in.Now.UnixMilli()
+	if groupEpoch > g.AssignmentEpoch && assignmentDue(g, cfg, now) {
+		members := view.members()
+		targets, err := computeTargets(members, view.targets(), preferredAssignor(members, cfg), in.Catalog, g, s)
+		if err != nil {
+			return fail(kerr.UnknownServerError, "")
+		}
+		old := view.targets()
+		for _, id := range sortedIDs(members) {
+			if prev, had := old[id]; !had || !prev.Equal(targets[id]) {
+				targetRecs = append(targetRecs, TargetMemberRecord(g.ID, id, targets[id]))
+			}
+		}
+		targetRecs = append(targetRecs, TargetMetadataRecord(g.ID, groupEpoch, now))
+		target, targetEpoch = targets[m.ID], groupEpoch
+	}
+
+	// Reconciliation.
+	if req.MemberEpoch == 0 {
+		owned = Parts{} // a (re)joining member owns nothing
+	}
+	own := ownership{g: g, self: m.ID, alias: view.gone}
+	n, err := reconcile(m, targetEpoch, target, owned, req.Topics != nil || req.MemberEpoch == 0, own)
+	if err != nil {
+		return fail(kerr.FencedMemberEpoch, "%s", err.Error())
+	}
+	var currentRec []log.Record
+	if isNew || !sameCurrent(n, stored) {
+		currentRec = append(currentRec, CurrentMemberRecord(g.ID, n))
+		if n.State == UnrevokedPartitions {
+			timers = append(timers, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: n.ID, Epoch: n.Epoch, After: time.Duration(max(n.RebalanceTimeoutMs, 0)) * time.Millisecond})
+		} else {
+			timers = append(timers, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: n.ID, Cancel: true})
+		}
+	}
+	timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: n.ID, After: cfg.SessionTimeout})
+
+	recs = append(recs, memberRec...)
+	recs = append(recs, groupRec...)
+	recs = append(recs, targetRecs...)
+	recs = append(recs, currentRec...)
+
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	id := m.ID
+	resp.MemberID, resp.MemberEpoch = &id, n.Epoch
+	resp.HeartbeatIntervalMillis = int32(cfg.HeartbeatInterval.Milliseconds())
+	// A full request (a join, or every field a member sends after an error) gets the whole
+	// assignment; otherwise only a changed one is sent.
+	full := req.MemberEpoch == 0 || (req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil)
+	if full || !n.Assigned.Equal(stored.Assigned) {
+		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+		for _, t := range n.Assigned.Sorted() {
+			wt := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			wt.TopicID, wt.Partitions = t.Topic, t.Partitions
+			a.Topics = append(a.Topics, wt)
+		}
+		resp.Assignment = &a
+	}
+	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
+}
+
+// assignmentDue reports whether the group may compute a target now.
+func assignmentDue(g *Group, cfg Config, now int64) bool {
+	return g.AssignmentTime == 0 || cfg.AssignmentInterval <= 0 || now >= g.AssignmentTime+cfg.AssignmentInterval.Milliseconds()
+}
+
+func dedup(sorted []string) []string {
+	out := sorted[:0]
+	for i, s := range sorted {
+		if i == 0 || s != sorted[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// groupView is the group with one heartbeat's changes applied: a static member replaced (gone
+// by repl, who inherits its target) and the heartbeating member's new metadata (self).
+type groupView struct {
+	g          *Group
+	gone, repl string
+	replTarget Parts
+	self       *Member
+}
+
+func (v *groupView) target(id string) Parts {
+	if v.repl != "" && id == v.repl {
+		return v.replTarget
+	}
+	return v.g.Targets[id]
+}
+
+func (v *groupView) members() map[string]*Member {
+	out := make(map[string]*Member, len(v.g.Members)+1)
+	for id, m := range v.g.Members {
+		out[id] = m
+	}
+	if v.gone != "" {
+		delete(out, v.gone)
+	}
+	out[v.self.ID] = v.self
+	return out
+}
+
+func (v *groupView) targets() map[string]Parts {
+	out := make(map[string]Parts, len(v.g.Targets)+1)
+	for id, t := range v.g.Targets {
+		out[id] = t
+	}
+	if v.gone != "" {
+		delete(out, v.gone)
+	}
+	if v.repl != "" {
+		out[v.repl] = v.replTarget
+	}
+	return out
+}
+
+// subscribedTopics are the existing topics any member of the view subscribes to, by name
+// or by regex. It reads the group's subscription indexes and replaces the heartbeating
+// member's stored subscription with its new one, so it costs O(subscribed topics), not
+// O(members).
+func (v *groupView) subscribedTopics(cat Catalog, s *State) map[string]*meta.Topic {
+	names := make(map[string]int, len(v.g.names)+len(v.self.SubscribedTopicNames))
+	for n, c := range v.g.names {
+		names[n] = c
+	}
+	regexes := make(map[string]int, len(v.g.regexes)+1)
+	for r, c := range v.g.regexes {
+		regexes[r] = c
+	}
+	drop := func(m *Member) {
+		if m == nil || !m.hasMetadata {
+			return
+		}
+		for _, n := range m.SubscribedTopicNames {
+			names[n]--
+		}
+		if m.SubscribedTopicRegex != "" {
+			regexes[m.SubscribedTopicRegex]--
+		}
+	}
+	drop(v.g.Members[v.self.ID])
+	if v.gone != "" {
+		drop(v.g.Members[v.gone])
+	}
+	for _, n := range v.self.SubscribedTopicNames {
+		names[n]++
+	}
+	if v.self.SubscribedTopicRegex != "" {
+		regexes[v.self.SubscribedTopicRegex]++
+	}
+	out := map[string]*meta.Topic{}
+	if cat == nil {
+		return out
+	}
+	for n, c := range names {
+		if c <= 0 {
+			continue
+		}
+		if t, ok := cat.Topic(n); ok {
+			out[n] = t
+		}
+	}
+	for r, c := range regexes {
+		if c <= 0 {
+			continue
+		}
+		for _, n := range v.g.resolve(r, cat) {
+			if t, ok := cat.Topic(n); ok {
+				out[n] = t
+			}
+		}
+	}
+	return out
+}
+
+// resolve lists the topics a regex matches, cached per catalog snapshot.
+func (g *Group) resolve(expr string, cat Catalog) []string {
+	snap, _ := cat.(*meta.Snapshot)
+	if snap != nil && g.soft.snap == snap {
+		if l, ok := g.soft.resolved[expr]; ok {
+			return l
+		}
+	} else if snap != nil {
+		g.soft = soft{snap: snap, resolved: map[string][]string{}}
+	}
+	re, err := compile(expr)
+	var out []string
+	if err == nil {
+		for _, t := range cat.Topics() {
+			if re.MatchString(t.Name) {
+				out = append(out, t.Name)
+			}
+		}
+		sort.Strings(out)
+	}
+	if snap != nil {
+		g.soft.resolved[expr] = out
+	}
+	return out
+}
+
+// memberTopics are the ids of the existing topics one member subscribes to.
+func memberTopics(m *Member, cat Catalog, g *Group) [][16]byte {
+	seen := map[[16]byte]bool{}
+	var out [][16]byte
+	addName := func(n string) {
+		if t, ok := cat.Topic(n); ok && !seen[t.ID] {
+			seen[t.ID] = true
+			out = append(out, t.ID)
+		}
+	}
+	for _, n := range m.SubscribedTopicNames {
+		addName(n)
+	}
+	if m.SubscribedTopicRegex != "" {
+		for _, n := range g.resolve(m.SubscribedTopicRegex, cat) {
+			addName(n)
+		}
+	}
+	return out
+}
+
+// metadataHash hashes the subscribed topics that exist: name, id and partition count.
+func metadataHash(topics map[string]*meta.Topic) int64 {
+	if len(topics) == 0 {
+		return 0
+	}
+	names := make([]string, 0, len(topics))
+	for n := range topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := fnv.New64a()
+	for _, n := range names {
+		t := topics[n]
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+		h.Write(t.ID[:])
+		h.Write([]byte{byte(t.Partitions >> 24), byte(t.Partitions >> 16), byte(t.Partitions >> 8), byte(t.Partitions)})
+	}
+	return int64(h.Sum64())
+}
+
+// preferredAssignor is the server assignor most members name (ties: the smaller name), or the
+// default when none names one, as Kafka's ConsumerGroup picks it.
+func preferredAssignor(members map[string]*Member, cfg Config) string {
+	counts := map[string]int{}
+	for _, m := range members {
+		if m.ServerAssignor != "" {
+			counts[m.ServerAssignor]++
+		}
+	}
+	best, n := "", 0
+	for a, c := range counts {
+		if c > n || (c == n && a < best) {
+			best, n = a, c
+		}
+	}
+	if best == "" || !cfg.HasAssignor(best) {
+		return cfg.DefaultAssignor()
+	}
+	return best
+}
+
+func computeTargets(members map[string]*Member, prev map[string]Parts, assignor string, cat Catalog, g *Group, s *State) (map[string]Parts, error) {
+	in := AssignInput{Topics: map[[16]byte]int32{}}
+	for _, id := range sortedIDs(members) {
+		m := members[id]
+		var topics [][16]byte
+		if cat != nil {
+			topics = memberTopics(m, cat, g)
+		}
+		for _, t := range topics {
+			if tp, ok := cat.TopicByID(t); ok {
+				in.Topics[t] = tp.Partitions
+			}
+		}
+		in.Members = append(in.Members, AssignMember{ID: id, Topics: topics, Previous: prev[id]})
+	}
+	return Assign(assignor, in)
+}
+
+func sortedIDs[V any](m map[string]V) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

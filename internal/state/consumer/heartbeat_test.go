@@ -1,0 +1,398 @@
+package consumer
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestValidateRequest(t *testing.T) {
+	str := func(s string) *string { return &s }
+	cases := []struct {
+		name string
+		mod  func(r *kmsg.ConsumerGroupHeartbeatRequest)
+		want string
+	}{
+		{"v1 without member id", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID = "" }, "42 MemberId can't be empty."},
+		{"blank group", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.Group = "  " }, "42 GroupId can't be empty."},
+		{"empty instance id", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.InstanceID = str("") }, "42 InstanceId can't be empty."},
+		{"empty rack", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RackID = str("") }, "42 RackId can't be empty."},
+		{"join without rebalance timeout", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RebalanceTimeoutMillis = -1 }, "42 RebalanceTimeoutMs must be provided in first request."},
+		{"join owning partitions", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.Topics = nil }, "42 TopicPartitions must be empty when (re-)joining."},
+		{"join without subscription", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames = nil },
+			"42 Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."},
+		{"static leave without instance", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -2 }, "42 InstanceId can't be null."},
+		{"epoch below -2", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -3 }, "42 MemberEpoch is invalid."},
+		{"unknown assignor", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.ServerAssignor = str("sticky") },
+			"112 ServerAssignor sticky is not supported. Supported assignors: uniform, range."},
+		{"bad regex", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicRegex = str("[") },
+			"128 SubscribedTopicRegex `[` is not a valid regular expression: missing closing ]."},
+		{"v0 join without member id is fine", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.Version, r.MemberID = 0, "" }, "0 "},
+		{"v0 heartbeat without member id", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.Version, r.MemberID, r.MemberEpoch = 0, "", 3 },
+			"42 MemberId can't be empty."},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := join("g", "m", "t")
+			c.mod(r)
+			code, msg := ValidateRequest(r, DefaultConfig())
+			if got := fmt.Sprintf("%d %s", code, msg); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestRevokeBeforeAssign: a second member's partitions reach it only after the first member
+// has given them up, and the first keeps its epoch until it has.
+func TestRevokeBeforeAssign(t *testing.T) {
+	w := newWorld(t, topics("t", 4))
+	a := w.hb(join("g", "a", "t"))
+	if a.Response.ErrorCode != 0 || a.Response.MemberEpoch != 2 || !fromWire(a.Response.Assignment).Equal(parts("t", 0, 1, 2, 3)) {
+		t.Fatalf("first join: %+v %v", a.Response, fromWire(a.Response.Assignment))
+	}
+	b := w.hb(join("g", "b", "t"))
+	if b.Response.MemberEpoch != 3 || len(fromWire(b.Response.Assignment)) != 0 {
+		t.Fatalf("second join must get nothing yet at epoch 3: epoch %d %v", b.Response.MemberEpoch, fromWire(b.Response.Assignment))
+	}
+	if st := w.s.Groups["g"].Members["b"].State; st != UnreleasedPartitions {
+		t.Fatalf("b state %v", st)
+	}
+	a = w.hb(beat("g", "a", 2, parts("t", 0, 1, 2, 3)))
+	kept := fromWire(a.Response.Assignment)
+	if a.Response.MemberEpoch != 2 || len(kept) != 2 || w.s.Groups["g"].Members["a"].State != UnrevokedPartitions {
+		t.Fatalf("a must be asked to revoke at epoch 2: epoch %d kept %v", a.Response.MemberEpoch, kept)
+	}
+	// b still waits while a holds them.
+	b = w.hb(beat("g", "b", 3, Parts{}))
+	if b.Response.Assignment != nil {
+		t.Fatalf("b got partitions a still holds: %v", fromWire(b.Response.Assignment))
+	}
+	a = w.hb(beat("g", "a", 2, kept))
+	if a.Response.MemberEpoch != 3 {
+		t.Fatalf("a after revoking: epoch %d", a.Response.MemberEpoch)
+	}
+	b = w.hb(beat("g", "b", 3, Parts{}))
+	got := fromWire(b.Response.Assignment)
+	if len(got) != 2 || w.s.Groups["g"].State() != StableGroup {
+		t.Fatalf("b after a revoked: %v state %v", got, w.s.Groups["g"].State())
+	}
+}
+
+func TestHeartbeatErrors(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	w.hb(join("g", "a", "t"))
+	cases := []struct {
+		name string
+		req  *kmsg.ConsumerGroupHeartbeatRequest
+		want string
+	}{
+		{"unknown group", beat("nope", "a", 2, nil), "69 Consumer group nope not found."},
+		{"leave unknown group", beat("nope", "a", -1, nil), "69 Group nope not found."},
+		{"unknown member", beat("g", "x", 2, nil), "25 Member x is not a member of group g."},
+		{"leave unknown member", beat("g", "x", -1, nil), "25 Member x is not a member of group g."},
+		{"epoch ahead", beat("g", "a", 5, nil), "110 The consumer group member has a greater member epoch (5) than the one known by the group coordinator (2). The member must abandon all its partitions and rejoin."},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := errOf(w.hb(c.req)); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+	// A member a newer epoch has passed may come back with the previous one only with a subset
+	// of its partitions.
+	w.hb(join("g", "b", "t")) // group epoch 3
+	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
+	w.hb(beat("g", "a", 2, w.s.Groups["g"].Members["a"].Assigned)) // a now at 3
+	if e := w.s.Groups["g"].Members["a"].Epoch; e != 3 {
+		t.Fatalf("a epoch %d", e)
+	}
+	if got := errOf(w.hb(beat("g", "a", 2, parts("t", 0, 1)))); !strings.HasPrefix(got, "110 The consumer group member has a smaller member epoch (2)") {
+		t.Fatalf("previous epoch with partitions no longer assigned: %q", got)
+	}
+	if got := errOf(w.hb(beat("g", "a", 2, w.s.Groups["g"].Members["a"].Assigned))); got != "0 " {
+		t.Fatalf("previous epoch with a subset: %q", got)
+	}
+}
+
+func TestStaticMembership(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	inst := "i1"
+	r := join("g", "a", "t")
+	r.InstanceID = &inst
+	w.hb(r)
+	r2 := join("g", "b", "t")
+	r2.InstanceID = &inst
+	if got := errOf(w.hb(r2)); got != "111 Static member b with instance id i1 cannot join the group because the instance id is owned by a member." {
+		t.Fatalf("got %q", got)
+	}
+	leave := beat("g", "a", -2, nil)
+	leave.InstanceID = &inst
+	if out := w.hb(leave); out.Response.ErrorCode != 0 || out.Response.MemberEpoch != -2 {
+		t.Fatalf("static leave: %s", errOf(out))
+	}
+	if got := w.s.Groups["g"].Members["a"].Assigned; len(got) != 2 {
+		t.Fatalf("a static member that left keeps its partitions: %v", got)
+	}
+	out := w.hb(r2)
+	if out.Response.ErrorCode != 0 || !fromWire(out.Response.Assignment).Equal(parts("t", 0, 1)) {
+		t.Fatalf("replacement must inherit the partitions: %s %v", errOf(out), fromWire(out.Response.Assignment))
+	}
+	if w.s.Groups["g"].Members["a"] != nil {
+		t.Fatal("replaced member still there")
+	}
+	old := beat("g", "a", 1, nil)
+	old.InstanceID = &inst
+	if got := errOf(w.hb(old)); got != "82 Static member a with instance id i1 was fenced by member b." {
+		t.Fatalf("got %q", got)
+	}
+	other := "i9"
+	old.InstanceID = &other
+	if got := errOf(w.hb(old)); got != "25 Instance id i9 is unknown." {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestForeignGroupTypes(t *testing.T) {
+	w := newWorld(t, topics("t", 1))
+	tomb := log.Record{Key: []byte{0, 10, 1, 'x'}}
+	foreign := func(owned, conv bool) func(string) (bool, bool, []log.Record) {
+		return func(string) (bool, bool, []log.Record) { return owned, conv, []log.Record{tomb} }
+	}
+	run := func(req *kmsg.ConsumerGroupHeartbeatRequest, f func(string) (bool, bool, []log.Record)) HeartbeatOutput {
+		return w.s.Heartbeat(HeartbeatInput{Req: req, Catalog: w.cat, Config: w.cfg, Now: w.now, Foreign: f})
+	}
+	if got := errOf(run(join("g", "a", "t"), foreign(true, false))); got != "69 Group g is not a consumer group." {
+		t.Fatalf("non-empty foreign group: %q", got)
+	}
+	if got := errOf(run(beat("g", "a", -1, nil), foreign(true, false))); got != "69 Group g is not a consumer group." {
+		t.Fatalf("leave of a foreign group: %q", got)
+	}
+	out := run(join("g", "a", "t"), foreign(true, true))
+	if out.Response.ErrorCode != 0 || string(out.Records[0].Key) != string(tomb.Key) {
+		t.Fatalf("an empty classic group is converted: %s %v", errOf(out), out.Records)
+	}
+}
+
+func TestMaxSize(t *testing.T) {
+	w := newWorld(t, topics("t", 1))
+	w.cfg.MaxSize = 1
+	w.hb(join("g", "a", "t"))
+	if got := errOf(w.hb(join("g", "b", "t"))); got != "81 The consumer group has reached its maximum capacity of 1 members." {
+		t.Fatalf("got %q", got)
+	}
+	if got := errOf(w.hb(beat("g", "a", 2, nil))); got != "0 " {
+		t.Fatalf("a member of a full group heartbeats: %q", got)
+	}
+}
+
+// TestMetadataChangeBumps: a topic growing, and a topic appearing that a regex matches, bump
+// the group epoch and reach the member.
+func TestMetadataChangeBumps(t *testing.T) {
+	w := newWorld(t, topics("t", 1))
+	w.hb(join("g", "a", "t"))
+	w.cat["t"] = &meta.Topic{Name: "t", ID: tid("t"), Partitions: 3}
+	out := w.hb(beat("g", "a", 2, parts("t", 0)))
+	if out.Response.MemberEpoch != 3 || !fromWire(out.Response.Assignment).Equal(parts("t", 0, 1, 2)) {
+		t.Fatalf("after growth: epoch %d %v", out.Response.MemberEpoch, fromWire(out.Response.Assignment))
+	}
+	re := "lo.*"
+	r := join("g2", "b")
+	r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, &re
+	out = w.hb(r)
+	if out.Response.ErrorCode != 0 || len(fromWire(out.Response.Assignment)) != 0 {
+		t.Fatalf("regex join: %s", errOf(out))
+	}
+	w.cat["logs"] = &meta.Topic{Name: "logs", ID: tid("logs"), Partitions: 2}
+	w.cat["slogs"] = &meta.Topic{Name: "slogs", ID: tid("slogs"), Partitions: 2} // no full match
+	out = w.hb(beat("g2", "b", 2, Parts{}))
+	if out.Response.MemberEpoch != 3 || !fromWire(out.Response.Assignment).Equal(parts("logs", 0, 1)) {
+		t.Fatalf("regex after topic creation: epoch %d %v", out.Response.MemberEpoch, fromWire(out.Response.Assignment))
+	}
+	if !w.s.Subscribed("g2", "logs") || w.s.Subscribed("g2", "slogs") {
+		t.Fatal("Subscribed must follow the regex")
+	}
+}
+
+// TestFenceReleases: a session expiry removes the member and the survivors get its partitions.
+func TestFenceReleases(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	w.hb(join("g", "a", "t"))
+	w.hb(join("g", "b", "t"))
+	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
+	recs, timers := w.s.Fence("g", "a", 0, false)
+	if len(recs) == 0 || len(timers) != 2 {
+		t.Fatalf("fence: %v %v", recs, timers)
+	}
+	w.apply(recs)
+	out := w.hb(beat("g", "b", 3, Parts{}))
+	if !fromWire(out.Response.Assignment).Equal(parts("t", 0, 1)) {
+		t.Fatalf("b after a was fenced: epoch %d %v", out.Response.MemberEpoch, fromWire(out.Response.Assignment))
+	}
+	// A rebalance timer armed at an older epoch does nothing.
+	if recs, _ := w.s.Fence("g", "b", 2, true); recs != nil {
+		t.Fatal("stale rebalance timer fenced")
+	}
+	leave := w.hb(beat("g", "b", -1, nil))
+	if leave.Response.MemberEpoch != -1 || w.s.ListedState("g") != "Empty" {
+		t.Fatalf("leave: %s state %s", errOf(leave), w.s.ListedState("g"))
+	}
+	code, tombs := w.s.DeleteGroup("g")
+	w.apply(tombs)
+	if code != 0 || w.s.Owns("g") {
+		t.Fatal("empty group not deleted")
+	}
+}
+
+// TestReplayOrder: any order of each key's latest record rebuilds the same state and indexes.
+func TestReplayOrder(t *testing.T) {
+	w := newWorld(t, topics("t", 6, "u", 3))
+	for i := 0; i < 4; i++ {
+		id := fmt.Sprintf("m%d", i)
+		inst := "i" + id
+		r := join("g", id, "t", "u")
+		if i%2 == 0 {
+			r.InstanceID = &inst
+		}
+		w.hb(r)
+	}
+	for round := 0; round < 6; round++ {
+		for id, m := range w.s.Groups["g"].Members {
+			w.hb(beat("g", id, m.Epoch, m.Assigned))
+		}
+	}
+	latest := map[string]log.Record{}
+	var order []string
+	for _, r := range w.log {
+		k := string(r.Key)
+		if _, ok := latest[k]; !ok {
+			order = append(order, k)
+		}
+		latest[k] = r
+	}
+	rng := rand.New(rand.NewSource(1))
+	for trial := 0; trial < 5; trial++ {
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		s := New()
+		for _, k := range order {
+			if err := s.Replay(latest[k]); err != nil && !latest[k].Tombstone() {
+				t.Fatal(err)
+			}
+		}
+		a, b := w.s.Groups["g"], s.Groups["g"]
+		if !reflect.DeepEqual(a.owners, b.owners) || !reflect.DeepEqual(a.instances, b.instances) || !reflect.DeepEqual(a.names, b.names) ||
+			a.Epoch != b.Epoch || a.AssignmentEpoch != b.AssignmentEpoch || len(a.Members) != len(b.Members) {
+			t.Fatalf("trial %d: replayed state differs", trial)
+		}
+	}
+}
+
+func TestStateNames(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	w.hb(join("g", "a", "t"))
+	if got := w.s.ListedState("g"); got != "Stable" {
+		t.Fatalf("state %q", got)
+	}
+	w.hb(join("g", "b", "t"))
+	if got := w.s.ListedState("g"); got != "Reconciling" {
+		t.Fatalf("state %q", got)
+	}
+	d := w.s.Describe("g", true, w.cat, w.cfg, false)
+	if d.ErrorCode != 0 || d.AssignorName != "uniform" || len(d.Members) != 2 || d.Members[0].Assignment.TopicPartitions[0].Topic != "t" {
+		t.Fatalf("describe: %+v", d)
+	}
+	if d := w.s.Describe("x", false, w.cat, w.cfg, true); d.ErrorCode != kerr.GroupIDNotFound.Code || *d.ErrorMessage != "Group x is not a consumer group." {
+		t.Fatalf("describe foreign: %+v", d)
+	}
+}
+
+func TestValidateCommitAndFetch(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	w.hb(join("g", "a", "t"))
+	cases := []struct {
+		member  string
+		epoch   int32
+		version int16
+		want    int16
+	}{
+		{"a", 2, 9, 0},
+		{"a", 3, 9, kerr.StaleMemberEpoch.Code},
+		{"a", 1, 9, kerr.StaleMemberEpoch.Code},
+		{"x", 2, 9, kerr.UnknownMemberID.Code},
+		{"a", 2, 8, kerr.UnsupportedVersion.Code},
+		{"", -1, 9, kerr.UnknownMemberID.Code},
+	}
+	for _, c := range cases {
+		if code, owned := w.s.ValidateCommit("g", c.member, nil, c.epoch, c.version, false); !owned || code != c.want {
+			t.Errorf("commit %+v: code %d", c, code)
+		}
+	}
+	if _, owned := w.s.ValidateCommit("other", "a", nil, 1, 9, false); owned {
+		t.Error("an id no consumer group has is not owned")
+	}
+	a := "a"
+	if code, _ := w.s.ValidateFetch("g", &a, 3); code != kerr.StaleMemberEpoch.Code {
+		t.Errorf("fetch stale: %d", code)
+	}
+	if code, _ := w.s.ValidateFetch("g", nil, -1); code != 0 {
+		t.Errorf("admin fetch: %d", code)
+	}
+}
+
+// TestAssignmentInterval: a change within the interval after an assignment leaves the group
+// Assigning (members reconcile toward the old target) until a heartbeat after the interval
+// computes the new one.
+func TestAssignmentInterval(t *testing.T) {
+	w := newWorld(t, topics("t", 4))
+	w.cfg.AssignmentInterval = time.Second
+	w.hb(join("g", "a", "t")) // the first assignment is immediate
+	b := w.hb(join("g", "b", "t"))
+	if w.s.ListedState("g") != "Assigning" || b.Response.MemberEpoch != 2 {
+		t.Fatalf("state %s, b epoch %d", w.s.ListedState("g"), b.Response.MemberEpoch)
+	}
+	w.now = w.now.Add(999 * time.Millisecond)
+	if a := w.hb(beat("g", "a", 2, parts("t", 0, 1, 2, 3))); a.Response.Assignment != nil || w.s.ListedState("g") != "Assigning" {
+		t.Fatalf("a target computed before the interval ended: %v", fromWire(a.Response.Assignment))
+	}
+	w.now = w.now.Add(time.Millisecond)
+	a := w.hb(beat("g", "a", 2, parts("t", 0, 1, 2, 3)))
+	if g := w.s.Groups["g"]; g.AssignmentEpoch != 3 || len(fromWire(a.Response.Assignment)) != 2 || w.s.ListedState("g") != "Reconciling" {
+		t.Fatalf("after the interval: target epoch %d, a %v, state %s", g.AssignmentEpoch, fromWire(a.Response.Assignment), w.s.ListedState("g"))
+	}
+}
+
+// TestClassicLeave: a classic LeaveGroup removes consumer-protocol members by id or by
+// instance id (an administrative removal may leave the member id empty) and bumps the epoch once.
+func TestClassicLeave(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	inst := "i1"
+	w.hb(join("g", "a", "t"))
+	r := join("g", "b", "t")
+	r.InstanceID = &inst
+	w.hb(r)
+	epoch := w.s.Groups["g"].Epoch
+	other := "i9"
+	codes, ids, recs, timers := w.s.Leave("g", []LeaveIdentity{{MemberID: "x"}, {MemberID: "", InstanceID: &inst}, {MemberID: "zz", InstanceID: &inst}, {InstanceID: &other}})
+	want := []int16{kerr.UnknownMemberID.Code, 0, kerr.FencedInstanceID.Code, kerr.UnknownMemberID.Code}
+	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 2 {
+		t.Fatalf("codes %v ids %v timers %v", codes, ids, timers)
+	}
+	w.apply(recs)
+	if g := w.s.Groups["g"]; g.Members["b"] != nil || g.Epoch != epoch+1 || g.State() == Empty {
+		t.Fatalf("after the leave: members %d epoch %d", len(g.Members), g.Epoch)
+	}
+	_, _, recs, _ = w.s.Leave("g", []LeaveIdentity{{MemberID: "a"}})
+	w.apply(recs)
+	if g := w.s.Groups["g"]; g.State() != Empty || g.AssignmentEpoch != g.Epoch {
+		t.Fatalf("the last member left: state %v target epoch %d epoch %d", g.State(), g.AssignmentEpoch, g.Epoch)
+	}
+}
