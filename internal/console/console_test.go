@@ -14,6 +14,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
 	rt "github.com/coordinatord/coordinatord/internal/state/runtime"
@@ -390,5 +391,22 @@ func TestGroupListNamesAShardThatCannotAnswer(t *testing.T) {
 	_, body := get(t, New(Options{Groups: set}), "/console/")
 	if !strings.Contains(body, fmt.Sprintf("shard %d did not answer", other)) || len(groupsOn(body)) != 1 {
 		t.Fatalf("closed shard not reported, or the other shard's group missing:\n%s", body)
+	}
+}
+
+// KIP-848 consumer groups are listed beside classic and streams groups, with their members
+// counted, as kafka-groups.sh --list shows them.
+func TestGroupListShowsConsumerGroups(t *testing.T) {
+	set := newSet(t, 2)
+	write(t, set, "kip848", consumer.GroupMetadataRecord("kip848", 2, 0),
+		consumer.MemberMetadataRecord("kip848", &consumer.Member{ID: "m1", ClientID: "c1"}),
+		consumer.MemberMetadataRecord("kip848", &consumer.Member{ID: "m2", ClientID: "c2"}))
+	c := New(Options{Groups: set})
+	_, body := get(t, c, "/console/?type=consumer")
+	if got := groupsOn(body); len(got) != 1 || got[0] != "kip848" {
+		t.Fatalf("type filter consumer lists %v, want kip848:\n%s", got, body)
+	}
+	if !regexp.MustCompile(`(?s)<tr data-group="kip848".*?<td class="num">2</td>`).MatchString(body) {
+		t.Fatalf("the consumer group's row does not count its 2 members:\n%s", body)
 	}
 }

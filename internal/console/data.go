@@ -24,10 +24,10 @@ type groupRow struct {
 // listGroups lists every group of a shard. Types and states come from the ListGroups ops, so
 // the console shows what kafka-groups.sh --list shows.
 func listGroups(shardID int32) runtime.ReadOp[*shard.Machine] {
-	classicOp, streamsOp := shard.ListClassicGroups(nil, nil), shard.ListStreamsGroups(nil, nil)
+	ops := []runtime.ReadOp[*shard.Machine]{shard.ListClassicGroups(nil, nil), shard.ListStreamsGroups(nil, nil), shard.ListConsumerGroups(nil, nil)}
 	return func(m *shard.Machine) (any, error) {
 		var listed []shard.GroupListing
-		for _, op := range []runtime.ReadOp[*shard.Machine]{classicOp, streamsOp} {
+		for _, op := range ops {
 			v, err := op(m)
 			if err != nil {
 				return nil, err
@@ -44,6 +44,10 @@ func listGroups(shardID int32) runtime.ReadOp[*shard.Machine] {
 				}
 			case "streams":
 				if g := m.Streams.Group(l.ID); g != nil {
+					rows[i].Members = len(g.Members)
+				}
+			case "consumer":
+				if g := m.Consumer.Groups[l.ID]; g != nil {
 					rows[i].Members = len(g.Members)
 				}
 			}
