@@ -77,9 +77,9 @@ func TestGateway_MixedDescribeConfigsAnsweredInOrder(t *testing.T) {
 	if v := value(1, "streams.num.standby.replicas"); v != "1" {
 		t.Fatalf("group streams.num.standby.replicas %s", v)
 	}
-	// coordinatord's answer, not the upstream's: it has no consumer.* group configs.
-	if v := value(1, "consumer.session.timeout.ms"); v != "<absent>" {
-		t.Fatalf("the group resource was answered by the upstream (consumer.session.timeout.ms=%s)", v)
+	// coordinatord's answer, not the upstream's: it has no share groups, so no share.* configs.
+	if v := value(1, "share.session.timeout.ms"); v != "<absent>" {
+		t.Fatalf("the group resource was answered by the upstream (share.session.timeout.ms=%s)", v)
 	}
 	if v := value(2, "retention.ms"); v == "<absent>" || v == "123456" {
 		t.Fatalf("topic %s retention.ms %s", topicU, v)
