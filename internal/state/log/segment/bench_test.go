@@ -379,15 +379,23 @@ type countingFile struct {
 	syncs *atomic.Int64
 }
 
-func (f countingFile) Sync() error { f.syncs.Add(1); return f.File.Sync() }
+var syncNanos atomic.Int64
+
+func (f countingFile) Sync() error {
+	f.syncs.Add(1)
+	t := time.Now()
+	err := f.File.Sync()
+	syncNanos.Add(int64(time.Since(t)))
+	return err
+}
 
 // benchmarkShards: appenders commit to 50 shards of one Store, each appender to its own
 // shard (appender a to shard a%50, as clients committing to their own groups land on shards
 // by hash), each waiting for its record to be durable before sending the next.
-func benchmarkShards(b *testing.B, appenders int) {
+func benchmarkShards(b *testing.B, appenders, journals int) {
 	const shards = 50
 	var syncs atomic.Int64
-	st, err := Open(Options{Dir: b.TempDir(), Shards: shards, FS: countingFS{FS: OSFS{}, syncs: &syncs}})
+	st, err := Open(Options{Dir: b.TempDir(), Shards: shards, FS: countingFS{FS: OSFS{}, syncs: &syncs}, Journals: journals})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -415,6 +423,7 @@ func benchmarkShards(b *testing.B, appenders int) {
 	lat := make([][]time.Duration, appenders)
 	var wg sync.WaitGroup
 	syncs.Store(0)
+	syncNanos.Store(0)
 	b.ResetTimer()
 	start := time.Now()
 	for a := 0; a < appenders; a++ {
@@ -452,12 +461,18 @@ func benchmarkShards(b *testing.B, appenders int) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(fsyncs)/float64(b.N), "fsyncs/append")
+	b.ReportMetric(float64(syncNanos.Load())/float64(max(fsyncs, 1))/1000, "µs/fsync")
+	b.ReportMetric(float64(syncNanos.Load())/float64(elapsed), "busy")
 }
 
 // BenchmarkShards50: group commit across the 50 shards of one process (the default
-// offsets.topic.num.partitions), 1, 8 and 64 appenders.
+// offsets.topic.num.partitions), 1, 8 and 64 appenders, through one journal and through the
+// default number. fsyncs/append counts every file fsync (journal rounds, and segment fsyncs
+// at roll and close); µs/fsync is the mean time of one, busy the mean number in flight.
 func BenchmarkShards50(b *testing.B) {
-	for _, n := range []int{1, 8, 64} {
-		b.Run(fmt.Sprintf("appenders=%d", n), func(b *testing.B) { benchmarkShards(b, n) })
+	for _, j := range []int{1, DefaultJournals} {
+		for _, n := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("journals=%d/appenders=%d", j, n), func(b *testing.B) { benchmarkShards(b, n, j) })
+		}
 	}
 }
