@@ -47,11 +47,10 @@ const (
 	// shards holding entries in the old one to fsync their segments. It bounds the disk the
 	// journal takes and the bytes recovery rewrites.
 	defaultJournalBytes = 64 << 20
-	// DefaultJournals is how many journals a store runs when Options.Journals is zero. One
-	// journal serializes the fsyncs of the whole store; measured on a virtio disk that runs
-	// concurrent fsyncs nearly as fast as one, a few independent journals keep most of the
-	// batching and some of that parallelism (docs/benchmarks-storage.md).
-	DefaultJournals = 4
+	// DefaultJournals is how many journals a store runs when Options.Journals is zero: one, so
+	// that a round pays one fsync for every shard of the store. More journals trade batching
+	// for concurrent fsyncs (docs/benchmarks-storage.md).
+	DefaultJournals = 1
 )
 
 type journal struct {

@@ -62,7 +62,8 @@ type Options struct {
 
 	// Journals is the number of journals group commits go through (shard i uses journal
 	// i % Journals); each makes a round of commits durable with one fsync. Zero means
-	// DefaultJournals. Ignored in the relaxed flush mode, which has no journal.
+	// DefaultJournals (one for the store). Ignored in the relaxed flush mode, which has no
+	// journal.
 	Journals int
 
 	journalBytes int64 // journal file size that starts a new file (tests make it small)
