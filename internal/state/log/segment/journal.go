@@ -353,8 +353,8 @@ type jentry struct {
 
 // readJournal reads every journal file under dir in order. A damaged frame ends its file (the
 // torn tail of its last round, or of a round whose fsync failed) unless a complete later round
-// follows it in the same file, which only damage to synced data can produce: that is
-// corruption.
+// follows the damaged one in the same file, which only damage to synced data can produce: that
+// is corruption.
 func readJournal(fs FS, dir string, shards int32) (files []string, entries []jentry, err error) {
 	names, err := fs.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -403,14 +403,20 @@ func parseJournal(path string, data []byte, shards int32) ([]jentry, error) {
 	for pos := 0; pos < len(data); {
 		body, end, ok := frame(pos)
 		if !ok {
-			// Damage followed by a complete round means a synced round was damaged.
+			// The final round may be torn, its pages even persisted out of order, so intact
+			// frames of it (its round end among them) may follow the damage. Two round ends
+			// after the damage mean a complete round came after a damaged one, which only
+			// damage to synced data produces.
+			ends := 0
 			for p := end; end > 0 && p < len(data); {
 				b, e, ok := frame(p)
 				if !ok {
 					break
 				}
 				if b[0]&jFlagRoundEnd != 0 {
-					return nil, corrupt(pos, "damaged frame followed by a complete round")
+					if ends++; ends == 2 {
+						return nil, corrupt(pos, "damaged frame followed by a complete round")
+					}
 				}
 				p = e
 			}

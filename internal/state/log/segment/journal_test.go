@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,4 +341,43 @@ func TestVerifyAppliesJournal(t *testing.T) {
 	}
 }
 
-var _ = log.ErrClosed
+// Journal damage: a torn final round (even with an intact round end after the damage, as pages
+// persisted out of order leave it) ends the file; damage followed by a complete later round is
+// corruption, and the store refuses to open rather than skip acknowledged groups.
+func TestJournalDamage(t *testing.T) {
+	frames := func(rounds ...[]int32) []byte {
+		var b []byte
+		for _, r := range rounds {
+			for i, sh := range r {
+				b = appendJFrame(b, &jreq{shard: sh, base: 0, pos: headerLen, data: []byte("group")}, i == len(r)-1)
+			}
+		}
+		return b
+	}
+	data := frames([]int32{0}, []int32{1, 2}, []int32{3, 0})
+	one := len(frames([]int32{0}))
+	damage := func(at int) []byte {
+		d := slices.Clone(data)
+		d[at] ^= 0xff
+		return d
+	}
+	// The final round torn: its first frame damaged, its round end intact.
+	ents, err := parseJournal("j", damage(len(frames([]int32{0}, []int32{1, 2}))+jHeadLen), 4)
+	if err != nil || len(ents) != 3 {
+		t.Fatalf("torn final round: %d entries, %v", len(ents), err)
+	}
+	// The first round damaged, two complete rounds after it.
+	_, err = parseJournal("j", damage(one-1), 4)
+	var ce *log.CorruptError
+	if !errors.As(err, &ce) || ce.Offset != 0 {
+		t.Fatalf("damaged synced round: %v", err)
+	}
+	// Cut short inside the last frame.
+	if ents, err := parseJournal("j", data[:len(data)-2], 4); err != nil || len(ents) != 4 {
+		t.Fatalf("cut short: %d entries, %v", len(ents), err)
+	}
+	// A frame with a valid checksum but a shard outside the store.
+	if _, err := parseJournal("j", frames([]int32{9}), 4); !errors.As(err, &ce) {
+		t.Fatalf("impossible frame: %v", err)
+	}
+}
