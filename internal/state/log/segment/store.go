@@ -64,7 +64,7 @@ func Open(opts Options) (*Store, error) {
 		lock.Close()
 		return nil, err
 	}
-	if err := s.openJournal(); err != nil {
+	if err := s.startJournals(); err != nil {
 		lock.Close()
 		return nil, err
 	}
@@ -75,9 +75,9 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// openJournal writes back what a previous run left in the journal, then starts a new journal
-// file unless the relaxed flush mode makes the journal pointless.
-func (s *Store) openJournal() error {
+// startJournals writes back what a previous run left in the journal, then starts the journals
+// unless the relaxed flush mode makes them pointless.
+func (s *Store) startJournals() error {
 	dir := filepath.Join(s.opts.Dir, journalDirName)
 	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create journal directory %s: %w", dir, err)
