@@ -145,16 +145,22 @@ func (j *journal) commit(r *jreq) jres {
 		return jres{err: err, fatal: true}
 	}
 	j.queue = append(j.queue, r)
-	if !j.running {
-		j.running = true
-		go j.loop()
+	if j.running {
+		j.mu.Unlock()
+		return <-r.done
 	}
+	// An idle journal: this syncer runs the rounds itself until its own group is durable
+	// (saving a goroutine hand-off per commit when commits are sparse), then leaves whatever
+	// queued meanwhile to a round loop of its own.
+	j.running = true
 	j.mu.Unlock()
+	j.loop(r)
 	return <-r.done
 }
 
 // loop runs rounds while requests are queued; requests arriving during a round share the next.
-func (j *journal) loop() {
+// With mine set, it returns once mine is answered, handing any queued requests to a new loop.
+func (j *journal) loop(mine *jreq) {
 	for {
 		j.mu.Lock()
 		q := j.queue
@@ -162,6 +168,11 @@ func (j *journal) loop() {
 			j.running = false
 			j.idle.Broadcast()
 			j.mu.Unlock()
+			return
+		}
+		if mine != nil && len(mine.done) > 0 {
+			j.mu.Unlock()
+			go j.loop(nil)
 			return
 		}
 		j.queue = j.spare[:0]
