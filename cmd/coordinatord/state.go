@@ -46,13 +46,14 @@ func (s *state) descriptionsSettled() bool {
 // plugin started empty (topologyplugin.Volatile), so the stored epochs the shards load are
 // reset once.
 func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, volatileDescriptions bool) (*state, error) {
-	fs := segment.NewMetrics(reg).FS(segment.OSFS{})
+	logMetrics := segment.NewMetrics(reg)
+	fs := logMetrics.FS(segment.OSFS{})
 	storeOpts := func(dir string, shards int32) segment.Options {
 		return segment.Options{
 			Dir: dir, Shards: shards, SegmentBytes: cfg.LogSegmentBytes, FlushInterval: cfg.LogFlushInterval,
 			DeleteRetention: cfg.LogCleanerDeleteRetention, MinCleanableRatio: cfg.LogCleanerMinCleanableRatio,
 			MaxBatchBytes: cfg.MessageMaxBytes, Logger: log.With(zap.String("log", filepath.Base(dir))),
-			FS: fs,
+			FS: fs, RoundObserver: logMetrics.ObserveRound,
 		}
 	}
 	groupStore, err := segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "groups"), cfg.ShardCount))

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -356,5 +357,123 @@ func copyDir(b *testing.B, from, to string) {
 	})
 	if err != nil {
 		b.Fatal(err)
+	}
+}
+
+// countingFS counts file fsyncs (the group commits; rolls and directory syncs aside).
+type countingFS struct {
+	FS
+	syncs *atomic.Int64
+}
+
+func (c countingFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := c.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return countingFile{File: f, syncs: c.syncs}, nil
+}
+
+type countingFile struct {
+	File
+	syncs *atomic.Int64
+}
+
+// syncNanos sums the time spent in fsyncs (one benchmark runs at a time).
+var syncNanos atomic.Int64
+
+func (f countingFile) Sync() error {
+	f.syncs.Add(1)
+	t := time.Now()
+	err := f.File.Sync()
+	syncNanos.Add(int64(time.Since(t)))
+	return err
+}
+
+// benchmarkShards: appenders commit to 50 shards of one Store, each appender to its own
+// shard (appender a to shard a%50, as clients committing to their own groups land on shards
+// by hash), each waiting for its record to be durable before sending the next.
+func benchmarkShards(b *testing.B, appenders, journals int) {
+	const shards = 50
+	var syncs atomic.Int64
+	st, err := Open(Options{Dir: b.TempDir(), Shards: shards, FS: countingFS{FS: OSFS{}, syncs: &syncs}, Journals: journals})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	stop := make(chan struct{})
+	var finished []chan struct{}
+	sh := make([]*benchShard, shards)
+	for i := range sh {
+		s := &benchShard{reqs: make(chan *benchReq, appenders), durable: make(chan int64, 1<<16)}
+		s.l, err = st.Open(int32(i), log.Callbacks{
+			Durable: func(off int64) { s.durable <- off },
+			Failed:  func(err error) { panic(err) },
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.l.Load(func(int64, log.Record) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+		f := make(chan struct{})
+		finished = append(finished, f)
+		go s.run(stop, f)
+		sh[i] = s
+	}
+	lat := make([][]time.Duration, appenders)
+	var wg sync.WaitGroup
+	syncs.Store(0)
+	syncNanos.Store(0)
+	b.ResetTimer()
+	start := time.Now()
+	for a := 0; a < appenders; a++ {
+		n := b.N / appenders
+		if a < b.N%appenders {
+			n++
+		}
+		wg.Add(1)
+		go func(a, n int) {
+			defer wg.Done()
+			s := sh[a%shards]
+			lat[a] = make([]time.Duration, 0, n)
+			for i := 0; i < n; i++ {
+				r := &benchReq{recs: []log.Record{offsetRecord(a*1_000_000 + i)}, done: make(chan struct{})}
+				t0 := time.Now()
+				s.reqs <- r
+				<-r.done
+				lat[a] = append(lat[a], time.Since(t0))
+			}
+		}(a, n)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	fsyncs := syncs.Load()
+	close(stop)
+	for _, f := range finished {
+		<-f
+	}
+	for _, s := range sh {
+		s.l.Close()
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(fsyncs)/float64(b.N), "fsyncs/append")
+	b.ReportMetric(float64(syncNanos.Load())/float64(max(fsyncs, 1))/1000, "µs/fsync")
+	b.ReportMetric(float64(syncNanos.Load())/float64(elapsed), "busy")
+}
+
+// BenchmarkShards50: group commit across the 50 shards of one process (the default
+// offsets.topic.num.partitions), 1, 8 and 64 appenders, through one journal (the default) and
+// through four. fsyncs/append counts every file fsync (journal rounds, and segment fsyncs at
+// roll and close); µs/fsync is the mean time of one, busy the mean number in flight.
+func BenchmarkShards50(b *testing.B) {
+	for _, j := range []int{1, 4} {
+		for _, n := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("journals=%d/appenders=%d", j, n), func(b *testing.B) { benchmarkShards(b, n, j) })
+		}
 	}
 }

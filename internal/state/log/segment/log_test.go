@@ -154,8 +154,9 @@ func TestS46_GroupCommitSharesOneFsync(t *testing.T) {
 	var once sync.Once
 	o := e.open(0)
 	o.load(t)
+	// The group commit's fsync is the journal's: the segment is fsynced when it rolls or closes.
 	e.mem.SetInject(func(op Op, path string) error {
-		if op == OpSync && strings.HasSuffix(path, logExt) {
+		if op == OpSync && strings.HasSuffix(path, journalExt) {
 			if syncs.Add(1) == 1 {
 				once.Do(func() { close(held) })
 				<-hold

@@ -10,7 +10,8 @@ import (
 // Metrics are the segment log's series. They are taken at the FS seam, so the log's code needs
 // no hooks: every fsync the log makes passes through File.Sync or FS.SyncDir.
 type Metrics struct {
-	fsync *prometheus.HistogramVec
+	fsync  *prometheus.HistogramVec
+	rounds prometheus.Histogram
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not registered).
@@ -22,12 +23,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			// From a page-cache no-op (tens of µs) to a stalled disk (seconds).
 			Buckets: prometheus.ExponentialBuckets(0.00002, 2, 20),
 		}, []string{"target"}),
+		rounds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "coordinatord_log_journal_round_groups",
+			Help: "Shard write groups made durable by one journal round (one fsync); its count is the number of journal fsyncs.",
+			// 1 up to the 50 default shards and beyond.
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fsync)
+		reg.MustRegister(m.fsync, m.rounds)
 	}
 	return m
 }
+
+// ObserveRound is an Options.RoundObserver recording the size of every journal round.
+func (m *Metrics) ObserveRound(groups int) { m.rounds.Observe(float64(groups)) }
 
 // FS returns fs with its fsyncs timed.
 func (m *Metrics) FS(fs FS) FS {

@@ -44,3 +44,27 @@ func TestFsyncLatencyIsObserved(t *testing.T) {
 		t.Fatalf("a durable append observed no file fsync (%d before, %d after)", files, got)
 	}
 }
+
+// The size of every journal round (write groups per journal fsync) is observed.
+func TestJournalRoundSizeIsObserved(t *testing.T) {
+	e := newMemEnv(t)
+	reg := prometheus.NewRegistry()
+	e.opts.RoundObserver = NewMetrics(reg).ObserveRound
+	o := e.open(0)
+	defer o.close(t)
+	o.load(t)
+	o.rec.waitDurable(t, o.mustAppend(t, rec("k", "v")))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "coordinatord_log_journal_round_groups" {
+			if h := mf.GetMetric()[0].GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() != 1 {
+				t.Fatalf("rounds %d, groups %v; want one round of one group", h.GetSampleCount(), h.GetSampleSum())
+			}
+			return
+		}
+	}
+	t.Fatal("coordinatord_log_journal_round_groups not registered")
+}

@@ -56,6 +56,17 @@ type Options struct {
 	Logger *zap.Logger
 	// FS is the file system (default OSFS{}); tests pass a *MemFS.
 	FS FS
+	// RoundObserver, when set, is called with the number of shard groups each journal round
+	// made durable with its one fsync.
+	RoundObserver func(groups int)
+
+	// Journals is the number of journals group commits go through (shard i uses journal
+	// i % Journals); each makes a round of commits durable with one fsync. Zero means
+	// DefaultJournals (one for the store). Ignored in the relaxed flush mode, which has no
+	// journal.
+	Journals int
+
+	journalBytes int64 // journal file size that starts a new file (tests make it small)
 }
 
 // withDefaults validates o and fills in defaults.
@@ -95,6 +106,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FS == nil {
 		o.FS = OSFS{}
+	}
+	if o.journalBytes == 0 {
+		o.journalBytes = defaultJournalBytes
+	}
+	if o.Journals == 0 {
+		o.Journals = DefaultJournals
+	}
+	if o.Journals < 0 {
+		return o, fmt.Errorf("segment log: %d journals", o.Journals)
 	}
 	return o, nil
 }

@@ -78,22 +78,32 @@ type shardLog struct {
 	activeBase  int64
 	size        int64 // bytes in the active segment
 	durableSize int64 // bytes of the active segment up to the last batch reported durable
-	unsynced    bool  // written but not fsynced (relaxed flush mode)
+	unsynced    bool  // written but not fsynced (the journal or the relaxed flush mode covers it)
 	spare       []byte
 	closeErr    error
+	jseq        int64 // newest journal file holding an entry of ours not yet fsynced in our segment; -1: none
+	jreq        jreq
+	journal     *journal // nil in the relaxed flush mode
+
+	// syncWanted: the journal wants to drop a file we hold entries in (set by the journal, taken
+	// by the syncer).
+	syncWanted atomic.Bool
 }
 
 func openShard(s *Store, shard int32, cb log.Callbacks) (*shardLog, error) {
 	l := &shardLog{
-		store: s,
-		shard: shard,
-		dir:   s.shardDir(shard),
-		opts:  s.opts,
-		fs:    s.fs,
-		lg:    s.logger(shard),
-		cb:    cb,
-		kick:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		store:   s,
+		shard:   shard,
+		dir:     s.shardDir(shard),
+		opts:    s.opts,
+		fs:      s.fs,
+		lg:      s.logger(shard),
+		cb:      cb,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		jseq:    -1,
+		jreq:    jreq{shard: shard, done: make(chan jres, 1)},
+		journal: s.journalFor(shard),
 	}
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open shard %d: create %s: %w", shard, l.dir, err)
@@ -378,6 +388,9 @@ func (l *shardLog) run() {
 	for {
 		select {
 		case <-l.kick:
+			if l.syncWanted.Swap(false) && !l.syncUnsynced() {
+				return
+			}
 		case <-tick:
 			if !l.syncUnsynced() {
 				return
@@ -427,14 +440,23 @@ func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
 	if _, err := l.active.WriteAt(buf, l.size); err != nil {
 		return l.writeFailed(fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.size, err), from, to)
 	}
+	pos := l.size
 	l.size += int64(len(buf))
-	if l.opts.FlushInterval == 0 {
-		if err := l.active.Sync(); err != nil {
-			l.fail(fmt.Errorf("fsync %s: %w", l.segPath(l.activeBase), err))
-			return false
+	// The segment itself is fsynced later (roll, close, or when the journal asks): the journal
+	// or, in the UNSAFE relaxed mode, nothing covers it until then.
+	l.unsynced = true
+	if j := l.journal; j != nil {
+		l.jreq.base, l.jreq.pos, l.jreq.data = l.activeBase, pos, buf
+		res := j.commit(&l.jreq)
+		l.jreq.data = nil
+		if res.err != nil {
+			if res.fatal {
+				l.fail(res.err)
+				return false
+			}
+			return l.writeFailed(res.err, from, to)
 		}
-	} else {
-		l.unsynced = true // UNSAFE mode: reported durable before the fsync
+		l.jseq = max(l.jseq, res.seq)
 	}
 	l.durableSize = l.size
 	l.cb.Durable(to)
@@ -451,7 +473,26 @@ func (l *shardLog) syncUnsynced() bool {
 		return false
 	}
 	l.unsynced = false
+	l.segmentSynced()
 	return true
+}
+
+// segmentSynced: everything written to our segments is durable in them, so the journal no
+// longer needs our entries.
+func (l *shardLog) segmentSynced() {
+	if l.jseq >= 0 {
+		l.journal.release(l.shard, l.jseq)
+		l.jseq = -1
+	}
+}
+
+// requestSync asks the syncer to fsync the active segment at its next turn.
+func (l *shardLog) requestSync() {
+	l.syncWanted.Store(true)
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 }
 
 // roll seals the active segment and starts a new one at base. An error is fatal when the
@@ -462,6 +503,7 @@ func (l *shardLog) roll(base int64) (err error, fatal bool) {
 			return fmt.Errorf("fsync %s before roll: %w", l.segPath(l.activeBase), err), true
 		}
 		l.unsynced = false
+		l.segmentSynced()
 	}
 	path := l.segPath(base)
 	f, err := l.createSegment(base)
@@ -515,6 +557,7 @@ func (l *shardLog) writeFailed(cause error, from, to int64) bool {
 	}
 	l.size = l.durableSize
 	l.unsynced = false
+	l.segmentSynced()
 	if l.cb.Lost == nil {
 		l.fail(werr)
 		return false

@@ -31,9 +31,10 @@ const (
 // Store is the root of a log directory: it holds the directory lock and opens shard logs. It
 // implements log.Backend.
 type Store struct {
-	opts Options
-	fs   FS
-	lock io.Closer
+	opts     Options
+	fs       FS
+	lock     io.Closer
+	journals []*journal // none in the relaxed flush mode
 
 	mu     sync.Mutex
 	open   map[int32]*shardLog
@@ -63,11 +64,65 @@ func Open(opts Options) (*Store, error) {
 		lock.Close()
 		return nil, err
 	}
+	if err := s.startJournals(); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	if opts.FlushInterval > 0 {
 		opts.Logger.Warn("UNSAFE log.flush.interval.ms > 0: appends are acknowledged before fsync and can be lost on power failure",
 			zap.String("dir", opts.Dir), zap.Duration("flush_interval", opts.FlushInterval))
 	}
 	return s, nil
+}
+
+// startJournals writes back what a previous run left in the journal, then starts the journals
+// unless the relaxed flush mode makes them pointless.
+func (s *Store) startJournals() error {
+	dir := filepath.Join(s.opts.Dir, journalDirName)
+	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create journal directory %s: %w", dir, err)
+	}
+	if err := s.fs.SyncDir(s.opts.Dir); err != nil {
+		return fmt.Errorf("sync %s: %w", s.opts.Dir, err)
+	}
+	last, err := recoverJournal(s, dir)
+	if err != nil {
+		return fmt.Errorf("open log directory %s: %w", s.opts.Dir, err)
+	}
+	if s.opts.FlushInterval > 0 {
+		return nil
+	}
+	for i := range s.opts.Journals {
+		j, err := openJournal(s, dir, i, last+1)
+		if err != nil {
+			for _, j := range s.journals {
+				j.close()
+			}
+			s.journals = nil
+			return err
+		}
+		s.journals = append(s.journals, j)
+	}
+	return nil
+}
+
+// journalFor is the journal of shard's group commits, nil in the relaxed flush mode.
+func (s *Store) journalFor(shard int32) *journal {
+	if len(s.journals) == 0 {
+		return nil
+	}
+	return s.journals[int(shard)%len(s.journals)]
+}
+
+// requestSync asks the open shard logs among shards to fsync their segments.
+func (s *Store) requestSync(shards map[int32]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for shard := range shards {
+		if l := s.open[shard]; l != nil {
+			l.requestSync()
+		}
+	}
 }
 
 // checkMeta reads meta.properties, or writes it for a directory holding no shard yet.
@@ -245,6 +300,9 @@ func (s *Store) Close() error {
 	var errs []error
 	for _, l := range logs {
 		errs = append(errs, l.Close())
+	}
+	for _, j := range s.journals {
+		errs = append(errs, j.close())
 	}
 	errs = append(errs, s.lock.Close())
 	return errors.Join(errs...)

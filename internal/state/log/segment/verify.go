@@ -87,6 +87,10 @@ func verifyFS(fs FS, dir string) (Report, error) {
 		return rep, fmt.Errorf("verify %s: %w", dir, err)
 	}
 	rep.Shards = m.shards
+	rfs, redos, err := newRedoFS(fs, dir, m.shards)
+	if err != nil {
+		return rep, fmt.Errorf("verify %s: %w", dir, err)
+	}
 	names, err := fs.ReadDir(dir)
 	if err != nil {
 		return rep, fmt.Errorf("verify %s: %w", dir, err)
@@ -104,7 +108,12 @@ func verifyFS(fs FS, dir string) (Report, error) {
 	slices.Sort(shards)
 	var errs []error
 	for _, s := range shards {
-		sr := verifyShard(fs, dir, s, m.shards)
+		sr := verifyShard(rfs, dir, s, m.shards)
+		for _, r := range redos {
+			if r.shard == s {
+				sr.Recovery = append(sr.Recovery, fmt.Sprintf("%s: %d groups written back from the journal", r.path, len(r.entries)))
+			}
+		}
 		if sr.Err != nil {
 			errs = append(errs, sr.Err)
 		}
@@ -205,7 +214,16 @@ func dumpFS(fs FS, dir string, shard int32, w io.Writer) error {
 	if shard < 0 || shard >= m.shards {
 		return fmt.Errorf("dump %s: shard %d outside [0, %d)", dir, shard, m.shards)
 	}
+	fs, redos, err := newRedoFS(fs, dir, m.shards)
+	if err != nil {
+		return fmt.Errorf("dump %s: %w", dir, err)
+	}
 	var sr ShardReport
+	for _, r := range redos {
+		if r.shard == shard {
+			sr.Recovery = append(sr.Recovery, fmt.Sprintf("%s: %d groups written back from the journal (shown written back)", r.path, len(r.entries)))
+		}
+	}
 	var werr error
 	printf := func(format string, args ...any) {
 		if werr == nil {
