@@ -624,7 +624,12 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	resp := kmsg.NewPtrStreamsGroupHeartbeatResponse()
 	resp.MemberID, resp.MemberEpoch = m.ID, n.Epoch
 	resp.HeartbeatIntervalMillis = int32(cfg.HeartbeatInterval.Milliseconds())
-	if r := cfg.ReconcilingHeartbeatInterval; r > 0 && r < cfg.HeartbeatInterval && handingOver(g, n, view.gone, groupEpoch, targetEpoch, statuses) {
+	assignedAt := g.AssignmentTimestamp
+	if len(targetRecs) > 0 {
+		assignedAt = now
+	}
+	if r := cfg.ReconcilingHeartbeatInterval; r > 0 && r < cfg.HeartbeatInterval &&
+		(now < assignedAt+cfg.HeartbeatInterval.Milliseconds() || handingOver(g, n, view.gone, groupEpoch, targetEpoch, statuses)) {
 		resp.HeartbeatIntervalMillis = int32(r.Milliseconds())
 	}
 	resp.TaskOffsetIntervalMillis = int32(cfg.TaskOffsetInterval.Milliseconds())
@@ -672,6 +677,12 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 	return out
 }
+
+// The reconciliation interval is answered while a hand-over is in progress (handingOver) and,
+// to every member, for one configured heartbeat interval after the group's target assignment
+// was last computed: members join and leave in bursts (the instances of a deployment start one
+// after another), and a member that owns tasks learns of the next change only at its next
+// heartbeat, which the configured interval would put up to a whole interval away.
 
 // handingOver reports whether tasks are changing hands in the group as this heartbeat leaves
 // it: the member itself has tasks to revoke or to receive, or an assignment waits (delayed

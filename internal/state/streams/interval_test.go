@@ -35,9 +35,10 @@ func delayed(r *kmsg.StreamsGroupHeartbeatResponse) bool {
 	return false
 }
 
-// A scale-out from one member to three: while tasks change hands every member is told the
-// reconciliation interval, so the hand-over does not wait for whole heartbeat intervals; once
-// the group is stable each member is told the configured interval again.
+// A scale-out from one member to three: while tasks change hands, and for one configured
+// interval after each new target assignment, every member is told the reconciliation interval,
+// so the hand-over does not wait for whole heartbeat intervals; once the group is stable and
+// its assignment that old, each member is told the configured interval again.
 func TestHandOverIsAnsweredTheReconciliationInterval(t *testing.T) {
 	e := newEnv(t, topics("in", 6), roundRobin{"sticky"})
 	e.cfg.ReconcilingHeartbeatInterval = 500 * time.Millisecond
@@ -50,11 +51,16 @@ func TestHandOverIsAnsweredTheReconciliationInterval(t *testing.T) {
 		return &client{id: id, epoch: r.MemberEpoch, active: wireTasks(r.ActiveTasks)}, r
 	}
 	m1, r := first("m1")
-	if r.HeartbeatIntervalMillis != long || len(m1.active["s"]) != 6 {
-		t.Fatalf("a lone member with every task is stable at once: interval %d, tasks %v", r.HeartbeatIntervalMillis, m1.active)
+	if r.HeartbeatIntervalMillis != short || len(m1.active["s"]) != 6 {
+		t.Fatalf("a lone member gets every task and the new assignment's interval: interval %d, tasks %v", r.HeartbeatIntervalMillis, m1.active)
 	}
+	e.now = e.now.Add(4900 * time.Millisecond)
+	if r = m1.beat(e); r.HeartbeatIntervalMillis != short {
+		t.Fatalf("4.9 s after the assignment: interval %d, want %d", r.HeartbeatIntervalMillis, short)
+	}
+	e.now = e.now.Add(100 * time.Millisecond)
 	if r = m1.beat(e); r.HeartbeatIntervalMillis != long {
-		t.Fatalf("stable group: interval %d, want %d", r.HeartbeatIntervalMillis, long)
+		t.Fatalf("stable group, assignment 5 s old: interval %d, want %d", r.HeartbeatIntervalMillis, long)
 	}
 
 	e.now = e.now.Add(2 * time.Second)
@@ -70,36 +76,61 @@ func TestHandOverIsAnsweredTheReconciliationInterval(t *testing.T) {
 		t.Fatalf("m1 learns of its revocation: interval %d, tasks %v", r.HeartbeatIntervalMillis, m1.active)
 	}
 
-	// Every member heartbeats at the interval it was told until the group is stable; the
-	// answer is short exactly while a hand-over is in progress.
+	// Every member heartbeats at the interval it was told until the group is stable and its
+	// assignment older than the configured interval; the answer is short exactly until then.
 	members := []*client{m1, m2, m3}
-	stableRounds := 0
-	for round := 0; round < 40 && stableRounds < 2; round++ {
+	longRounds := 0
+	for round := 0; round < 60 && longRounds < 2; round++ {
 		e.now = e.now.Add(short * time.Millisecond)
+		allLong := true
 		for _, c := range members {
 			r := c.beat(e)
 			g := e.s.Groups["g"]
 			st := g.State()
-			handOver := st == Assigning || st == Reconciling || delayed(r)
+			recent := e.now.UnixMilli() < g.AssignmentTimestamp+long
 			want := int32(long)
-			if handOver {
+			if st == Assigning || st == Reconciling || delayed(r) || recent {
 				want = short
 			}
 			if r.HeartbeatIntervalMillis != want {
-				t.Fatalf("round %d, %s: interval %d with the group %s (delayed %v), want %d", round, c.id, r.HeartbeatIntervalMillis, st, delayed(r), want)
+				t.Fatalf("round %d, %s: interval %d with the group %s (delayed %v, assignment %d ms old), want %d", round, c.id, r.HeartbeatIntervalMillis, st, delayed(r), e.now.UnixMilli()-g.AssignmentTimestamp, want)
 			}
+			allLong = allLong && want == long
 		}
-		if e.s.Groups["g"].State() == StableGroup {
-			stableRounds++
+		if allLong {
+			longRounds++
 		}
 	}
-	if stableRounds < 2 {
-		t.Fatalf("the group never became stable: %s", e.s.Groups["g"].State())
+	if longRounds < 2 {
+		t.Fatalf("the group never settled: %s", e.s.Groups["g"].State())
 	}
 	for _, c := range members {
 		if len(c.active["s"]) != 2 {
 			t.Fatalf("%s holds %v, want 2 tasks each", c.id, c.active)
 		}
+	}
+}
+
+// The owner of every task hears of a join at its next heartbeat. Within one configured interval
+// of the group's last assignment it heartbeats at the reconciliation interval, so a member that
+// joins soon after another (a deployment's instances starting one after another) has its tasks
+// released within that, not within the configured interval.
+func TestJoinSoonAfterAnAssignmentReachesTheOwnerAtTheShortInterval(t *testing.T) {
+	e := newEnv(t, topics("in", 6), roundRobin{"sticky"})
+	e.cfg.ReconcilingHeartbeatInterval = 500 * time.Millisecond
+	tp := topo(0, sub{id: "s", sources: []string{"in"}})
+	r := e.hb(join("g", "m1", tp))
+	m1 := &client{id: "m1", epoch: r.MemberEpoch, active: wireTasks(r.ActiveTasks)}
+	e.now = e.now.Add(500 * time.Millisecond)
+	if r := m1.beat(e); r.HeartbeatIntervalMillis != 500 {
+		t.Fatalf("m1 acknowledges its tasks: interval %d, want 500", r.HeartbeatIntervalMillis)
+	}
+	e.now = e.now.Add(1500 * time.Millisecond)
+	r = e.hb(join("g", "m2", tp))
+	mustOK(t, r)
+	e.now = e.now.Add(500 * time.Millisecond) // m1's next heartbeat, as it was told
+	if r := m1.beat(e); len(m1.active["s"]) != 3 || r.HeartbeatIntervalMillis != 500 {
+		t.Fatalf("m1 2.5 s after its join: tasks %v, interval %d; want 3 tasks revoked at once", m1.active, r.HeartbeatIntervalMillis)
 	}
 }
 
