@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -162,22 +163,24 @@ func runStartup(ctx context.Context, f *startupFlags, log io.Writer) error {
 	times := map[key][]float64{}
 	for r := 1; r <= f.rounds; r++ {
 		for _, t := range targets {
-			one, join, all, err := startupRound(ctx, t, cp, f.instances, filepath.Join(work, fmt.Sprintf("%s-r%d", t.name, r)), log)
+			one, join, all, settled, settledJoin, err := startupRound(ctx, t, cp, f.instances, filepath.Join(work, fmt.Sprintf("%s-r%d", t.name, r)), log)
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", t.name, r, err)
 			}
-			fmt.Fprintf(log, "startup: %-22s round %d: 1 instance RUNNING after %.2f s (%.2f s after it began to join), %d instances after %.2f s more\n", t.name, r, one, join, f.instances, all)
+			fmt.Fprintf(log, "startup: %-22s round %d: 1 instance RUNNING after %.2f s (%.2f s after it began to join), %d instances after %.2f s more, all settled RUNNING after %.2f s (%.2f s after the last began to join)\n", t.name, r, one, join, f.instances, all, settled, settledJoin)
 			times[key{t.name, "1"}] = append(times[key{t.name, "1"}], one)
 			times[key{t.name, "j"}] = append(times[key{t.name, "j"}], join)
 			times[key{t.name, "n"}] = append(times[key{t.name, "n"}], all)
+			times[key{t.name, "s"}] = append(times[key{t.name, "s"}], settled)
+			times[key{t.name, "sj"}] = append(times[key{t.name, "sj"}], settledJoin)
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| target | group.protocol | 1 instance: start to RUNNING (s) | 1 instance: first REBALANCING to RUNNING (s) | +%d instances to RUNNING (s) |\n", f.instances-1)
-	b.WriteString("|---|---|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| target | group.protocol | 1 instance: start to RUNNING (s) | 1 instance: first REBALANCING to RUNNING (s) | +%d instances to RUNNING (s) | +%d instances: all settled RUNNING (s) | +%d instances: last first REBALANCING to all settled (s) |\n", f.instances-1, f.instances-1, f.instances-1)
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
 	for _, t := range targets {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", t.name, t.protocol,
-			medianRange(times[key{t.name, "1"}]), medianRange(times[key{t.name, "j"}]), medianRange(times[key{t.name, "n"}]))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", t.name, t.protocol,
+			medianRange(times[key{t.name, "1"}]), medianRange(times[key{t.name, "j"}]), medianRange(times[key{t.name, "n"}]), medianRange(times[key{t.name, "s"}]), medianRange(times[key{t.name, "sj"}]))
 	}
 	fmt.Fprint(os.Stdout, b.String())
 	if f.out != "" {
@@ -204,15 +207,19 @@ func medianRange(xs []float64) string {
 }
 
 // startupRound runs one target's measurement: seconds to RUNNING for the first instance, and
-// for the others started together afterwards.
-func startupRound(ctx context.Context, t startupTarget, cp string, n int, dir string, log io.Writer) (one, join, all float64, err error) {
+// for the others started together afterwards: until each was first RUNNING (all), and until
+// the last move to RUNNING of any instance after which all stay RUNNING for settleQuiet
+// (settled; settledJoin from the latest first REBALANCING of the new instances, i.e. once the
+// last JVM is up and joins, which leaves the JVMs' start out). A new instance is RUNNING at once while it holds no task yet, and the first one
+// goes back to REBALANCING to hand tasks over, so only settled says when the tasks are spread.
+func startupRound(ctx context.Context, t startupTarget, cp string, n int, dir string, log io.Writer) (one, join, all, settled, settledJoin float64, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, 0, err
 	}
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 	app, in, out := "startup-"+stamp, "startup-in-"+stamp, "startup-out-"+stamp
 	if err := createTopics(ctx, t.addr, 4, in, out); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, 0, err
 	}
 	var apps []*wordCount
 	defer func() {
@@ -228,7 +235,7 @@ func startupRound(ctx context.Context, t startupTarget, cp string, n int, dir st
 	const within = 120 * time.Second
 	first := start(1)
 	if err := first.waitRunning(ctx, within); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, 0, err
 	}
 	one, join = first.runningAfter.Seconds(), first.joinToRunning.Seconds()
 	t0 := time.Now()
@@ -238,10 +245,41 @@ func startupRound(ctx context.Context, t startupTarget, cp string, n int, dir st
 	}
 	for _, a := range more {
 		if err := a.waitRunning(ctx, within); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, 0, 0, err
 		}
 	}
-	return one, join, time.Since(t0).Seconds(), nil
+	var lastJoin time.Time
+	for _, a := range more {
+		if j := a.joinedAt(); j.After(lastJoin) {
+			lastJoin = j
+		}
+	}
+	all = time.Since(t0).Seconds()
+	// Settled: every instance RUNNING and no change of state for settleQuiet, longer than the
+	// default heartbeat interval so that a hand-over waiting on a heartbeat is not taken for
+	// the end.
+	const settleQuiet = 8 * time.Second
+	for deadline := time.Now().Add(within); ; {
+		last, running := t0, true
+		for _, a := range apps {
+			st, at := a.lastState()
+			running = running && st == "RUNNING"
+			if at.After(last) {
+				last = at
+			}
+		}
+		if running && time.Since(last) >= settleQuiet {
+			return one, join, all, last.Sub(t0).Seconds(), last.Sub(lastJoin).Seconds(), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, 0, 0, fmt.Errorf("instances not settled RUNNING after %s", within)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, 0, 0, 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func createTopics(ctx context.Context, addr string, partitions int32, topics ...string) error {
@@ -273,7 +311,23 @@ type wordCount struct {
 	// joinToRunning is from the first REBALANCING (the client is up and joins its group) to
 	// RUNNING: the coordination share, without the JVM's start.
 	joinToRunning time.Duration
+	mu            sync.Mutex
+	state         string // the last STATE line's state, and when it was seen
+	stateAt       time.Time
+	joining       time.Time // the first REBALANCING
 	err           error
+}
+
+func (a *wordCount) joinedAt() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.joining
+}
+
+func (a *wordCount) lastState() (string, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state, a.stateAt
 }
 
 func startWordCountJVM(cp, bootstrap, app, in, out, protocol, stateDir, logPath string) *wordCount {
@@ -313,6 +367,14 @@ func startWordCountJVM(cp, bootstrap, app, in, out, protocol, stateDir, logPath 
 				joining = time.Now()
 			}
 			fmt.Fprintf(logf, "%s STDOUT %s\n", time.Now().UTC().Format("15:04:05.000"), sc.Text())
+			if st, ok := strings.CutPrefix(sc.Text(), "STATE "); ok {
+				a.mu.Lock()
+				a.state, a.stateAt = st, time.Now()
+				if st == "REBALANCING" && a.joining.IsZero() {
+					a.joining = a.stateAt
+				}
+				a.mu.Unlock()
+			}
 			if sc.Text() == "STATE RUNNING" && !seen {
 				seen = true
 				a.runningAfter = time.Since(a.started)

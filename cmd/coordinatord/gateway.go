@@ -92,7 +92,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port),
 		ListenHost: g.ListenHost, AdvertisedHost: g.AdvertisedHost, PortMin: g.PortMin, PortMax: g.PortMax,
 		DataDir: cfg.LogDirs, WriteFileDurable: func(path string, data []byte) error { return segment.WriteFileDurable(segment.OSFS{}, path, data) },
-		ConnectTimeout: g.ConnectTimeout, MaxResponseBytes: 1 << 30,
+		ConnectTimeout: g.ConnectTimeout, RequestTimeout: g.RequestTimeout, MaxResponseBytes: 1 << 30,
 		Logger: log.With(zap.String("component", "gateway")), Metrics: gateway.NewMetrics(reg),
 		Serve: func(name string, ln net.Listener, h wire.Handler) { ls.serve(newServer(name, h), ln) },
 	})

@@ -23,7 +23,8 @@ func streamsConfig(cfg *config.Config) streams.Config {
 	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
 	return streams.Config{
 		SessionTimeout: ms(s.SessionTimeoutMs), HeartbeatInterval: ms(s.HeartbeatIntervalMs), MaxSize: s.MaxSize,
-		NumStandbyReplicas: s.NumStandbyReplicas, InitialRebalanceDelay: ms(s.InitialRebalanceDelayMs),
+		ReconcilingHeartbeatInterval: ms(s.ReconciliationHeartbeatIntervalMs),
+		NumStandbyReplicas:           s.NumStandbyReplicas, InitialRebalanceDelay: ms(s.InitialRebalanceDelayMs),
 		AssignmentInterval: ms(s.AssignmentIntervalMs), Assignors: s.Assignors, RackAwareTags: s.RackAwareAssignmentTags,
 		TaskOffsetInterval: ms(s.TaskOffsetIntervalMs), NumWarmupReplicas: s.NumWarmupReplicas,
 		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: assign.Lookup,

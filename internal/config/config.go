@@ -498,6 +498,8 @@ type StreamsGroupConfig struct {
 	AcceptableRecoveryLag                                                  int64
 	// JoinCreatesInternalTopics: see group.streams.join.creates.internal.topics.
 	JoinCreatesInternalTopics bool
+	// ReconciliationHeartbeatIntervalMs: see group.streams.reconciliation.heartbeat.interval.ms.
+	ReconciliationHeartbeatIntervalMs int32
 }
 
 func streamsInt(name, def, doc string, min int64, field func(*StreamsGroupConfig) *int32) key {
@@ -581,6 +583,8 @@ var streamsKeys = []key{
 			c.StreamsGroup.JoinCreatesInternalTopics = b
 			return nil
 		}},
+	streamsInt("group.streams.reconciliation.heartbeat.interval.ms", "500", "coordinatord only. Heartbeat interval told to a streams group member instead of the configured one while tasks change hands in its group (the member has tasks to revoke or to receive, its assignment is delayed, or another member has not reconciled to the group's target assignment yet) and, to every member, for one configured heartbeat interval after the group's target assignment was computed (members tend to join in bursts). Members then learn of their part in a hand-over sooner; once the group is stable and its assignment that old, each member is told the configured interval again. 0, or a value not below the heartbeat interval: always the configured interval, as Kafka 4.4 answers.", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.ReconciliationHeartbeatIntervalMs }),
 	streamsInt("group.streams.task.offset.interval.ms", "60000", "How often streams members report task offsets (TaskOffsetIntervalMillis); at least the minimum.", 1,
 		func(s *StreamsGroupConfig) *int32 { return &s.TaskOffsetIntervalMs }),
 	streamsInt("group.streams.min.task.offset.interval.ms", "15000", "Lowest allowed task offset interval.", 1,

@@ -56,7 +56,7 @@ var gatewayKeys = []key{
 		}},
 	{"upstream.client.id", "coordinatord-gateway", "client.id of coordinatord's own requests to the upstream (metadata); forwarded requests keep their client's id.",
 		func(c *Config, v string) error { c.Gateway.ClientID = v; return nil }},
-	{"upstream.request.timeout.ms", "30000", "How long coordinatord's own upstream requests (metadata) may take.",
+	{"upstream.request.timeout.ms", "30000", "How long an upstream broker may take to answer: coordinatord's own requests (metadata), and each forwarded request, counted from its sending and extended by the wait the request itself asks of the broker (a Fetch's max wait, a Produce's or admin request's timeout). A forwarded request unanswered by then closes the client's connection, as a failed broker would (WARN log, coordinatord_gateway_forward_timeouts_total).",
 		func(c *Config, v string) (err error) { c.Gateway.RequestTimeout, err = parseMillis(v, 1); return }},
 	{"upstream.socket.connection.setup.timeout.ms", "10000", "How long opening one connection to an upstream broker may take; a forwarded request whose connection cannot be opened closes the client's connection.",
 		func(c *Config, v string) (err error) { c.Gateway.ConnectTimeout, err = parseMillis(v, 1); return }},

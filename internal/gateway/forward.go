@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // clientConn is what one client connection holds upstream: at most one connection per upstream
@@ -128,11 +130,20 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	// waiting; an upstream that never answers must not hold the connection's goroutine, and so
 	// the shutdown, forever.
 	stop := context.AfterFunc(ctx, func() { u.nc.Close() })
-	out, err := g.roundTrip(u, h, frame, reserve)
+	bound := g.answerBound(h, frame)
+	out, err := g.roundTrip(u, h, frame, reserve, bound)
 	stop()
 	if err != nil {
 		g.drop(c, node)
 		g.opts.Metrics.failed(node, h.Key)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// As a client's request.timeout.ms does: the connection is given up, and the
+			// client, seeing it close, retries elsewhere or reconnects.
+			g.opts.Metrics.timedOut(node, h.Key)
+			g.lg.Warn("upstream broker did not answer a forwarded request in time; closing the client's connection",
+				zap.Int32("upstream_node", node), zap.String("api", apiName(h.Key)), zap.Int16("version", h.Version),
+				zap.Duration("waited", bound), zap.String("client_id", h.ClientID))
+		}
 		return nil, fmt.Errorf("upstream broker %d: %w", node, err)
 	}
 	if h.Key == 19 || h.Key == 20 || h.Key == 37 {
@@ -154,7 +165,11 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 
 // roundTrip writes the request and reads its answer (size prefix included); nil when the
 // request expects none. The answer's memory is reserved before it is allocated.
-func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
+func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error, bound time.Duration) ([]byte, error) {
+	// Counted from before the write: a broker that stops reading also stops answering.
+	if bound > 0 {
+		u.nc.SetDeadline(time.Now().Add(bound))
+	}
 	var size [4]byte
 	binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
 	bufs := net.Buffers{size[:], frame}
@@ -232,18 +247,84 @@ func putBuffer(b []byte) {
 	bufferPools[i].Put(&b)
 }
 
+// answerBound is how long the upstream may take to answer a forwarded request: the request
+// timeout plus the wait the request itself asks of the broker (a Fetch's MaxWaitMillis, the
+// TimeoutMillis of a Produce or an admin request), so a long poll or a slow replication the
+// client asked for is not cut short. 0 when RequestTimeout is 0.
+func (g *Gateway) answerBound(h wire.Header, frame []byte) time.Duration {
+	if g.opts.RequestTimeout <= 0 {
+		return 0
+	}
+	return g.opts.RequestTimeout + time.Duration(max(requestWaitMs(h, frame), 0))*time.Millisecond
+}
+
+// requestWaitMs reads the wait a request asks of the broker; 0 when it asks none or the frame
+// cannot be read (a malformed request is the broker's to refuse). Produce and Fetch are read
+// in place, not decoded, since their bodies are the forwarding path's bulk.
+func requestWaitMs(h wire.Header, frame []byte) int32 {
+	switch h.Key {
+	case 0:
+		_, timeout := produceAcksTimeout(h.Version, frame)
+		return timeout
+	case 1:
+		_, rest, err := wire.ParseHeader(frame)
+		if err != nil {
+			return 0
+		}
+		if h.Version >= 12 { // flexible
+			if rest, err = wire.SkipHeaderTags(rest); err != nil {
+				return 0
+			}
+		}
+		b := kbin.Reader{Src: rest}
+		if h.Version < 15 {
+			b.Int32() // ReplicaID
+		}
+		if w := b.Int32(); b.Ok() {
+			return w
+		}
+		return 0
+	}
+	req := kmsg.RequestForKey(h.Key)
+	tr, ok := req.(kmsg.TimeoutRequest)
+	if !ok {
+		return 0
+	}
+	_, rest, err := wire.ParseHeader(frame)
+	if err != nil {
+		return 0
+	}
+	req.SetVersion(h.Version)
+	if req.IsFlexible() {
+		if rest, err = wire.SkipHeaderTags(rest); err != nil {
+			return 0
+		}
+	}
+	if err := req.ReadFrom(rest); err != nil {
+		return 0
+	}
+	return tr.Timeout()
+}
+
 // produceAcks reads Acks from a Produce request frame; -2 when it cannot be read (then an
 // answer is expected, and a missing one fails the connection rather than hanging it).
 func produceAcks(version int16, frame []byte) int16 {
+	acks, _ := produceAcksTimeout(version, frame)
+	return acks
+}
+
+// produceAcksTimeout reads Acks and TimeoutMillis from a Produce request frame: -2 and 0 when
+// they cannot be read.
+func produceAcksTimeout(version int16, frame []byte) (int16, int32) {
 	_, rest, err := wire.ParseHeader(frame)
 	if err != nil {
-		return -2
+		return -2, 0
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(version)
 	if req.IsFlexible() {
 		if rest, err = wire.SkipHeaderTags(rest); err != nil {
-			return -2
+			return -2, 0
 		}
 	}
 	b := kbin.Reader{Src: rest}
@@ -255,8 +336,9 @@ func produceAcks(version int16, frame []byte) int16 {
 		}
 	}
 	acks := b.Int16()
+	timeout := b.Int32()
 	if !b.Ok() {
-		return -2
+		return -2, 0
 	}
-	return acks
+	return acks, timeout
 }

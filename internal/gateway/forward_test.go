@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -14,6 +16,9 @@ import (
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // fakeUpstream is an upstream broker on 127.0.0.1 that runs serve for every connection; it
@@ -324,5 +329,117 @@ func TestValidateOnlyCreateTopicsIsNotHeldForMetadata(t *testing.T) {
 		if want := map[bool]int{true: 0, false: 1}[validate]; waits != want {
 			t.Fatalf("ValidateOnly=%v: the answer waited for the upstream's metadata %d times, want %d", validate, waits, want)
 		}
+	}
+}
+
+// An upstream broker that takes a request and never answers it costs the client its
+// connection after upstream.request.timeout.ms, as a dead broker would, instead of holding it
+// (and the answers queued behind it) forever; the gateway says so in a WARN line and a metric.
+func TestUnansweredForwardClosesTheClientAfterTheRequestTimeout(t *testing.T) {
+	upstreamClosed := make(chan struct{})
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		defer close(upstreamClosed)
+		if _, err := readRequest(c); err != nil {
+			return
+		}
+		io.Copy(io.Discard, c) // never answers; returns when the gateway closes its side
+	})
+	core, logs := observer.New(zapcore.WarnLevel)
+	reg := prometheus.NewRegistry()
+	g := testGateway(t)
+	g.opts.RequestTimeout, g.opts.MaxResponseBytes = 100*time.Millisecond, 1<<20
+	g.opts.Metrics, g.lg = NewMetrics(reg), zap.New(core)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	frame := requestFrame(req, 7)
+	c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := c.Read(make([]byte, 64)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %d bytes, %v: want the client's connection closed by the gateway", n, err)
+	}
+	select {
+	case <-upstreamClosed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream connection stays open")
+	}
+	if n := counterValue(t, reg, "coordinatord_gateway_forward_timeouts_total", map[string]string{"node": "1", "api": "Metadata"}); n != 1 {
+		t.Fatalf("timeouts counted: %v, want 1", n)
+	}
+	if l := logs.FilterMessageSnippet("did not answer a forwarded request in time").All(); len(l) != 1 || l[0].Level != zapcore.WarnLevel || l[0].ContextMap()["api"] != "Metadata" {
+		t.Fatalf("WARN lines: %+v", logs.All())
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// The bound on an answer adds the wait the request itself asks of the broker, so a long poll
+// or a produce waiting for replication is not cut short by the gateway.
+func TestAnswerBoundAddsTheRequestsOwnWait(t *testing.T) {
+	g := testGateway(t)
+	g.opts.RequestTimeout = 30 * time.Second
+	fetch := func(v int16) kmsg.Request {
+		r := kmsg.NewPtrFetchRequest()
+		r.SetVersion(v)
+		r.MaxWaitMillis, r.ReplicaID = 60000, -1
+		return r
+	}
+	produce := func(v int16) kmsg.Request {
+		r := kmsg.NewPtrProduceRequest()
+		r.SetVersion(v)
+		r.Acks, r.TimeoutMillis = -1, 45000
+		return r
+	}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.SetVersion(7)
+	create.TimeoutMillis = 20000
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.SetVersion(12)
+	for _, c := range []struct {
+		req  kmsg.Request
+		want time.Duration
+	}{
+		{fetch(4), 90 * time.Second}, {fetch(12), 90 * time.Second}, {fetch(15), 90 * time.Second}, {fetch(17), 90 * time.Second},
+		{produce(3), 75 * time.Second}, {produce(9), 75 * time.Second}, {produce(12), 75 * time.Second},
+		{create, 50 * time.Second}, {meta, 30 * time.Second},
+	} {
+		h := wire.Header{Key: c.req.Key(), Version: c.req.GetVersion(), CorrelationID: 1}
+		if got := g.answerBound(h, requestFrame(c.req, 1)); got != c.want {
+			t.Errorf("%s v%d: bound %s, want %s", kmsg.NameForKey(h.Key), h.Version, got, c.want)
+		}
+	}
+	if got := g.answerBound(wire.Header{Key: 1, Version: 12}, []byte{0, 1}); got != 30*time.Second {
+		t.Errorf("unreadable fetch: bound %s, want the request timeout", got)
+	}
+	g.opts.RequestTimeout = 0
+	if got := g.answerBound(wire.Header{Key: 1, Version: 12}, requestFrame(fetch(12), 1)); got != 0 {
+		t.Errorf("no request timeout: bound %s, want none", got)
 	}
 }

@@ -42,6 +42,9 @@ type Options struct {
 	// WriteFileDurable replaces a file so that a crash leaves the old or the new content.
 	WriteFileDurable func(path string, data []byte) error
 	ConnectTimeout   time.Duration
+	// RequestTimeout bounds the wait for a forwarded request's answer beyond the wait the
+	// request itself asks of the broker (upstream.request.timeout.ms); 0: unbounded.
+	RequestTimeout time.Duration
 	// MaxResponseBytes bounds one upstream response frame.
 	MaxResponseBytes int32
 	Logger           *zap.Logger

@@ -15,6 +15,7 @@ type Metrics struct {
 	bytesOut *prometheus.CounterVec
 	failures *prometheus.CounterVec
 	dials    *prometheus.CounterVec
+	timeouts *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
 
@@ -36,6 +37,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		dials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinatord_gateway_upstream_dial_failures_total", Help: "Upstream connections that could not be opened, by upstream node id.",
 		}, []string{"node"}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_forward_timeouts_total", Help: "Forwarded requests the upstream did not answer within upstream.request.timeout.ms (plus the request's own wait); the client's connection was closed. Also counted in coordinatord_gateway_forward_failures_total. By upstream node id and API.",
+		}, []string{"node", "api"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coordinatord_gateway_forward_duration_seconds",
 			Help:    "Time from forwarding a request to having its answer ready for the client, by upstream node id (includes the upstream's own time, e.g. a fetch's wait).",
@@ -43,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"node"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.latency)
+		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency)
 	}
 	return m
 }
@@ -67,6 +71,10 @@ func (m *Metrics) forwarded(id int32, key int16, in, out int, took time.Duration
 
 func (m *Metrics) failed(id int32, key int16) {
 	m.failures.WithLabelValues(node(id), apiName(key)).Inc()
+}
+
+func (m *Metrics) timedOut(id int32, key int16) {
+	m.timeouts.WithLabelValues(node(id), apiName(key)).Inc()
 }
 
 func (m *Metrics) dialFailed(id int32) { m.dials.WithLabelValues(node(id)).Inc() }

@@ -55,6 +55,10 @@ func (p *portHandler) NewRequest(key, version int16) (kmsg.Request, bool, bool) 
 	if withheld[key] {
 		return nil, false, false // not advertised: the connection closes, as for any unserved key
 	}
+	if p.node < 0 && ownNodeKeys[key] {
+		req, ok := ownNodeRequest(key, version)
+		return req, ok, ok
+	}
 	return p.g.opts.Local.NewRequest(key, version)
 }
 
@@ -72,6 +76,10 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 		}
 	case 32, 33, 44:
 		return p.splitConfigs(ctx, r)
+	case 35, 66:
+		if p.node < 0 {
+			return p.ownNode(r)
+		}
 	}
 	return p.g.opts.Local.Handle(ctx, r)
 }
@@ -83,6 +91,8 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 	switch {
 	case localKeys[h.Key], neverForwarded[h.Key]:
+		return false
+	case ownNodeKeys[h.Key] && p.node < 0:
 		return false
 	case h.Key == 10:
 		return findCoordinatorKeyType(h.Version, rest) == 1

@@ -185,6 +185,9 @@ func startCoordinatord(tmp, upstream string) (*coordinatord, error) {
 		// Kafka answers a join whose internal topics are missing with MISSING_INTERNAL_TOPICS;
 		// coordinatord's default creates them first (docs/conformance.md).
 		"--set", "group.streams.join.creates.internal.topics=false",
+		// Kafka answers every heartbeat with the configured interval; coordinatord's default
+		// answers a shorter one during a hand-over (docs/conformance.md).
+		"--set", "group.streams.reconciliation.heartbeat.interval.ms=0",
 		// kafka.sh runs Kafka's in-memory topology description plugin (KIP-1331).
 		"--set", "group.streams.topology.description.plugin.class=memory",
 	)

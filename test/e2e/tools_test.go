@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -255,5 +256,71 @@ func TestGateway_JavaConsumerGroupConsumesAndCommits(t *testing.T) {
 	offsets.Each(func(o kadm.OffsetResponse) { sum += o.At })
 	if sum != records {
 		t.Fatalf("the Java consumer's committed offsets sum to %d, want %d", sum, records)
+	}
+}
+
+// kafka-transactions.sh list and kafka-log-dirs.sh --describe ask every broker Metadata lists,
+// coordinatord's node included: through the gateway, an open transaction is listed once (by
+// the upstream broker that coordinates it), and coordinatord's node shows one log directory
+// with no partitions while the upstream broker shows its own.
+func TestGateway_KafkasTransactionAndLogDirToolsWork(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic, txnID := "txn-tools-"+run, "txn-tools-"+run
+	cl := newClient(t, g.Addr, kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic))
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.EndTransaction(context.Background(), kgo.TryAbort)
+
+	out := kafkaTool(t, "org.apache.kafka.tools.TransactionsCommand", g.Addr, "list")
+	if rs := rows(out, txnID); len(rs) != 1 || !strings.Contains(out, "Ongoing") {
+		t.Fatalf("kafka-transactions list shows the open transaction %d times, want once:\n%s", len(rs), out)
+	}
+
+	out = kafkaTool(t, "org.apache.kafka.tools.LogDirsCommand", g.Addr, "--describe")
+	var report struct {
+		Brokers []struct {
+			Broker  int32 `json:"broker"`
+			LogDirs []struct {
+				LogDir     string `json:"logDir"`
+				Error      any    `json:"error"`
+				Partitions []any  `json:"partitions"`
+			} `json:"logDirs"`
+		} `json:"brokers"`
+	}
+	start := strings.Index(out, `{"brokers"`)
+	if start < 0 {
+		t.Fatalf("kafka-log-dirs --describe printed no report:\n%s", out)
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out[start:])), &report); err != nil {
+		t.Fatalf("kafka-log-dirs report: %v\n%s", err, out)
+	}
+	var own, upstreamWithPartitions int
+	for _, b := range report.Brokers {
+		if b.Broker == nodeID {
+			own++
+			if len(b.LogDirs) != 1 || b.LogDirs[0].LogDir != g.DataDir || len(b.LogDirs[0].Partitions) != 0 || b.LogDirs[0].Error != nil {
+				t.Fatalf("coordinatord's node in kafka-log-dirs: %+v\n%s", b, out)
+			}
+			continue
+		}
+		for _, d := range b.LogDirs {
+			if len(d.Partitions) > 0 {
+				upstreamWithPartitions++
+			}
+		}
+	}
+	if own != 1 || upstreamWithPartitions == 0 {
+		t.Fatalf("kafka-log-dirs lists coordinatord's node %d times and %d upstream log directories with partitions:\n%s", own, upstreamWithPartitions, out)
 	}
 }

@@ -11,12 +11,16 @@ import (
 
 // Config is the broker-level streams group configuration (spec §7.1).
 type Config struct {
-	SessionTimeout        time.Duration
-	HeartbeatInterval     time.Duration
-	MaxSize               int32
-	NumStandbyReplicas    int32
-	InitialRebalanceDelay time.Duration
-	AssignmentInterval    time.Duration
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	// ReconcilingHeartbeatInterval, when shorter than HeartbeatInterval, is answered instead of
+	// it while the member or its group has a hand-over in progress (0: always HeartbeatInterval,
+	// Kafka's answer). See group.streams.reconciliation.heartbeat.interval.ms.
+	ReconcilingHeartbeatInterval time.Duration
+	MaxSize                      int32
+	NumStandbyReplicas           int32
+	InitialRebalanceDelay        time.Duration
+	AssignmentInterval           time.Duration
 	// Assignors are the registered assignor names; the first is the default (KIP-1357).
 	Assignors             []string
 	RackAwareTags         []string

@@ -624,6 +624,14 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	resp := kmsg.NewPtrStreamsGroupHeartbeatResponse()
 	resp.MemberID, resp.MemberEpoch = m.ID, n.Epoch
 	resp.HeartbeatIntervalMillis = int32(cfg.HeartbeatInterval.Milliseconds())
+	assignedAt := g.AssignmentTimestamp
+	if len(targetRecs) > 0 {
+		assignedAt = now
+	}
+	if r := cfg.ReconcilingHeartbeatInterval; r > 0 && r < cfg.HeartbeatInterval &&
+		(now < assignedAt+cfg.HeartbeatInterval.Milliseconds() || handingOver(g, n, view.gone, groupEpoch, targetEpoch, statuses)) {
+		resp.HeartbeatIntervalMillis = int32(r.Milliseconds())
+	}
 	resp.TaskOffsetIntervalMillis = int32(cfg.TaskOffsetInterval.Milliseconds())
 	resp.AcceptableRecoveryLag = cfg.AcceptableRecoveryLag
 	if req.MemberEpoch == 0 || tasksChanged {
@@ -668,6 +676,41 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		out.ToCreate = configured.ToCreate
 	}
 	return out
+}
+
+// The reconciliation interval is answered while a hand-over is in progress (handingOver) and,
+// to every member, for one configured heartbeat interval after the group's target assignment
+// was last computed: members join and leave in bursts (the instances of a deployment start one
+// after another), and a member that owns tasks learns of the next change only at its next
+// heartbeat, which the configured interval would put up to a whole interval away.
+
+// handingOver reports whether tasks are changing hands in the group as this heartbeat leaves
+// it: the member itself has tasks to revoke or to receive, or an assignment waits (delayed
+// by the initial delay or the assignment interval), or the group's target is newer than its
+// last computed assignment, or another member has not reconciled to the target yet. A member
+// learns of its part in a hand-over only from a heartbeat answer, so every member of such a
+// group heartbeating sooner is what shortens it; a stable group goes back to the configured
+// interval at each member's next heartbeat. The count of members reconciled to the target is
+// kept by Replay, so this costs the same whatever the group's size.
+func handingOver(g *Group, n *Member, gone string, groupEpoch, targetEpoch int32, statuses []Status) bool {
+	if n.State != Stable || n.Epoch != targetEpoch || groupEpoch > targetEpoch {
+		return true
+	}
+	for _, st := range statuses {
+		if st.Code == StatusAssignmentDelayed {
+			return true
+		}
+	}
+	others, settled := len(g.Members), g.stableAt[targetEpoch]
+	for _, id := range []string{n.ID, gone} {
+		if m := g.Members[id]; id != "" && m != nil {
+			others--
+			if m.State == Stable && m.Epoch == targetEpoch {
+				settled--
+			}
+		}
+	}
+	return settled < others
 }
 
 // taskOffsetsOf turns a reported TaskOffsets or TaskEndOffsets list into what the group keeps

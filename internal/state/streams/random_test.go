@@ -201,5 +201,8 @@ func checkDerived(t *testing.T, s *State) {
 		if want := instanceIndex(g.Members); !reflect.DeepEqual(g.instances, want) {
 			t.Fatalf("group %s: instance index %v, a rebuild gives %v", id, g.instances, want)
 		}
+		if want := stableIndex(g.Members); !reflect.DeepEqual(g.stableAt, want) {
+			t.Fatalf("group %s: stable members per epoch %v, a rebuild gives %v", id, g.stableAt, want)
+		}
 	}
 }

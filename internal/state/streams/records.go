@@ -278,6 +278,7 @@ func (s *State) Replay(rec log.Record) error {
 		if m == nil {
 			m = newMember(memberID)
 			g.Members[memberID] = m
+			g.countStable(m, 1)
 		}
 		return m
 	}
@@ -333,6 +334,7 @@ func (s *State) Replay(rec log.Record) error {
 		g.Targets[memberID] = t
 	case records.KindStreamsCurrentMember:
 		m := member()
+		g.countStable(m, -1)
 		m.Epoch, m.PreviousEpoch = v.Int32(), v.Int32()
 		switch st := MemberState(v.Int16()); st {
 		case Stable, UnrevokedTasks, UnreleasedTasks:
@@ -340,6 +342,7 @@ func (s *State) Replay(rec log.Record) error {
 		default:
 			m.State = UnknownState
 		}
+		g.countStable(m, 1)
 		var assigned, pending Roles
 		for role := range assigned {
 			if assigned[role], err = readTasks(v, Role(role) == Active, m.Epoch); err != nil {
@@ -406,6 +409,7 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 			return fmt.Errorf("streams group %s: member %s metadata tombstone before its target assignment tombstone", g.ID, memberID)
 		}
 		g.unindexInstance(m)
+		g.countStable(m, -1)
 		delete(g.Members, memberID)
 		delete(g.soft.taskOffsets, memberID)
 		delete(g.soft.taskEndOffsets, memberID)
@@ -422,7 +426,9 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 	case records.KindStreamsCurrentMember:
 		if m := g.Members[memberID]; m != nil {
 			g.owners.remove(m)
+			g.countStable(m, -1)
 			m.Epoch, m.PreviousEpoch = -1, -1
+			g.countStable(m, 1)
 			m.Assigned, m.Pending = Roles{}, Roles{}
 			m.hasCurrent = false
 		}

@@ -233,6 +233,10 @@ type Group struct {
 	owners      taskOwners
 	warmTargets int
 	instances   map[string]string
+	// stableAt counts the members in state Stable at each member epoch, so whether every
+	// member has reconciled to the target (the group is not Reconciling) is known without
+	// visiting the members.
+	stableAt map[int32]int
 
 	hasMetadata bool
 	soft        soft
@@ -286,7 +290,7 @@ func newGroup(id string) *Group {
 		StoredDescriptionEpoch: -1, FailedDescriptionEpoch: -1,
 		AssignmentConfigs: map[string]string{},
 		Members:           map[string]*Member{}, Targets: map[string]Roles{},
-		owners: newTaskOwners(), instances: map[string]string{},
+		owners: newTaskOwners(), instances: map[string]string{}, stableAt: map[int32]int{},
 	}
 }
 
@@ -306,6 +310,28 @@ func (g *Group) State() GroupState {
 		}
 	}
 	return StableGroup
+}
+
+// countStable adds d to the stable-member count of m's epoch if m is Stable; Replay calls it
+// with -1 before it changes a member's epoch or state (or drops the member) and +1 after.
+func (g *Group) countStable(m *Member, d int) {
+	if m.State != Stable {
+		return
+	}
+	if g.stableAt[m.Epoch] += d; g.stableAt[m.Epoch] == 0 {
+		delete(g.stableAt, m.Epoch)
+	}
+}
+
+// stableIndex is the stableAt count rebuilt from the members (Replay keeps it incrementally).
+func stableIndex(members map[string]*Member) map[int32]int {
+	out := map[int32]int{}
+	for _, m := range members {
+		if m.State == Stable {
+			out[m.Epoch]++
+		}
+	}
+	return out
 }
 
 // staticMember returns the member holding an instance id.
