@@ -88,6 +88,9 @@ type Config struct {
 	// Gateway is gateway mode (upstream.*, gateway.*); off when no upstream is configured.
 	Gateway GatewayConfig
 
+	// Authorizer is the ACL authorizer (authorizer.class.name, super.users, ...).
+	Authorizer AuthorizerConfig
+
 	// values and sources of every key, for `config check`.
 	values  map[string]string
 	sources map[string]Source
@@ -400,6 +403,9 @@ func (c *Config) validate() error {
 		if !found {
 			return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"], Reason: "listener name " + a.Name + " is not in listeners"}
 		}
+	}
+	if err := c.validateAuthorizer(); err != nil {
+		return err
 	}
 	return c.validateGateway()
 }
