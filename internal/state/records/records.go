@@ -38,6 +38,9 @@ const (
 	// KindTopic: key (topic name), value the topic's id, partition count, replication factor and
 	// configs. Lives in the metadata shard.
 	KindTopic Kind = 40
+	// KindACL: key (resource type, resource name, pattern type, principal, host, operation,
+	// permission), the whole binding; value empty (version only). A tombstone deletes it.
+	KindACL Kind = 45
 	// KindGroupConfig: key (group), value the group's config overrides (name/value pairs, the
 	// whole set); a tombstone clears them. Kinds 60-69 are group-level records of any type.
 	KindGroupConfig Kind = 60
@@ -57,6 +60,7 @@ var kindNames = map[Kind]string{
 	KindStreamsCurrentMember:  "streams_current_member_assignment",
 	KindStreamsTopology:       "streams_topology",
 	KindTopic:                 "topic",
+	KindACL:                   "acl_binding",
 	KindGroupConfig:           "group_config",
 	KindTest:                  "test",
 }
