@@ -7,7 +7,6 @@ package acl
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 )
 
@@ -132,7 +131,7 @@ func (p Principal) String() string { return p.Type + ":" + p.Name }
 func ParsePrincipal(s string) (Principal, error) {
 	t, n, ok := strings.Cut(s, ":")
 	if !ok || t == "" {
-		return Principal{}, fmt.Errorf("could not parse principal from `%s` (no colon is found separating principal type from principal name)", s)
+		return Principal{}, invalid("could not parse principal from `%s` (no colon is found separating principal type from principal name)", s)
 	}
 	return Principal{Type: t, Name: n}, nil
 }
@@ -184,9 +183,7 @@ func (b Binding) Validate() error {
 	case b.Host == "":
 		return invalid("Invalid empty host")
 	}
-	if b.Host != Wildcard && net.ParseIP(b.Host) == nil {
-		return invalid("Invalid host %s: an ACL host is * or an IP address", b.Host)
-	}
+	// Kafka accepts any host string (one that is no IP address matches nothing).
 	return nil
 }
 

@@ -175,13 +175,13 @@ func TestValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, b := range map[string]Binding{
-		"any resource":     bad(func(b *Binding) { b.Resource = ResourceAny }),
-		"match pattern":    bad(func(b *Binding) { b.Pattern = PatternMatch }),
-		"any operation":    bad(func(b *Binding) { b.Operation = OpAny }),
-		"any permission":   bad(func(b *Binding) { b.Permission = PermissionAny }),
-		"empty name":       bad(func(b *Binding) { b.Name = "" }),
-		"cluster name":     bad(func(b *Binding) { b.Resource = ResourceCluster; b.Name = "c" }),
-		"host not address": bad(func(b *Binding) { b.Host = "example.com" }),
+		"any resource":   bad(func(b *Binding) { b.Resource = ResourceAny }),
+		"match pattern":  bad(func(b *Binding) { b.Pattern = PatternMatch }),
+		"any operation":  bad(func(b *Binding) { b.Operation = OpAny }),
+		"any permission": bad(func(b *Binding) { b.Permission = PermissionAny }),
+		"empty name":     bad(func(b *Binding) { b.Name = "" }),
+		"cluster name":   bad(func(b *Binding) { b.Resource = ResourceCluster; b.Name = "c" }),
+		"empty host":     bad(func(b *Binding) { b.Host = "" }),
 	} {
 		if err := b.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)

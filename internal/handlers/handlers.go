@@ -9,6 +9,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
@@ -83,6 +84,8 @@ type Deps struct {
 	// JoinCreatesInternalTopics creates a joining member's missing internal topics before its
 	// heartbeat runs (group.streams.join.creates.internal.topics).
 	JoinCreatesInternalTopics bool
+	// Authorizer checks ACLs; nil or not enabled allows everything (no authorizer.class.name).
+	Authorizer *acl.Authorizer
 }
 
 type handlerFunc func(ctx context.Context, r *wire.Request) kmsg.Response
@@ -138,6 +141,9 @@ func New(deps Deps) *Table {
 	t.add(33, 0, 2, t.alterConfigs)
 	t.add(44, 0, 1, t.incrementalAlterConfigs)
 	t.add(74, 0, 1, t.listConfigResources)
+	t.add(29, 1, 3, t.describeACLs)
+	t.add(30, 1, 3, t.createACLs)
+	t.add(31, 1, 3, t.deleteACLs)
 	return t
 }
 
