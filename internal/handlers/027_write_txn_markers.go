@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"sync"
 
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -39,6 +40,9 @@ func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Respo
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	count := t.deps.Groups.Count()
+	// Only the transaction coordinator may write markers: without this check any client could
+	// commit or abort another producer's staged offsets. Kafka accepts CLUSTER ALTER as well.
+	denied := !t.allowed(r, acl.ResourceCluster, acl.ClusterName, acl.OpAlter) && !t.clusterAllowed(r, acl.OpClusterAction)
 	var ops []*markerOp
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
 	for mi := range req.Markers {
@@ -57,6 +61,10 @@ func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Respo
 				rp := &rt.Partitions[j]
 				*rp = kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				rp.Partition = p
+				if denied {
+					rp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+					continue
+				}
 				if mt.Topic != offsetsTopic || p < 0 || p >= count {
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					continue
