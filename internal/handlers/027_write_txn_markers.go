@@ -39,10 +39,10 @@ type markerOp struct {
 func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-	count := t.deps.Groups.Count()
 	// Only the transaction coordinator may write markers: without this check any client could
 	// commit or abort another producer's staged offsets. Kafka accepts CLUSTER ALTER as well.
 	denied := !t.allowed(r, acl.ResourceCluster, acl.ClusterName, acl.OpAlter) && !t.clusterAllowed(r, acl.OpClusterAction)
+	count := t.deps.Groups.Count()
 	var ops []*markerOp
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
 	for mi := range req.Markers {
