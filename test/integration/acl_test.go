@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -503,5 +505,60 @@ func TestACLsWithoutAuthorizerEverythingOpen(t *testing.T) {
 	dg.Groups, dg.IncludeAuthorizedOperations = []string{"g"}, true
 	if g := c.do(dg, 5).(*kmsg.DescribeGroupsResponse).Groups[0]; g.AuthorizedOperations != 3400 {
 		t.Fatalf("authorized operations without an authorizer: %d, want 3400", g.AuthorizedOperations)
+	}
+}
+
+// The ACL APIs through franz-go's admin client (what kafka-acls.sh sends): creations answer
+// one by one, an invalid one with INVALID_REQUEST beside valid ones, a MATCH filter finds the
+// literal, wildcard and prefixed bindings that apply to a name, and a delete returns what it
+// removed.
+func TestACLsAdminAPIs(t *testing.T) {
+	d := startDaemon(t, standardAuthorizer, "super.users=User:ANONYMOUS")
+	adm := kadm.NewClient(d.client())
+	ctx := ctxT(t)
+	b := kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("app-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpRead)
+	res, err := adm.CreateACLs(ctx, b)
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("create: %v %+v", err, res)
+	}
+	b2 := kadm.NewACLs().Deny("User:bob").DenyHosts("10.0.0.1").Groups("*", "app-1", "other").Operations(kadm.OpAll)
+	if res, err := adm.CreateACLs(ctx, b2); err != nil || len(res) != 3 || res[0].Err != nil {
+		t.Fatalf("create: %v %+v", err, res)
+	}
+
+	match := kadm.NewACLs().AnyResource("app-1").ResourcePatternType(kadm.ACLPatternMatch).Operations(kadm.OpAny).Allow().Deny().AllowHosts().DenyHosts()
+	described, err := adm.DescribeACLs(ctx, match)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range described {
+		if r.Err != nil {
+			t.Fatalf("describe: %v %s", r.Err, r.ErrMessage)
+		}
+		for _, a := range r.Described {
+			got = append(got, fmt.Sprintf("%s/%s/%s/%s", a.Name, a.Pattern, a.Principal, a.Permission))
+		}
+	}
+	slices.Sort(got)
+	want := []string{"*/LITERAL/User:bob/DENY", "app-/PREFIXED/User:alice/ALLOW", "app-1/LITERAL/User:bob/DENY"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("MATCH app-1 described %v, want %v", got, want)
+	}
+
+	del := kadm.NewACLs().Deny("User:bob").DenyHosts("10.0.0.1").Groups("other").Operations(kadm.OpAll)
+	dres, err := adm.DeleteACLs(ctx, del)
+	if err != nil || len(dres) != 1 || dres[0].Err != nil || len(dres[0].Deleted) != 1 || dres[0].Deleted[0].Name != "other" {
+		t.Fatalf("delete: %v %+v", err, dres)
+	}
+
+	c := dialFrom(t, d.Addr, adminHost)
+	req := kmsg.NewPtrCreateACLsRequest()
+	bad := creation(grant{kmsg.ACLResourceTypeCluster, "not-the-cluster", kmsg.ACLOperationAlter}, "*", kmsg.ACLPermissionTypeAllow, kmsg.ACLResourcePatternTypeLiteral)
+	good := creation(grant{kmsg.ACLResourceTypeTopic, "t", kmsg.ACLOperationRead}, "*", kmsg.ACLPermissionTypeAllow, kmsg.ACLResourcePatternTypeLiteral)
+	req.Creations = []kmsg.CreateACLsRequestCreation{bad, good}
+	results := c.do(req, 3).(*kmsg.CreateACLsResponse).Results
+	if results[0].ErrorCode != kerr.InvalidRequest.Code || results[0].ErrorMessage == nil || results[1].ErrorCode != 0 {
+		t.Fatalf("invalid beside valid: %v %v / %v", kerr.ErrorForCode(results[0].ErrorCode), results[0].ErrorMessage, kerr.ErrorForCode(results[1].ErrorCode))
 	}
 }
