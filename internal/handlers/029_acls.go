@@ -21,8 +21,8 @@ const noAuthorizerMessage = "No Authorizer is configured."
 // LoadACLs installs the metadata shard's durable bindings in the authorizer: at startup, before
 // any listener serves, and after every change.
 func LoadACLs(ctx context.Context, m *runtime.Shard[*meta.Catalog], a *acl.Authorizer) error {
-	if a == nil {
-		return nil
+	if !a.Enabled() {
+		return nil // nothing decides on them; DescribeAcls answers SECURITY_DISABLED
 	}
 	v, err := m.Read(ctx, meta.ReadACLs)
 	if err != nil {

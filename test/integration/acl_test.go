@@ -561,4 +561,26 @@ func TestACLsAdminAPIs(t *testing.T) {
 	if results[0].ErrorCode != kerr.InvalidRequest.Code || results[0].ErrorMessage == nil || results[1].ErrorCode != 0 {
 		t.Fatalf("invalid beside valid: %v %v / %v", kerr.ErrorForCode(results[0].ErrorCode), results[0].ErrorMessage, kerr.ErrorForCode(results[1].ErrorCode))
 	}
+
+	// What was created and not deleted is what a restart loads.
+	listAll := func(c *aclConn) []string {
+		req := kmsg.NewPtrDescribeACLsRequest()
+		req.ResourceType, req.ResourcePatternType, req.Operation, req.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		var out []string
+		for _, r := range c.do(req, 3).(*kmsg.DescribeACLsResponse).Resources {
+			for _, a := range r.ACLs {
+				out = append(out, fmt.Sprintf("%d/%s/%d/%s/%s/%d/%d", r.ResourceType, r.ResourceName, r.ResourcePatternType, a.Principal, a.Host, a.Operation, a.PermissionType))
+			}
+		}
+		return out
+	}
+	before := listAll(c)
+	if len(before) != 4 {
+		t.Fatalf("%d bindings before the restart, want 4: %v", len(before), before)
+	}
+	d.stop()
+	d.start(standardAuthorizer, "super.users=User:ANONYMOUS")
+	if after := listAll(dialFrom(t, d.Addr, adminHost)); !slices.Equal(before, after) {
+		t.Fatalf("bindings changed across a restart:\n%v\n%v", before, after)
+	}
 }
