@@ -584,3 +584,54 @@ func TestACLsAdminAPIs(t *testing.T) {
 		t.Fatalf("bindings changed across a restart:\n%v\n%v", before, after)
 	}
 }
+
+// A streams member may make coordinatord create its internal topics only with CREATE on them
+// (or on the cluster), as Kafka's heartbeat checks; until then the MISSING_INTERNAL_TOPICS
+// status says which it may not create. StreamsGroupDescribe reports the group's authorized
+// operations from the ACLs.
+func TestACLsStreamsInternalTopicsNeedCreate(t *testing.T) {
+	d, admin := startACLDaemon(t)
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "s-0", 2, 1
+	ct.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+	if code := admin.do(ct, 7).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create s-0: %v", kerr.ErrorForCode(code))
+	}
+	admin.grant(clientHost, grp("sg", kmsg.ACLOperationRead), tpc("s-0", kmsg.ACLOperationDescribe), tpc("s-store-0-changelog", kmsg.ACLOperationDescribe))
+	client := dialFrom(t, d.Addr, clientHost)
+	resp := client.do(streamsHeartbeatReq("sg"), 1).(*kmsg.StreamsGroupHeartbeatResponse)
+	denied := false
+	for _, st := range resp.Status {
+		denied = denied || st.StatusCode == 3 && strings.HasSuffix(st.StatusDetail, "; Unauthorized to CREATE on topics s-store-0-changelog.")
+	}
+	if resp.ErrorCode != 0 || !denied {
+		t.Fatalf("heartbeat without CREATE: %v %+v", kerr.ErrorForCode(resp.ErrorCode), resp.Status)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = strp("s-store-0-changelog")
+	md.Topics = []kmsg.MetadataRequestTopic{mt}
+	if code := admin.do(md, 12).(*kmsg.MetadataResponse).Topics[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("the changelog exists without CREATE on it: %v", kerr.ErrorForCode(code))
+	}
+
+	admin.grant(clientHost, tpc("s-store-0-changelog", kmsg.ACLOperationCreate))
+	hb := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = "sg", "m1", resp.MemberEpoch, -1
+	resp = client.do(hb, 1).(*kmsg.StreamsGroupHeartbeatResponse)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("heartbeat with CREATE: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if code := admin.do(md, 12).(*kmsg.MetadataResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("the changelog was not created with CREATE on it: %v", kerr.ErrorForCode(code))
+	}
+
+	admin.grant(clientHost, grp("sg", kmsg.ACLOperationDelete))
+	dr := kmsg.NewPtrStreamsGroupDescribeRequest()
+	dr.Groups, dr.IncludeAuthorizedOperations = []string{"sg"}, true
+	g := client.do(dr, 0).(*kmsg.StreamsGroupDescribeResponse).Groups[0]
+	if want := int32(1<<3 | 1<<6 | 1<<8); g.ErrorCode != 0 || g.AuthorizedOperations != want {
+		t.Fatalf("describe: %v, authorized operations %d, want READ|DELETE|DESCRIBE (%d)", kerr.ErrorForCode(g.ErrorCode), g.AuthorizedOperations, want)
+	}
+}
