@@ -39,11 +39,11 @@ func (t *Table) findCoordinator(_ context.Context, r *wire.Request) kmsg.Respons
 		switch keyType {
 		case coordinatorGroup:
 			if !t.groupAllowed(r, key, acl.OpDescribe) {
-				return fail(kerr.GroupAuthorizationFailed.Code, "%s", kerr.GroupAuthorizationFailed.Description)
+				return fail(kerr.GroupAuthorizationFailed.Code, "Group authorization failed.")
 			}
 		case coordinatorTransaction:
 			if !t.authorize(r, acl.ResourceTransactionalID, key, acl.OpDescribe) {
-				return fail(kerr.TransactionalIDAuthorizationFailed.Code, "%s", kerr.TransactionalIDAuthorizationFailed.Description)
+				return fail(kerr.TransactionalIDAuthorizationFailed.Code, "Transactional Id authorization failed.")
 			}
 		case coordinatorShare:
 			if r.Version < 6 {

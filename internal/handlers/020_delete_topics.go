@@ -84,9 +84,12 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 	for i, ref := range refs {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = ref.Name, ref.ID
-		if err != nil {
+		switch {
+		case denied[i]:
+			st.ErrorCode, st.ErrorMessage = kerr.TopicAuthorizationFailed.Code, strPtr("Authorization failed.")
+		case err != nil:
 			st.ErrorCode, st.ErrorMessage = availabilityCode(err), strPtr(err.Error())
-		} else {
+		default:
 			res := v.([]meta.TopicResult)[i]
 			st.ErrorCode = res.Code
 			if res.Code != 0 {

@@ -36,7 +36,7 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 		found := false
 		switch {
 		case !t.groupAllowed(r, id, acl.OpDescribe):
-			g.ErrorCode, g.ErrorMessage = kerr.GroupAuthorizationFailed.Code, strPtr(kerr.GroupAuthorizationFailed.Description)
+			g.ErrorCode, g.ErrorMessage = kerr.GroupAuthorizationFailed.Code, strPtr("Group authorization failed.")
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
 		case catErr != nil:
