@@ -28,9 +28,10 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 			refs = append(refs, meta.TopicRef{Name: strPtr(name)})
 		}
 	}
-	// TOPIC DELETE per topic; a topic named by id is checked under its name, and an unknown id
-	// is left to the catalog (UNKNOWN_TOPIC_ID), as Kafka does.
+	// TOPIC DELETE per topic; a topic named by id is checked under its name (DESCRIBE, then
+	// DELETE), and an unknown id is left to the catalog (UNKNOWN_TOPIC_ID), as Kafka does.
 	denied := make([]bool, len(refs))
+	describable := make([]string, len(refs)) // by id: the name, when the client may see it
 	var allowedRefs []meta.TopicRef
 	if t.deps.Authorizer.Enabled() {
 		snap, _ := t.catalog(ctx)
@@ -39,8 +40,13 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 			case ref.Name != nil:
 				denied[i] = !t.topicAllowed(r, *ref.Name, acl.OpDelete)
 			case snap != nil:
+				// By id Kafka checks DESCRIBE first: without it the id is all the answer names.
 				if topic, ok := snap.TopicByID(ref.ID); ok {
-					denied[i] = !t.topicAllowed(r, topic.Name, acl.OpDelete)
+					denied[i] = true
+					if t.topicAllowed(r, topic.Name, acl.OpDescribe) {
+						describable[i] = topic.Name
+						denied[i] = !t.topicAllowed(r, topic.Name, acl.OpDelete)
+					}
 				}
 			}
 			if !denied[i] {
@@ -65,7 +71,7 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 		k := 0
 		for i := range refs {
 			if denied[i] {
-				merged[i] = meta.TopicResult{Code: kerr.TopicAuthorizationFailed.Code, Message: "Authorization failed."}
+				merged[i] = meta.TopicResult{Code: kerr.TopicAuthorizationFailed.Code}
 				continue
 			}
 			merged[i] = got[k]
@@ -86,7 +92,12 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 		st.Topic, st.TopicID = ref.Name, ref.ID
 		switch {
 		case denied[i]:
-			st.ErrorCode, st.ErrorMessage = kerr.TopicAuthorizationFailed.Code, strPtr("Authorization failed.")
+			// No message, and a topic named by id keeps its name from a client that may not
+			// DESCRIBE it, as Kafka's.
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			if ref.Name == nil && describable[i] != "" {
+				st.Topic = strPtr(describable[i])
+			}
 		case err != nil:
 			st.ErrorCode, st.ErrorMessage = availabilityCode(err), strPtr(err.Error())
 		default:

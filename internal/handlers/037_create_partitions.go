@@ -64,7 +64,7 @@ func (t *Table) createPartitions(ctx context.Context, r *wire.Request) kmsg.Resp
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = inc.Name
 		if denied[i] {
-			st.ErrorCode, st.ErrorMessage = kerr.TopicAuthorizationFailed.Code, strPtr("Authorization failed.")
+			st.ErrorCode, st.ErrorMessage = kerr.TopicAuthorizationFailed.Code, strPtr("The topic authorization is failed.")
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

@@ -92,21 +92,21 @@ func (t *Table) clusterAllowed(r *wire.Request, op acl.Operation) bool {
 
 // configResourceAllowed is the check of a DescribeConfigs or (Incremental)AlterConfigs
 // resource, with the code Kafka answers a denial with (ConfigHelper / KafkaApis): BROKER and
-// BROKER_LOGGER (and CLIENT_METRICS) are CLUSTER resources. Unknown types pass, to get the
-// error their type gets.
+// BROKER_LOGGER (and CLIENT_METRICS) are CLUSTER resources; no message, as Kafka's. Unknown
+// types pass, to get the error their type gets.
 func (t *Table) configResourceAllowed(r *wire.Request, typ kmsg.ConfigResourceType, name string, op acl.Operation) (int16, *string) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 		if !t.topicAllowed(r, name, op) {
-			return kerr.TopicAuthorizationFailed.Code, strPtr("Topic authorization failed.")
+			return kerr.TopicAuthorizationFailed.Code, nil
 		}
 	case kmsg.ConfigResourceTypeGroupConfig:
 		if !t.groupAllowed(r, name, op) {
-			return kerr.GroupAuthorizationFailed.Code, strPtr("Group authorization failed.")
+			return kerr.GroupAuthorizationFailed.Code, nil
 		}
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
 		if !t.clusterAllowed(r, op) {
-			return kerr.ClusterAuthorizationFailed.Code, strPtr("Cluster authorization failed.")
+			return kerr.ClusterAuthorizationFailed.Code, nil
 		}
 	}
 	return 0, nil

@@ -635,3 +635,33 @@ func TestACLsStreamsInternalTopicsNeedCreate(t *testing.T) {
 		t.Fatalf("describe: %v, authorized operations %d, want READ|DELETE|DESCRIBE (%d)", kerr.ErrorForCode(g.ErrorCode), g.AuthorizedOperations, want)
 	}
 }
+
+// DeleteTopics by id checks DESCRIBE before DELETE, as Kafka: a client that may not describe
+// the topic learns nothing but its id, even holding DELETE.
+func TestACLsDeleteTopicByIDNeedsDescribe(t *testing.T) {
+	d, admin := startACLDaemon(t)
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = strp("del1")
+	md.Topics = []kmsg.MetadataRequestTopic{mt}
+	id := admin.do(md, 12).(*kmsg.MetadataResponse).Topics[0].TopicID
+	client := dialFrom(t, d.Addr, clientHost)
+	del := func() kmsg.DeleteTopicsResponseTopic {
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.TopicID = id
+		req.Topics = []kmsg.DeleteTopicsRequestTopic{rt}
+		return client.do(req, 6).(*kmsg.DeleteTopicsResponse).Topics[0]
+	}
+	admin.grant(clientHost, tpc("del1", kmsg.ACLOperationDelete))
+	// DELETE implies DESCRIBE for an ALLOW: deny DESCRIBE explicitly to see the id rule.
+	admin.createACLs(creation(tpc("del1", kmsg.ACLOperationDescribe), clientHost, kmsg.ACLPermissionTypeDeny, kmsg.ACLResourcePatternTypeLiteral))
+	if r := del(); r.ErrorCode != tfail || r.Topic != nil {
+		t.Fatalf("by id without DESCRIBE: %v, name %v; want TOPIC_AUTHORIZATION_FAILED and no name", kerr.ErrorForCode(r.ErrorCode), r.Topic)
+	}
+	admin.revokeHost(clientHost)
+	admin.grant(clientHost, tpc("del1", kmsg.ACLOperationDelete))
+	if r := del(); r.ErrorCode != 0 || r.Topic == nil || *r.Topic != "del1" {
+		t.Fatalf("by id with DELETE: %v, name %v", kerr.ErrorForCode(r.ErrorCode), r.Topic)
+	}
+}
