@@ -2,7 +2,9 @@ package integration
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -433,6 +435,15 @@ func TestACLsEveryAPIDeniedWithoutAndAllowedWithExactlyKafkasACL(t *testing.T) {
 	d.waitLogged("authorization denied", func(l map[string]any) bool {
 		return l["principal"] == "User:ANONYMOUS" && l["host"] == clientHost && l["resource_type"] == "GROUP" && l["resource"] == "g2" && l["operation"] == "READ"
 	})
+	resp, err := http.Get("http://" + d.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `coordinatord_authorization_denied_total{operation="READ",resource_type="GROUP"}`) {
+		t.Fatal("/metrics does not count the GROUP READ denials")
+	}
 }
 
 // DENY wins over ALLOW, a PREFIXED ALLOW covers the names it prefixes, and the
