@@ -79,7 +79,7 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 		}
 		v = merged
 	}
-	if err == nil {
+	if err == nil && v != nil { // nil: no topic was allowed (or none was named)
 		for _, res := range v.([]meta.TopicResult) {
 			if res.Code == 0 && res.Topic != nil {
 				t.dropDeletedTopicOffsets()
