@@ -218,7 +218,13 @@ func TestFilterMatch(t *testing.T) {
 }
 
 func TestHostOf(t *testing.T) {
-	for in, want := range map[string]string{"127.0.0.1:5555": "127.0.0.1", "[::1]:9": "::1"} {
+	for in, want := range map[string]string{
+		"127.0.0.1:5555":             "127.0.0.1",
+		"[::1]:9":                    "0:0:0:0:0:0:0:1",
+		"[fe80::1%eth0]:9":           "fe80:0:0:0:0:0:0:1",
+		"[2001:db8::ff00:42:8329]:1": "2001:db8:0:0:0:ff00:42:8329",
+		"[::ffff:10.0.0.1]:1":        "10.0.0.1",
+	} {
 		if got := HostOf(in); got != want {
 			t.Errorf("HostOf(%q) = %q, want %q", in, got, want)
 		}

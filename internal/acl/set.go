@@ -1,7 +1,9 @@
 package acl
 
 import (
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -149,10 +151,34 @@ func applies(b *Binding, p Principal, host string, op Operation) Permission {
 }
 
 // HostOf is the host string ACLs are matched against: the client's IP address as Java prints
-// it (InetAddress.getHostAddress), without port.
+// it (InetAddress.getHostAddress), so that ACLs written for a Kafka broker match here too:
+// IPv4 dotted, IPv6 as eight groups of hex without zero compression (0:0:0:0:0:0:0:1).
 func HostOf(addr string) string {
-	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
-		addr = addr[:i]
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
+	if i := strings.IndexByte(host, '%'); i >= 0 {
+		host = host[:i] // a zone; Java would print its scope id, which no ACL names
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return host
+	}
+	return HostOfIP(ip)
+}
+
+// HostOfIP is HostOf for an address already parsed (a TCP connection's peer).
+func HostOfIP(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	var b strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(strconv.FormatUint(uint64(ip[i])<<8|uint64(ip[i+1]), 16))
+	}
+	return b.String()
 }

@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"net"
+
 	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -48,8 +50,12 @@ func who(r *wire.Request) (acl.Principal, string) {
 	}
 	p := r.Conn.Principal()
 	host := ""
-	if r.Conn.Remote != nil {
-		host = acl.HostOf(r.Conn.Remote.String())
+	switch a := r.Conn.Remote.(type) {
+	case *net.TCPAddr:
+		host = acl.HostOfIP(a.IP)
+	case nil:
+	default:
+		host = acl.HostOf(a.String())
 	}
 	return acl.Principal{Type: p.Type, Name: p.Name}, host
 }
