@@ -62,6 +62,9 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 	wire.NewMetrics(reg)
 	gateway.NewMetrics(reg) // gateway mode's series
 	wire.NewBudget(1<<20, reg, zap.NewNop())
+	if _, err := newAuthorizer(cfg, zap.NewNop(), reg); err != nil {
+		t.Fatal(err)
+	}
 	topology, err := openTopologyPlugin(cfg, zap.NewNop(), reg)
 	if err != nil {
 		t.Fatal(err)

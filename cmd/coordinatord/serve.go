@@ -156,7 +156,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 			brokerDefaults[e.Key] = d
 		}
 	}
+	authorizer, err := newAuthorizer(cfg, log, reg)
+	if err != nil {
+		return err
+	}
 	table := handlers.New(handlers.Deps{
+		Authorizer:    authorizer,
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
 		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
 		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
@@ -183,6 +188,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, st.descriptionsSettled, log)
 	defer stopCleanup()
 	st.waitCatalog(ctx)
+	// The ACLs are part of the metadata shard just loaded: install them before any listener
+	// serves, so that no request is decided by an empty set.
+	if err := handlers.LoadACLs(ctx, st.meta, authorizer); err != nil {
+		return fmt.Errorf("load ACLs from the metadata shard: %w", err)
+	}
 	// One budget for every listener: queued.max.request.bytes bounds the process, not a port.
 	budget := wire.NewBudget(cfg.QueuedMaxRequestBytes, reg, log)
 	newServer := func(name string, h wire.Handler) *wire.Server {

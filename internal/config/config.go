@@ -95,6 +95,8 @@ type Config struct {
 
 	// SASL is the process-wide SASL settings; per-listener security is on each Listener.
 	SASL SASLConfig
+	// Authorizer is the ACL authorizer (authorizer.class.name, super.users, ...).
+	Authorizer AuthorizerConfig
 
 	// values and sources of every key, for `config check`.
 	values  map[string]string
@@ -424,6 +426,9 @@ func (c *Config) validate() error {
 		if !found {
 			return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"], Reason: "listener name " + a.Name + " is not in listeners"}
 		}
+	}
+	if err := c.validateAuthorizer(); err != nil {
+		return err
 	}
 	return c.validateGateway()
 }

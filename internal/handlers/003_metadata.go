@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -39,7 +40,7 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 		}
 	}
 	if r.Version >= 8 && r.Version <= 10 && req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = allClusterOperations
+		resp.AuthorizedOperations = t.authorizedOps(r, acl.ResourceCluster, acl.ClusterName)
 	}
 	includeTopicOps := r.Version >= 8 && req.IncludeTopicAuthorizedOperations
 
@@ -53,14 +54,17 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 	if req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0) {
 		if snap != nil {
 			for _, topic := range snap.Topics() {
-				resp.Topics = append(resp.Topics, t.topicMetadata(topic, includeTopicOps))
+				// Topics the principal may not DESCRIBE are left out silently, as Kafka does.
+				if t.allowed(r, acl.ResourceTopic, topic.Name, acl.OpDescribe) {
+					resp.Topics = append(resp.Topics, t.topicMetadata(r, topic, includeTopicOps))
+				}
 			}
 		}
 		return resp
 	}
 	// Kafka lists unknown topic ids first, then the topics it found, then unknown or invalid
 	// names; within each group, request order.
-	var unknownIDs, foundTopics, unknownNames []kmsg.MetadataResponseTopic
+	var unknownIDs, foundTopics, unknownNames, unauthorized []kmsg.MetadataResponseTopic
 	seen := map[string]bool{}
 	for _, rt := range req.Topics {
 		var (
@@ -75,6 +79,13 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 			seen[*rt.Topic] = true
 		}
 		st := kmsg.NewMetadataResponseTopic()
+		// A named topic is authorized before its existence is looked at, so that a denied
+		// client cannot tell which topics exist (KafkaApis.getTopicMetadata).
+		if rt.Topic != nil && !t.topicAllowed(r, *rt.Topic, acl.OpDescribe) {
+			st.Topic, st.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+			unauthorized = append(unauthorized, st)
+			continue
+		}
 		switch {
 		case rt.Topic != nil && meta.ValidateTopicName(*rt.Topic) != nil:
 			st.Topic, st.ErrorCode = rt.Topic, kerr.InvalidTopicException.Code
@@ -91,9 +102,15 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 		default:
 			st.ErrorCode = kerr.InvalidTopicException.Code
 		}
+		if found && rt.Topic == nil && !t.topicAllowed(r, topic.Name, acl.OpDescribe) {
+			// By id: the name is not revealed to a client that may not describe it.
+			st.TopicID, st.ErrorCode = rt.TopicID, kerr.TopicAuthorizationFailed.Code
+			unauthorized = append(unauthorized, st)
+			continue
+		}
 		switch {
 		case found:
-			st = t.topicMetadata(topic, includeTopicOps)
+			st = t.topicMetadata(r, topic, includeTopicOps)
 			foundTopics = append(foundTopics, st)
 		case rt.Topic == nil:
 			unknownIDs = append(unknownIDs, st)
@@ -101,22 +118,15 @@ func (t *Table) metadata(ctx context.Context, r *wire.Request) kmsg.Response {
 			unknownNames = append(unknownNames, st)
 		}
 	}
-	resp.Topics = append(append(append(resp.Topics, unknownIDs...), foundTopics...), unknownNames...)
+	resp.Topics = append(append(append(append(resp.Topics, unknownIDs...), foundTopics...), unknownNames...), unauthorized...)
 	return resp
 }
 
-// Without an authorizer every operation is allowed; these are Kafka's bitfields for "all
-// operations" on a topic (READ..ALTER_CONFIGS) and on the cluster (CREATE..IDEMPOTENT_WRITE).
-const (
-	allTopicOperations   = 3576
-	allClusterOperations = 8096
-)
-
-func (t *Table) topicMetadata(topic *meta.Topic, includeOps bool) kmsg.MetadataResponseTopic {
+func (t *Table) topicMetadata(r *wire.Request, topic *meta.Topic, includeOps bool) kmsg.MetadataResponseTopic {
 	st := kmsg.NewMetadataResponseTopic()
 	st.Topic, st.TopicID = strPtr(topic.Name), topic.ID
 	if includeOps {
-		st.AuthorizedOperations = allTopicOperations
+		st.AuthorizedOperations = t.authorizedOps(r, acl.ResourceTopic, topic.Name)
 	}
 	node := t.deps.Node.ID
 	st.Partitions = make([]kmsg.MetadataResponseTopicPartition, topic.Partitions)

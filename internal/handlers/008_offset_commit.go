@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,6 +18,9 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 	req := r.Body.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 
+	if !t.groupAllowed(r, req.Group, acl.OpRead) {
+		return commitFailed(req, resp, kerr.GroupAuthorizationFailed.Code)
+	}
 	retention := int64(-1)
 	if r.Version >= 2 && r.Version <= 4 && req.RetentionTimeMillis != -1 {
 		retention = req.RetentionTimeMillis
@@ -36,7 +41,9 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 		names, ids = append(names, ct.name), append(ids, ct.id)
 	}
 	snap, catErr := t.catalogKnowing(ctx, names, ids)
-	codes, commit := resolveCommit(snap, catErr, availabilityCode, r.Version >= 10, topics)
+	codes, commit := resolveCommit(snap, catErr, availabilityCode, r.Version >= 10, topics, func(topic string) bool {
+		return !t.topicAllowed(r, topic, acl.OpRead)
+	})
 
 	var (
 		groupCodes []int16
@@ -60,6 +67,22 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 		for j, p := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition, sp.ErrorCode = p.Partition, offsetCommitCode(r.Version, codes[i][j])
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// commitFailed answers every partition with one code: a request-wide failure, which
+// OffsetCommit has no top-level field for.
+func commitFailed(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, code int16) kmsg.Response {
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, code
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)

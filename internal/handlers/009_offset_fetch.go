@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"strconv"
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
@@ -52,7 +53,12 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 		} else {
 			topics = nil // all
 		}
-		a := t.fetchGroup(ctx, req.Group, topics, req.Topics == nil && r.Version >= 2, req.RequireStable && r.Version >= 7, snap, catErr)
+		var a fetchAnswer
+		if !t.groupAllowed(r, req.Group, acl.OpDescribe) {
+			a.code = kerr.GroupAuthorizationFailed.Code
+		} else {
+			a = t.fetchGroup(ctx, r, req.Group, topics, req.Topics == nil && r.Version >= 2, req.RequireStable && r.Version >= 7, snap, catErr)
+		}
 		if a.code != 0 {
 			if r.Version >= 2 {
 				resp.ErrorCode = a.code
@@ -100,6 +106,12 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 			}
 			allAnswered[allKey] = len(resp.Groups)
 		}
+		if !t.groupAllowed(r, rg.Group, acl.OpDescribe) {
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group, g.ErrorCode = rg.Group, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		if r.Version >= 9 {
 			code := t.validateStreamsFetch(ctx, rg.Group, rg.MemberID, rg.MemberEpoch)
 			if code == 0 {
@@ -127,7 +139,7 @@ func (t *Table) offsetFetch(ctx context.Context, r *wire.Request) kmsg.Response 
 			}
 			topics = append(topics, ft)
 		}
-		a := t.fetchGroup(ctx, rg.Group, topics, rg.Topics == nil, req.RequireStable, snap, catErr)
+		a := t.fetchGroup(ctx, r, rg.Group, topics, rg.Topics == nil, req.RequireStable, snap, catErr)
 		g := kmsg.NewOffsetFetchResponseGroup()
 		g.Group, g.ErrorCode = rg.Group, a.code
 		for i, ft := range a.topics {
@@ -163,10 +175,17 @@ func fetchedValues(fp shard.FetchPartition, code int16) (int32, int64, int32, *s
 // fetchGroup answers one group: the named topics (in request order) or, with all, every
 // committed topic still in the catalog. A stable fetch (RequireStable, v7+) runs on the write
 // path so that it sees every accepted commit and marker, and reports partitions with staged
-// transactional offsets as UNSTABLE_OFFSET_COMMIT.
-func (t *Table) fetchGroup(ctx context.Context, group string, topics []fetchTopic, all, stable bool, snap *meta.Snapshot, catErr error) fetchAnswer {
+// transactional offsets as UNSTABLE_OFFSET_COMMIT. A named topic the principal may not
+// DESCRIBE answers TOPIC_AUTHORIZATION_FAILED in its partitions; with all, such topics are left
+// out, as Kafka does.
+func (t *Table) fetchGroup(ctx context.Context, r *wire.Request, group string, topics []fetchTopic, all, stable bool, snap *meta.Snapshot, catErr error) fetchAnswer {
 	if catErr != nil && all {
 		return fetchAnswer{code: fetchAvailabilityCode(catErr)}
+	}
+	for i := range topics {
+		if topics[i].code == 0 && !t.topicAllowed(r, topics[i].name, acl.OpDescribe) {
+			topics[i].code = kerr.TopicAuthorizationFailed.Code
+		}
 	}
 	var parts []offsets.TopicPartition
 	if !all {
@@ -197,7 +216,7 @@ func (t *Table) fetchGroup(ctx context.Context, group string, topics []fetchTopi
 		var a fetchAnswer
 		for _, fp := range got {
 			topic, ok := snap.Topic(fp.Topic)
-			if !ok || !fp.Committed.For(topic.ID) {
+			if !ok || !fp.Committed.For(topic.ID) || !t.allowed(r, acl.ResourceTopic, fp.Topic, acl.OpDescribe) {
 				continue
 			}
 			if n := len(a.topics); n == 0 || a.topics[n-1].name != fp.Topic {

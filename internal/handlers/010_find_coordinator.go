@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,7 +37,14 @@ func (t *Table) findCoordinator(_ context.Context, r *wire.Request) kmsg.Respons
 			return coordinatorAnswer{node: -1, host: "", port: -1, code: code, message: &msg}
 		}
 		switch keyType {
-		case coordinatorGroup, coordinatorTransaction:
+		case coordinatorGroup:
+			if !t.groupAllowed(r, key, acl.OpDescribe) {
+				return fail(kerr.GroupAuthorizationFailed.Code, "Group authorization failed.")
+			}
+		case coordinatorTransaction:
+			if !t.authorize(r, acl.ResourceTransactionalID, key, acl.OpDescribe) {
+				return fail(kerr.TransactionalIDAuthorizationFailed.Code, "Transactional Id authorization failed.")
+			}
 		case coordinatorShare:
 			if r.Version < 6 {
 				return fail(kerr.InvalidRequest.Code, "key type SHARE needs FindCoordinator v6 or later")

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"net"
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
@@ -51,6 +52,9 @@ func (t *Table) joinGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 		}
 		resp.Members = nil
 		return resp
+	}
+	if !t.groupAllowed(r, req.Group, acl.OpRead) {
+		return fail(kerr.GroupAuthorizationFailed.Code, "")
 	}
 	if req.Group == "" {
 		return fail(kerr.InvalidGroupID.Code, req.MemberID)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -16,6 +17,10 @@ import (
 func (t *Table) leaveGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !t.groupAllowed(r, req.Group, acl.OpRead) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp
+	}
 	if req.Group == "" {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp

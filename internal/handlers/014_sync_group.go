@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -19,6 +20,11 @@ func (t *Table) syncGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 	// anything else (KafkaApis handleSyncGroupRequest).
 	if r.Version >= 5 && (req.ProtocolType == nil || req.Protocol == nil) {
 		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+		resp.MemberAssignment = []byte{}
+		return resp
+	}
+	if !t.groupAllowed(r, req.Group, acl.OpRead) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		resp.MemberAssignment = []byte{}
 		return resp
 	}

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"math"
 
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -9,10 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// allGroupOperations is the authorized_operations bitfield of a group when every operation is
-// allowed (READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS; spec coordinator-apis §6.2).
-const allGroupOperations = 3400
 
 // describeGroups describes classic and simple groups from durable state (spec
 // coordinator-apis §2.7). A group that does not exist is reported Dead, with GROUP_ID_NOT_FOUND
@@ -24,6 +21,14 @@ func (t *Table) describeGroups(ctx context.Context, r *wire.Request) kmsg.Respon
 	for _, id := range ids {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group, g.AuthorizedOperations = id, math.MinInt32
+		if !t.groupAllowed(r, id, acl.OpDescribe) {
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			if r.Version >= 6 {
+				g.ErrorMessage = strPtr(kerr.ErrorForCode(g.ErrorCode).Error())
+			}
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		v, err := t.deps.Groups.For(id).Read(ctx, shard.DescribeClassicGroups([]string{id}))
 		if err != nil {
 			g.ErrorCode = availabilityCode(err)
@@ -38,7 +43,7 @@ func (t *Table) describeGroups(ctx context.Context, r *wire.Request) kmsg.Respon
 		// Kafka fills the bitfield for every result without an error: below v6 that includes
 		// a missing group, described as Dead.
 		if r.Version >= 3 && req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = allGroupOperations
+			g.AuthorizedOperations = t.authorizedOps(r, acl.ResourceGroup, id)
 		}
 		if !d.Found {
 			if r.Version >= 6 {

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -24,6 +25,9 @@ func (t *Table) listGroups(ctx context.Context, r *wire.Request) kmsg.Response {
 	if r.Version >= 5 {
 		types = req.TypesFilter
 	}
+	// CLUSTER DESCRIBE sees every group; otherwise only groups the principal may DESCRIBE
+	// are listed, and the others are left out silently (KafkaApis.handleListGroupsRequest).
+	seeAll := t.allowed(r, acl.ResourceCluster, acl.ClusterName, acl.OpDescribe)
 	for i := int32(0); i < t.deps.Groups.Count(); i++ {
 		v, err := t.deps.Groups.Shard(i).Read(ctx, shard.ListClassicGroups(states, types))
 		if errors.Is(err, runtime.ErrFailed) {
@@ -43,6 +47,9 @@ func (t *Table) listGroups(ctx context.Context, r *wire.Request) kmsg.Response {
 			listed = append(listed, cv.([]shard.GroupListing)...)
 		}
 		for _, l := range listed {
+			if !seeAll && !t.allowed(r, acl.ResourceGroup, l.ID, acl.OpDescribe) {
+				continue
+			}
 			g := kmsg.NewListGroupsResponseGroup()
 			g.Group, g.ProtocolType, g.GroupState, g.GroupType = l.ID, l.ProtocolType, l.State, l.Type
 			resp.Groups = append(resp.Groups, g)

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"sort"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
@@ -19,8 +20,47 @@ const maxPartitionsPerRequest = 10_000
 
 // createTopics adds topics to the catalog. coordinatord stores no data, so a topic is its
 // metadata: name, id, partition count, replication factor (recorded, not enforced) and configs.
+// createTopics authorizes as Kafka: CLUSTER CREATE allows every topic, else TOPIC CREATE per
+// topic; the denied ones are answered TOPIC_AUTHORIZATION_FAILED and the rest created. The
+// configs of a created topic are shown only with TOPIC DESCRIBE_CONFIGS.
 func (t *Table) createTopics(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.CreateTopicsRequest)
+	if !t.deps.Authorizer.Enabled() {
+		return t.createTopicsOf(ctx, r, req)
+	}
+	all := t.allowed(r, acl.ResourceCluster, acl.ClusterName, acl.OpCreate)
+	sub := *req
+	sub.Topics = nil
+	denied := make([]bool, len(req.Topics))
+	for i, rt := range req.Topics {
+		denied[i] = !all && !t.topicAllowed(r, rt.Topic, acl.OpCreate)
+		if !denied[i] {
+			sub.Topics = append(sub.Topics, rt)
+		}
+	}
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	created := t.createTopicsOf(ctx, r, &sub).(*kmsg.CreateTopicsResponse)
+	k := 0
+	for i, rt := range req.Topics {
+		if denied[i] || k >= len(created.Topics) {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, kerr.TopicAuthorizationFailed.Code, strPtr("Authorization failed.")
+			st.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		st := created.Topics[k]
+		k++
+		if st.ErrorCode == 0 && !t.topicAllowed(r, st.Topic, acl.OpDescribeConfigs) {
+			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			st.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (t *Table) createTopicsOf(ctx context.Context, r *wire.Request, req *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	total := int64(0)
 	for _, rt := range req.Topics {

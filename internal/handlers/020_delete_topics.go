@@ -2,12 +2,14 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"sync"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
@@ -26,8 +28,58 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 			refs = append(refs, meta.TopicRef{Name: strPtr(name)})
 		}
 	}
-	v, err := t.deps.Meta.Write(ctx, meta.DeleteTopics(refs))
-	if err == nil {
+	// TOPIC DELETE per topic; a topic named by id is checked under its name (DESCRIBE, then
+	// DELETE), and an unknown id is left to the catalog (UNKNOWN_TOPIC_ID), as Kafka does.
+	denied := make([]bool, len(refs))
+	describable := make([]string, len(refs)) // by id: the name, when the client may see it
+	var allowedRefs []meta.TopicRef
+	if t.deps.Authorizer.Enabled() {
+		snap, _ := t.catalog(ctx)
+		for i, ref := range refs {
+			switch {
+			case ref.Name != nil:
+				denied[i] = !t.topicAllowed(r, *ref.Name, acl.OpDelete)
+			case snap != nil:
+				// By id Kafka checks DESCRIBE first: without it the id is all the answer names.
+				if topic, ok := snap.TopicByID(ref.ID); ok {
+					denied[i] = true
+					if t.topicAllowed(r, topic.Name, acl.OpDescribe) {
+						describable[i] = topic.Name
+						denied[i] = !t.topicAllowed(r, topic.Name, acl.OpDelete)
+					}
+				}
+			}
+			if !denied[i] {
+				allowedRefs = append(allowedRefs, ref)
+			}
+		}
+	} else {
+		allowedRefs = refs
+	}
+	var v any
+	var err error
+	if len(allowedRefs) > 0 {
+		v, err = t.deps.Meta.Write(ctx, meta.DeleteTopics(allowedRefs))
+	}
+	if err == nil && len(allowedRefs) < len(refs) {
+		// Put the denied topics back in request order.
+		var got []meta.TopicResult
+		if v != nil {
+			got = v.([]meta.TopicResult)
+		}
+		merged := make([]meta.TopicResult, len(refs))
+		k := 0
+		for i := range refs {
+			if denied[i] {
+				merged[i] = meta.TopicResult{Code: kerr.TopicAuthorizationFailed.Code}
+				continue
+			}
+			merged[i] = got[k]
+			k++
+		}
+		v = merged
+	}
+	if err == nil && v != nil { // nil: no topic was allowed (or none was named)
 		for _, res := range v.([]meta.TopicResult) {
 			if res.Code == 0 && res.Topic != nil {
 				t.dropDeletedTopicOffsets()
@@ -38,9 +90,17 @@ func (t *Table) deleteTopics(ctx context.Context, r *wire.Request) kmsg.Response
 	for i, ref := range refs {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = ref.Name, ref.ID
-		if err != nil {
+		switch {
+		case denied[i]:
+			// No message, and a topic named by id keeps its name from a client that may not
+			// DESCRIBE it, as Kafka's.
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			if ref.Name == nil && describable[i] != "" {
+				st.Topic = strPtr(describable[i])
+			}
+		case err != nil:
 			st.ErrorCode, st.ErrorMessage = availabilityCode(err), strPtr(err.Error())
-		} else {
+		default:
 			res := v.([]meta.TopicResult)[i]
 			st.ErrorCode = res.Code
 			if res.Code != 0 {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"sync"
 
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -38,6 +39,9 @@ type markerOp struct {
 func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	// Only the transaction coordinator may write markers: without this check any client could
+	// commit or abort another producer's staged offsets. Kafka accepts CLUSTER ALTER as well.
+	denied := !t.allowed(r, acl.ResourceCluster, acl.ClusterName, acl.OpAlter) && !t.clusterAllowed(r, acl.OpClusterAction)
 	count := t.deps.Groups.Count()
 	var ops []*markerOp
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
@@ -57,6 +61,10 @@ func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Respo
 				rp := &rt.Partitions[j]
 				*rp = kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				rp.Partition = p
+				if denied {
+					rp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+					continue
+				}
 				if mt.Topic != offsetsTopic || p < 0 || p >= count {
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					continue

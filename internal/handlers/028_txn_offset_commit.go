@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -26,6 +27,13 @@ func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Respo
 	req := r.Body.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 
+	// Kafka's order: the transactional id, then the group, then each topic.
+	if !t.authorize(r, acl.ResourceTransactionalID, req.TransactionalID, acl.OpWrite) {
+		return txnCommitFailed(req, resp, kerr.TransactionalIDAuthorizationFailed.Code)
+	}
+	if !t.groupAllowed(r, req.Group, acl.OpRead) {
+		return txnCommitFailed(req, resp, kerr.GroupAuthorizationFailed.Code)
+	}
 	topics := make([]commitTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		topics[i] = commitTopic{name: rt.Topic, id: rt.TopicID}
@@ -37,7 +45,9 @@ func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Respo
 		}
 	}
 	snap, catErr := t.catalog(ctx)
-	codes, stage := resolveCommit(snap, catErr, coordinatorCode, r.Version >= 6, topics)
+	codes, stage := resolveCommit(snap, catErr, coordinatorCode, r.Version >= 6, topics, func(topic string) bool {
+		return !t.topicAllowed(r, topic, acl.OpRead)
+	})
 
 	var (
 		groupCodes []int16
@@ -116,4 +126,19 @@ func txnOffsetCommitCode(version, code int16) int16 {
 		}
 	}
 	return code
+}
+
+// txnCommitFailed answers every partition with one code (TxnOffsetCommit has no top level).
+func txnCommitFailed(req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse, code int16) kmsg.Response {
+	for _, rt := range req.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

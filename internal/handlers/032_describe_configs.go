@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -14,6 +15,12 @@ func (t *Table) describeConfigs(ctx context.Context, r *wire.Request) kmsg.Respo
 	req := r.Body.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, res := range req.Resources {
+		if code, msg := t.configResourceAllowed(r, res.ResourceType, res.ResourceName, acl.OpDescribeConfigs); code != 0 {
+			out := kmsg.NewDescribeConfigsResponseResource()
+			out.ResourceType, out.ResourceName, out.ErrorCode, out.ErrorMessage = res.ResourceType, res.ResourceName, code, msg
+			resp.Resources = append(resp.Resources, out)
+			continue
+		}
 		switch {
 		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 			resp.Resources = append(resp.Resources, t.describeGroupConfigs(ctx, res, req.IncludeSynonyms, req.IncludeDocumentation))

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -20,7 +21,9 @@ func (t *Table) alterConfigs(ctx context.Context, r *wire.Request) kmsg.Response
 		for i, c := range res.Configs {
 			ops[i] = groupConfigOp{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value}
 		}
-		out.ErrorCode, out.ErrorMessage = t.alterResource(ctx, res.ResourceType, res.ResourceName, ops, true, req.ValidateOnly)
+		if out.ErrorCode, out.ErrorMessage = t.configResourceAllowed(r, res.ResourceType, res.ResourceName, acl.OpAlterConfigs); out.ErrorCode == 0 {
+			out.ErrorCode, out.ErrorMessage = t.alterResource(ctx, res.ResourceType, res.ResourceName, ops, true, req.ValidateOnly)
+		}
 		resp.Resources = append(resp.Resources, out)
 	}
 	return resp

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -41,13 +42,40 @@ func (t *Table) createPartitions(ctx context.Context, r *wire.Request) kmsg.Resp
 			return resp
 		}
 	}
-	v, err := t.deps.Meta.Write(ctx, meta.CreatePartitions(incs, req.ValidateOnly, t.metaDefaults()))
+	// TOPIC ALTER per topic: the denied ones are answered and the rest changed.
+	denied := make([]bool, len(incs))
+	var allowedIncs []meta.PartitionIncrease
+	for i, inc := range incs {
+		denied[i] = !t.topicAllowed(r, inc.Name, acl.OpAlter)
+		if !denied[i] {
+			allowedIncs = append(allowedIncs, inc)
+		}
+	}
+	var results []meta.TopicResult
+	var err error
+	if len(allowedIncs) > 0 {
+		var v any
+		if v, err = t.deps.Meta.Write(ctx, meta.CreatePartitions(allowedIncs, req.ValidateOnly, t.metaDefaults())); err == nil {
+			results = v.([]meta.TopicResult)
+		}
+	}
+	k := 0
 	for i, inc := range incs {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = inc.Name
+		if denied[i] {
+			st.ErrorCode, st.ErrorMessage = kerr.TopicAuthorizationFailed.Code, strPtr("The topic authorization is failed.")
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		res := meta.TopicResult{}
+		if err == nil {
+			res = results[k]
+			k++
+		}
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = availabilityCode(err), strPtr(err.Error())
-		} else if res := v.([]meta.TopicResult)[i]; res.Code != 0 {
+		} else if res.Code != 0 {
 			st.ErrorCode, st.ErrorMessage = res.Code, strPtr(res.Message)
 		}
 		resp.Topics = append(resp.Topics, st)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -17,7 +18,19 @@ func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response
 	req := r.Body.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	seen := map[string]bool{}
-	kept := t.preDeleteTopologyDescriptions(ctx, r.Version, req.Groups) // streams groups whose plugin delete failed
+	// Unauthorized groups are answered before anything, the plugin included, is touched.
+	denied := map[string]bool{}
+	var authorized []string
+	for _, id := range req.Groups {
+		if _, done := denied[id]; done {
+			continue
+		}
+		denied[id] = !t.groupAllowed(r, id, acl.OpDelete)
+		if !denied[id] {
+			authorized = append(authorized, id)
+		}
+	}
+	kept := t.preDeleteTopologyDescriptions(ctx, r.Version, authorized) // streams groups whose plugin delete failed
 	for _, id := range req.Groups {
 		if seen[id] {
 			continue
@@ -26,6 +39,8 @@ func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = id
 		switch pre, ok := kept[id]; {
+		case denied[id]:
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case id == "":
 			// Kafka 4.4 keeps DeleteGroups of "" for old clients and looks it up like any id;
 			// no API lets "" exist as a group, so the answer is always GROUP_ID_NOT_FOUND.

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,7 +20,9 @@ func (t *Table) incrementalAlterConfigs(ctx context.Context, r *wire.Request) km
 		for i, c := range res.Configs {
 			ops[i] = groupConfigOp{name: c.Name, op: c.Op, value: c.Value}
 		}
-		out.ErrorCode, out.ErrorMessage = t.alterResource(ctx, res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
+		if out.ErrorCode, out.ErrorMessage = t.configResourceAllowed(r, res.ResourceType, res.ResourceName, acl.OpAlterConfigs); out.ErrorCode == 0 {
+			out.ErrorCode, out.ErrorMessage = t.alterResource(ctx, res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
+		}
 		resp.Resources = append(resp.Resources, out)
 	}
 	return resp

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"github.com/coordinatord/coordinatord/internal/acl"
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
@@ -19,6 +20,10 @@ import (
 func (t *Table) offsetDelete(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !t.groupAllowed(r, req.Group, acl.OpDelete) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp
+	}
 	if req.Group == "" {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp
@@ -34,7 +39,12 @@ func (t *Table) offsetDelete(ctx context.Context, r *wire.Request) kmsg.Response
 	for i, rt := range req.Topics {
 		codes[i] = make([]int16, len(rt.Partitions))
 		topic, known := snap.Topic(rt.Topic)
+		denied := !t.topicAllowed(r, rt.Topic, acl.OpRead)
 		for j, p := range rt.Partitions {
+			if denied {
+				codes[i][j] = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if !known || p.Partition < 0 || p.Partition >= topic.Partitions {
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				continue

@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"sort"
 
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,6 +18,10 @@ import (
 func (t *Table) listConfigResources(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.ListConfigResourcesRequest)
 	resp := req.ResponseKind().(*kmsg.ListConfigResourcesResponse)
+	if !t.clusterAllowed(r, acl.OpDescribeConfigs) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	want := r.Version >= 1 && len(req.ResourceTypes) == 0
 	for _, typ := range req.ResourceTypes {
 		want = want || typ == int8(kmsg.ConfigResourceTypeGroupConfig)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"maps"
 	"slices"
 
@@ -34,6 +35,8 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 		var epochs streams.DescriptionEpochs
 		found := false
 		switch {
+		case !t.groupAllowed(r, id, acl.OpDescribe):
+			g.ErrorCode, g.ErrorMessage = kerr.GroupAuthorizationFailed.Code, strPtr("Group authorization failed.")
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
 		case catErr != nil:
@@ -47,6 +50,13 @@ func (t *Table) streamsGroupDescribe(ctx context.Context, r *wire.Request) kmsg.
 				g, epochs, found = d.Group, d.Epochs, d.Found
 				if g.ErrorCode != 0 {
 					g.AssignorName = nil
+				} else if !t.topologyDescribable(r, g.Topology) {
+					g = kmsg.NewStreamsGroupDescribeResponseGroup()
+					g.Group, g.ErrorCode = id, kerr.TopicAuthorizationFailed.Code
+					g.ErrorMessage = strPtr("The described group uses topics that the client is not authorized to describe.")
+					found = false
+				} else if req.IncludeAuthorizedOperations {
+					g.AuthorizedOperations = t.authorizedOps(r, acl.ResourceGroup, id)
 				}
 			}
 		}
@@ -133,4 +143,36 @@ func (t *Table) validateStreamsFetch(ctx context.Context, group string, member *
 		return 0 // the fetch itself reports availability
 	}
 	return v.(int16)
+}
+
+// topologyDescribable says whether the principal may DESCRIBE every topic of a described
+// group's topology; Kafka hides a group that names one it may not.
+func (t *Table) topologyDescribable(r *wire.Request, topo *kmsg.StreamsGroupDescribeResponseGroupTopology) bool {
+	if topo == nil || !t.deps.Authorizer.Enabled() {
+		return true
+	}
+	ok := func(name string) bool { return t.allowed(r, acl.ResourceTopic, name, acl.OpDescribe) }
+	for _, st := range topo.Subtopologies {
+		for _, n := range st.SourceTopics {
+			if !ok(n) {
+				return false
+			}
+		}
+		for _, n := range st.RepartitionSinkTopics {
+			if !ok(n) {
+				return false
+			}
+		}
+		for _, it := range st.StateChangelogTopics {
+			if !ok(it.Topic) {
+				return false
+			}
+		}
+		for _, it := range st.RepartitionSourceTopics {
+			if !ok(it.Topic) {
+				return false
+			}
+		}
+	}
+	return true
 }

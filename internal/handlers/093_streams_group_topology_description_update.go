@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"slices"
 	"time"
 
@@ -38,10 +39,10 @@ const (
 	topologyDescriptionAvailable    = 3
 )
 
-// authorizeGroupRead is the READ-on-GROUP check of spec §3.1 step 3. There is no authorizer in
-// coordinatord yet, so every principal may push; when ACLs land this hook answers
-// GROUP_AUTHORIZATION_FAILED for a principal without READ on the group.
-func (t *Table) authorizeGroupRead(_ context.Context, _ *wire.Request, _ string) bool { return true }
+// authorizeGroupRead is the READ-on-GROUP check of spec §3.1 step 3.
+func (t *Table) authorizeGroupRead(_ context.Context, r *wire.Request, group string) bool {
+	return t.groupAllowed(r, group, acl.OpRead)
+}
 
 func (t *Table) streamsGroupTopologyDescriptionUpdate(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.StreamsGroupTopologyDescriptionUpdateRequest)

@@ -21,7 +21,9 @@ const pendingCode = -2
 // an unknown topic (unknown id when byID) or beyond the topic's partitions is refused alone, with
 // catCode(catErr) for all when the catalog cannot be read. codes[i][j] answers topic i, partition
 // j, or is pendingCode for the partitions returned for the group to decide, in request order.
-func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16, byID bool, topics []commitTopic) (codes [][]int16, commit []shard.CommitPartition) {
+// A topic denied (TOPIC READ) answers TOPIC_AUTHORIZATION_FAILED before its existence is
+// looked at, as Kafka's; by id, an unknown id is UNKNOWN_TOPIC_ID first since it has no name.
+func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16, byID bool, topics []commitTopic, denied func(topic string) bool) (codes [][]int16, commit []shard.CommitPartition) {
 	codes = make([][]int16, len(topics))
 	for i, ct := range topics {
 		codes[i] = make([]int16, len(ct.parts))
@@ -30,12 +32,16 @@ func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16,
 			code  int16
 		)
 		switch {
+		case !byID && denied(ct.name):
+			code = kerr.TopicAuthorizationFailed.Code
 		case catErr != nil:
 			code = catCode(catErr)
 		case byID:
 			var ok bool
 			if topic, ok = snap.TopicByID(ct.id); !ok {
 				code = kerr.UnknownTopicID.Code
+			} else if denied(topic.Name) {
+				code = kerr.TopicAuthorizationFailed.Code
 			}
 		default:
 			var ok bool

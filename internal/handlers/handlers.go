@@ -9,6 +9,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/consumer"
@@ -90,6 +91,8 @@ type Deps struct {
 	// JoinCreatesInternalTopics creates a joining member's missing internal topics before its
 	// heartbeat runs (group.streams.join.creates.internal.topics).
 	JoinCreatesInternalTopics bool
+	// Authorizer checks ACLs; nil or not enabled allows everything (no authorizer.class.name).
+	Authorizer *acl.Authorizer
 	// SASL serves SaslHandshake and SaslAuthenticate on SASL listeners.
 	SASL SASL
 }
@@ -165,6 +168,9 @@ func New(deps Deps) *Table {
 	t.add(48, 0, 1, t.describeClientQuotas)
 	t.add(50, 0, 0, t.describeUserScramCredentials)
 	t.add(51, 0, 0, t.alterUserScramCredentials)
+	t.add(29, 1, 3, t.describeACLs)
+	t.add(30, 1, 3, t.createACLs)
+	t.add(31, 1, 3, t.deleteACLs)
 	return t
 }
 

@@ -1,5 +1,6 @@
 // Package layers enforces the import rules of docs/architecture.md (Packages): imports point down the
-// package table, and nothing imports cmd/ or internal/handlers. `make lint` runs it.
+// package table, and nothing imports cmd/ or internal/handlers; and that every handler decides
+// authorization before it touches state (authorize_test.go). `make lint` runs it.
 package layers
 
 import (

@@ -1,4 +1,4 @@
-// Package meta is the metadata shard: the topic catalog (and, later, ACL bindings). It is one
+// Package meta is the metadata shard: the topic catalog and the ACL bindings. It is one
 // more shard machine whose state is the replay of its own log, and it hands out immutable
 // snapshots so that readers never hold a lock or see a half-applied change.
 package meta
@@ -8,6 +8,7 @@ import (
 	"maps"
 	"sort"
 
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/records"
 )
@@ -71,11 +72,17 @@ type Catalog struct {
 	snap    *Snapshot // nil: changed since the last snapshot
 	// scram holds the SCRAM credentials (record kind 41).
 	scram map[scramKey]ScramCredential
+
+	// acls are the ACL bindings; aclVersion the offset of the last change to them.
+	acls       map[acl.Binding]struct{}
+	aclVersion int64
+	aclSnap    *acl.Set // nil: changed since the last view
 }
 
 // NewCatalog returns an empty catalog.
 func NewCatalog() *Catalog {
-	return &Catalog{byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, collide: map[string]string{}, snap: emptySnapshot, scram: map[scramKey]ScramCredential{}}
+	return &Catalog{byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}, collide: map[string]string{}, snap: emptySnapshot,
+		scram: map[scramKey]ScramCredential{}, acls: map[acl.Binding]struct{}{}, aclVersion: -1}
 }
 
 // Snapshot returns the current immutable view. It runs on the shard goroutine (a read
@@ -88,13 +95,16 @@ func (c *Catalog) Snapshot() *Snapshot {
 }
 
 // Replay applies a catalog record.
-func (c *Catalog) Replay(_ int64, rec log.Record) error {
+func (c *Catalog) Replay(offset int64, rec log.Record) error {
 	kind, err := records.KindOf(rec.Key)
 	if err != nil {
 		return err
 	}
 	if kind == records.KindScramCredential {
 		return c.replayScram(rec)
+	}
+	if kind == records.KindACL {
+		return c.replayACL(offset, rec)
 	}
 	if kind != records.KindTopic {
 		return nil // other metadata kinds arrive with their features

@@ -42,6 +42,9 @@ const (
 	// iterations, StoredKey and ServerKey (never the password); a tombstone deletes it. Lives
 	// in the metadata shard. Kinds 42-44 are reserved for further authentication records.
 	KindScramCredential Kind = 41
+	// KindACL: key (resource type, resource name, pattern type, principal, host, operation,
+	// permission), the whole binding; value empty (version only). A tombstone deletes it.
+	KindACL Kind = 45
 	// KindGroupConfig: key (group), value the group's config overrides (name/value pairs, the
 	// whole set); a tombstone clears them. Kinds 60-69 are group-level records of any type.
 	KindGroupConfig Kind = 60
@@ -69,6 +72,7 @@ var kindNames = map[Kind]string{
 	KindStreamsTopology:        "streams_topology",
 	KindTopic:                  "topic",
 	KindScramCredential:        "scram_credential",
+	KindACL:                    "acl",
 	KindGroupConfig:            "group_config",
 	KindConsumerGroupMetadata:  "consumer_group_metadata",
 	KindConsumerMemberMetadata: "consumer_member_metadata",
