@@ -27,6 +27,7 @@ func streamsConfig(cfg *config.Config) streams.Config {
 		TaskOffsetInterval: ms(s.TaskOffsetIntervalMs), NumWarmupReplicas: s.NumWarmupReplicas,
 		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: assign.Lookup,
 		TopologyDescriptionPlugin: cfg.TopologyPlugin.Class != "",
+		MigrationPolicy:           streams.MigrationPolicy(s.MigrationPolicy),
 		GroupBounds: streams.GroupConfigBounds{
 			MinSessionTimeoutMs: s.MinSessionTimeoutMs, MaxSessionTimeoutMs: s.MaxSessionTimeoutMs,
 			MinHeartbeatIntervalMs: s.MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs: s.MaxHeartbeatIntervalMs,

@@ -473,6 +473,8 @@ type StreamsGroupConfig struct {
 	AcceptableRecoveryLag                                                  int64
 	// JoinCreatesInternalTopics: see group.streams.join.creates.internal.topics.
 	JoinCreatesInternalTopics bool
+	// MigrationPolicy: see group.streams.migration.policy (lower case once parsed).
+	MigrationPolicy string
 }
 
 func streamsInt(name, def, doc string, min int64, field func(*StreamsGroupConfig) *int32) key {
@@ -555,6 +557,15 @@ var streamsKeys = []key{
 			}
 			c.StreamsGroup.JoinCreatesInternalTopics = b
 			return nil
+		}},
+	{"group.streams.migration.policy", "bidirectional", "coordinatord only. Online migration of a running Kafka Streams application between the classic protocol and the streams protocol: bidirectional, upgrade (classic to streams only), downgrade (streams to classic only) or disabled (Kafka 4.4: a streams heartbeat to a non-empty classic group gets GROUP_ID_NOT_FOUND, a JoinGroup to a non-empty streams group INCONSISTENT_GROUP_PROTOCOL). Case-insensitive. Empty groups convert under every policy. See migration.md.",
+		func(c *Config, v string) error {
+			switch p := strings.ToLower(strings.TrimSpace(v)); p {
+			case "bidirectional", "upgrade", "downgrade", "disabled":
+				c.StreamsGroup.MigrationPolicy = p
+				return nil
+			}
+			return errors.New("must be bidirectional, upgrade, downgrade or disabled")
 		}},
 	streamsInt("group.streams.task.offset.interval.ms", "60000", "How often streams members report task offsets (TaskOffsetIntervalMillis); at least the minimum.", 1,
 		func(s *StreamsGroupConfig) *int32 { return &s.TaskOffsetIntervalMs }),

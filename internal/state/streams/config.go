@@ -30,6 +30,9 @@ type Config struct {
 	TopologyDescriptionPlugin bool
 	// GroupBounds bound the group-level overrides (streams.* GROUP configs).
 	GroupBounds GroupConfigBounds
+	// MigrationPolicy is group.streams.migration.policy (online-migration §8); empty means the
+	// default, bidirectional.
+	MigrationPolicy MigrationPolicy
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -39,6 +42,7 @@ func DefaultConfig() Config {
 		InitialRebalanceDelay: 3 * time.Second, AssignmentInterval: time.Second,
 		Assignors: []string{"sticky"}, TaskOffsetInterval: time.Minute,
 		NumWarmupReplicas: 2, AcceptableRecoveryLag: 10000, GroupBounds: DefaultGroupConfigBounds(),
+		MigrationPolicy: MigrationBidirectional,
 	}
 }
 
