@@ -42,7 +42,8 @@ func (m *Machine) Replay(offset int64, rec log.Record) error {
 	case records.KindOffsetCommit, records.KindTxnOffset, records.KindTxnProducer:
 		return m.Offsets.Replay(offset, rec)
 	case records.KindStreamsGroupMetadata, records.KindStreamsMemberMetadata, records.KindStreamsTargetMetadata,
-		records.KindStreamsTargetMember, records.KindStreamsCurrentMember, records.KindStreamsTopology:
+		records.KindStreamsTargetMember, records.KindStreamsCurrentMember, records.KindStreamsTopology,
+		records.KindStreamsClassicMember:
 		return m.Streams.Replay(rec)
 	case records.KindClassicGroup:
 		return m.Classic.Replay(offset, rec)

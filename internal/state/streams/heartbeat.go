@@ -256,10 +256,8 @@ func (s *State) leave(in HeartbeatInput) HeartbeatOutput {
 
 // fenceRecords removes a member (spec §2.5 step 5).
 func fenceRecords(g *Group, member string) ([]log.Record, []TimerAction) {
-	recs := []log.Record{
-		currentMemberTombstone(g.ID, member), targetMemberTombstone(g.ID, member), memberMetadataTombstone(g.ID, member),
-		GroupMetadataRecord(g, g.Epoch+1, g.MetadataHash, g.ValidatedTopologyEpoch, g.AssignmentConfigs),
-	}
+	recs := append(memberTombstones(g.ID, g.Members[member]),
+		GroupMetadataRecord(g, g.Epoch+1, g.MetadataHash, g.ValidatedTopologyEpoch, g.AssignmentConfigs))
 	if len(g.Members) == 1 {
 		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
 	}
@@ -358,9 +356,10 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			default:
 				// Replacement: the new member id inherits the old one's assignment and target.
 				oldTarget := g.Targets[existing.ID]
-				recs = append(recs, currentMemberTombstone(g.ID, existing.ID), targetMemberTombstone(g.ID, existing.ID), memberMetadataTombstone(g.ID, existing.ID))
+				recs = append(recs, memberTombstones(g.ID, existing)...)
 				repl := existing.clone()
 				repl.ID, repl.Epoch, repl.PreviousEpoch = req.MemberID, 0, 0
+				repl.Classic = nil // a classic member replaced by a streams member (spec online-migration §3.7)
 				recs = append(recs, MemberMetadataRecord(g.ID, repl), TargetMemberRecord(g.ID, repl.ID, oldTarget), CurrentMemberRecord(g.ID, repl))
 				view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
 				timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: existing.ID, Cancel: true},
@@ -376,6 +375,10 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			}
 			stored = existing
 		}
+	}
+	if stored != nil && stored.Classic != nil && req.MemberEpoch != 0 {
+		// Classic members talk JoinGroup/SyncGroup/Heartbeat (spec online-migration §4.3 S4's mirror).
+		return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", req.MemberID, req.Group)
 	}
 	owned := rolesFromWire(req.ActiveTasks, req.StandbyTasks, req.WarmupTasks)
 	if req.MemberEpoch > 0 {
@@ -425,6 +428,10 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 	bump := false
 	var memberRec []log.Record
+	if m.Classic != nil { // a classic member's id rejoining with the streams protocol
+		m.Classic = nil
+		memberRec = append(memberRec, classicMemberTombstone(g.ID, m.ID))
+	}
 	if isNew || !sameMetadata(stored, m) {
 		memberRec = append(memberRec, MemberMetadataRecord(g.ID, m))
 		if !static || stored.TopologyEpoch != m.TopologyEpoch || !eqPtr(stored.RackID, m.RackID) ||

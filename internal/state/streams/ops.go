@@ -108,6 +108,7 @@ func (s *State) Describe(group string, includeOps bool, cat Catalog, cfg Config,
 		dm.TaskOffsets, dm.TaskEndOffsets = offsetsToWire(g.soft.taskOffsets[id]), offsetsToWire(g.soft.taskEndOffsets[id])
 		dm.Assignment = assignmentToWire(m.Assigned)
 		dm.TargetAssignment = assignmentToWire(g.Targets[id])
+		dm.IsClassic = m.Classic != nil
 		out.Members = append(out.Members, dm)
 	}
 	return out
@@ -244,6 +245,9 @@ func (s *State) Tombstones(group string) []log.Record {
 	}
 	recs = append(recs, targetMetadataTombstone(group))
 	for _, id := range ids {
+		if g.Members[id].Classic != nil {
+			recs = append(recs, classicMemberTombstone(group, id))
+		}
 		recs = append(recs, memberMetadataTombstone(group, id))
 	}
 	return append(recs, groupMetadataTombstone(group), topologyTombstone(group))

@@ -160,6 +160,8 @@ type Member struct {
 	ProcessID          string
 	UserEndpoint       *Endpoint
 	ClientTags         map[string]string
+	// Classic is set for a member that talks the classic protocol (online migration).
+	Classic *ClassicMember
 
 	Epoch         int32
 	PreviousEpoch int32
