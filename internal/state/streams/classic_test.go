@@ -173,4 +173,6 @@ func ctp(topic string, p int32) classicproto.TopicPartition {
 	return classicproto.TopicPartition{Topic: topic, Partition: p}
 }
 
-func ctid(sub, p int32) classicproto.TaskID { return classicproto.TaskID{Subtopology: sub, Partition: p} }
+func ctid(sub, p int32) classicproto.TaskID {
+	return classicproto.TaskID{Subtopology: sub, Partition: p}
+}
