@@ -25,6 +25,9 @@ type Machine struct {
 	PinTopologyDescriptions bool
 	// GroupConfigs are the group-level config overrides by group id (GROUP config resources).
 	GroupConfigs map[string]map[string]string
+	// OnMigration is told of every online migration and refusal (log line and metric,
+	// online-migration §8). Configuration, not state; nil in tests that do not look.
+	OnMigration func(MigrationEvent)
 }
 
 // NewMachine returns an empty shard machine.

@@ -35,6 +35,8 @@ type SetOptions struct {
 	// Classic is the classic groups' configuration (group.* keys) the timers re-armed on load
 	// run with; zero means Kafka's defaults.
 	Classic classic.Config
+	// OnMigration is told of every online migration and refusal (Machine.OnMigration).
+	OnMigration func(MigrationEvent)
 }
 
 // NewSet creates the shards; Start loads them.
@@ -53,6 +55,7 @@ func NewSet(o SetOptions) *Set {
 			New: func() *Machine {
 				m := NewMachine()
 				m.PinTopologyDescriptions = o.Streams.TopologyDescriptionPlugin
+				m.OnMigration = o.OnMigration
 				return m
 			},
 			Backend:      o.Backend,

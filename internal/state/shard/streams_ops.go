@@ -22,11 +22,19 @@ import (
 // response is a streams.HeartbeatOutput.
 func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
-		in.Now, in.Scheduled, in.Foreign = c.Now(), c.Scheduled, m.streamsForeign
+		in.Now, in.Scheduled, in.Foreign, in.Classic = c.Now(), c.Scheduled, m.streamsForeign, m.classicView
 		// The group's overrides apply from its next heartbeat on: a changed standby count
 		// changes the assignment configs, which bumps the group epoch (Kafka does the same).
 		in.Config = m.streamsConfigFor(in.Req.Group, in.Config)
 		out := m.Streams.Heartbeat(in)
+		if u := out.Upgrade; u != nil {
+			ev := MigrationEvent{Group: in.Req.Group, Direction: "upgrade", Result: "refused", Reason: u.Refused, Generation: u.Generation, Members: u.ClassicMembers}
+			if u.Converted {
+				ev.Result = "converted"
+				m.retireClassicGroup(c, in.Req.Group)
+			}
+			m.observeMigration(c, ev)
+		}
 		applyStreamsTimers(c, out.Timers, in.Config)
 		return runtime.Result{Records: out.Records, Response: out}
 	}
@@ -118,6 +126,13 @@ func applyStreamsTimers(c *runtime.Ctx[*Machine], actions []streams.TimerAction,
 			c.Schedule(key, a.After, streamsFence(a.Group, a.Member, 0, false, cfg))
 		case streams.RebalanceTimer:
 			c.Schedule(key, a.After, streamsFence(a.Group, a.Member, a.Epoch, true, cfg))
+		case streams.ClassicSessionTimer, streams.ClassicJoinTimer, streams.ClassicSyncTimer:
+			group, member := a.Group, a.Member
+			c.Schedule(key, a.After, func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+				recs, timers := m.Streams.ClassicFence(group, member)
+				applyStreamsTimers(c, timers, cfg)
+				return runtime.Result{Records: recs}
+			})
 		case streams.InitialDelayTimer:
 			group, cat := a.Group, a.Catalog
 			c.Schedule(key, a.After, func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {

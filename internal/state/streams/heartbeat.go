@@ -21,6 +21,10 @@ const (
 	SessionTimer TimerKind = iota
 	RebalanceTimer
 	InitialDelayTimer
+	// Timers of classic members (spec online-migration §4.8): each fences the member.
+	ClassicSessionTimer
+	ClassicJoinTimer
+	ClassicSyncTimer
 )
 
 // TimerAction asks the shard to arm or cancel a timer.
@@ -42,6 +46,12 @@ func TimerKey(kind TimerKind, group, member string) string {
 		return "streams-session\x00" + group + "\x00" + member
 	case RebalanceTimer:
 		return "streams-rebalance\x00" + group + "\x00" + member
+	case ClassicSessionTimer:
+		return "streams-classic-session\x00" + group + "\x00" + member
+	case ClassicJoinTimer:
+		return "streams-classic-join\x00" + group + "\x00" + member
+	case ClassicSyncTimer:
+		return "streams-classic-sync\x00" + group + "\x00" + member
 	}
 	return "initial-rebalance-timeout-" + group
 }
@@ -63,6 +73,8 @@ type HeartbeatInput struct {
 	// Foreign reports whether another group type owns the id, whether that group is an empty
 	// classic group (convertible), and the records that delete it.
 	Foreign func(group string) (owned, convertible bool, tombstones []log.Record)
+	// Classic returns the non-empty classic group with this id, for an online upgrade (nil: none).
+	Classic func(group string) *ClassicGroupView
 }
 
 // HeartbeatOutput is the outcome of a heartbeat.
@@ -75,6 +87,8 @@ type HeartbeatOutput struct {
 	// Description are the group's topology description epochs after this heartbeat, for the
 	// solicitation rule (spec topology-description §2.2); set on successful joins/heartbeats.
 	Description DescriptionEpochs
+	// Upgrade is set when the heartbeat converted a classic group or an upgrade was refused.
+	Upgrade *Upgrade
 }
 
 // ErrorResponse is a heartbeat error response (spec §1.2).
@@ -261,10 +275,7 @@ func fenceRecords(g *Group, member string) ([]log.Record, []TimerAction) {
 	if len(g.Members) == 1 {
 		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
 	}
-	return recs, []TimerAction{
-		{Kind: SessionTimer, Group: g.ID, Member: member, Cancel: true},
-		{Kind: RebalanceTimer, Group: g.ID, Member: member, Cancel: true},
-	}
+	return recs, cancelAllTimers(g.ID, member)
 }
 
 // Fence is the expiry of a session or rebalance timer: it removes the member if it still
@@ -307,15 +318,32 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	var timers []TimerAction
 	g := s.Groups[req.Group]
 	created := false
-	if g == nil {
-		if in.Foreign != nil {
-			if owned, convertible, tombs := in.Foreign(req.Group); owned {
-				if req.MemberEpoch != 0 || !convertible {
-					return fail(kerr.GroupIDNotFound, "Group %s is not a streams group.", req.Group)
-				}
+	var upgrade *Upgrade
+	if g == nil && in.Foreign != nil {
+		if owned, convertible, tombs := in.Foreign(req.Group); owned {
+			switch {
+			case req.MemberEpoch == 0 && convertible:
 				recs = append(recs, tombs...)
+			case req.MemberEpoch == 0 && cfg.MigrationPolicy.AllowsUpgrade() && in.Classic != nil && in.Classic(req.Group) != nil:
+				// Online upgrade (spec online-migration §3): the classic group becomes this
+				// streams group, then the join runs on it; one batch.
+				v := in.Classic(req.Group)
+				ug, urecs, reason := upgradeFromClassic(v, req, in.Catalog, cfg)
+				if reason != "" {
+					return refusedUpgrade(req.Group, reason)
+				}
+				g, recs, timers = ug, urecs, classicSessionTimers(ug)
+				upgrade = &Upgrade{Converted: true, Generation: v.Generation, ClassicMembers: len(v.Members)}
+			default:
+				out := fail(kerr.GroupIDNotFound, "Group %s is not a streams group.", req.Group)
+				if req.MemberEpoch == 0 && !convertible && !cfg.MigrationPolicy.AllowsUpgrade() {
+					out.Upgrade = &Upgrade{Refused: "group.streams.migration.policy is " + string(cfg.MigrationPolicy.effective())}
+				}
+				return out
 			}
 		}
+	}
+	if g == nil {
 		if req.MemberEpoch != 0 {
 			return fail(kerr.GroupIDNotFound, "Streams group %s not found.", req.Group)
 		}
@@ -666,7 +694,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	if created {
 		resp.EndpointInformationEpoch = 0
 	}
-	out := HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
+	out := HeartbeatOutput{Response: resp, Records: recs, Timers: timers, Upgrade: upgrade}
 	out.Description = DescriptionEpochs{Topology: -1, Stored: g.StoredDescriptionEpoch, Failed: g.FailedDescriptionEpoch}
 	if topology != nil {
 		out.Description.Topology = topology.Epoch

@@ -45,6 +45,10 @@ func (s *State) LoadedTimers(cfgFor func(group string) Config) []TimerAction {
 	for _, g := range s.Groups {
 		cfg := cfgFor(g.ID)
 		for _, m := range g.Members {
+			if m.Classic != nil { // its own session timeout, restarting at load (online-migration §7.7)
+				out = append(out, classicTimer(ClassicSessionTimer, g.ID, m.ID, m.Classic.SessionTimeoutMs))
+				continue
+			}
 			out = append(out, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, After: cfg.SessionTimeout})
 			if m.State == UnrevokedTasks {
 				out = append(out, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Epoch: m.Epoch, After: time.Duration(max(m.RebalanceTimeoutMs, 0)) * time.Millisecond})
@@ -277,7 +281,11 @@ func (s *State) ValidateCommit(group, member string, instance *string, epoch int
 		return kerr.UnknownMemberID.Code, true
 	}
 	stale := kerr.StaleMemberEpoch.Code // the TxnOffsetCommit handler maps it for versions < 6
-	if !txn && version < 9 {
+	if m.Classic != nil {
+		// Classic clients commit with their generation at any version and understand
+		// ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH (spec online-migration §4.10).
+		stale = kerr.IllegalGeneration.Code
+	} else if !txn && version < 9 {
 		return kerr.UnsupportedVersion.Code, true
 	}
 	switch {

@@ -1,0 +1,395 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
+	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
+	"github.com/coordinatord/coordinatord/internal/state/streams/classicproto"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// scripted is the test-only assignor of spec online-migration §9.1: it returns the seed's
+// targets, one per call, so that the walk-through tests the migration machinery, not an
+// assignor.
+type scripted struct{ targets []assign.Output }
+
+func (*scripted) Name() string { return "scripted" }
+
+func (s *scripted) Assign(in assign.Input) (assign.Output, error) {
+	if len(s.targets) == 0 {
+		return nil, fmt.Errorf("scripted assignor called more often than scripted")
+	}
+	out := s.targets[0]
+	s.targets = s.targets[1:]
+	return out, nil
+}
+
+func ma(active, standby, warmup []int32) assign.MemberAssignment {
+	ts := func(ps []int32) assign.TaskSet {
+		if len(ps) == 0 {
+			return assign.TaskSet{}
+		}
+		return assign.TaskSet{"0": ps}
+	}
+	return assign.MemberAssignment{Active: ts(active), Standby: ts(standby), Warmup: ts(warmup)}
+}
+
+// seedTargets are the targets of spec §9.1 for epochs 24 and 25.
+func seedTargets() []assign.Output {
+	return []assign.Output{
+		{"A": ma([]int32{0, 2, 3}, []int32{1, 5}, nil), "B": ma([]int32{1, 4, 5}, []int32{2, 3}, nil), "C": ma(nil, []int32{0, 4}, []int32{2, 5})},
+		{"A": ma([]int32{0, 3}, []int32{1, 5}, nil), "B": ma([]int32{1, 4, 5}, []int32{2, 3}, nil), "C": ma([]int32{2}, []int32{0, 4}, []int32{5})},
+	}
+}
+
+type migrationHarness struct {
+	*streamsHarness
+	ccfg   classic.Config
+	mu     sync.Mutex
+	events []MigrationEvent
+}
+
+// newMigrationHarness runs one group shard on memlog (call inside a synctest bubble) with the
+// seed's catalog, the given assignor and no assignment interval.
+func newMigrationHarness(t *testing.T, a assign.Assignor) *migrationHarness {
+	cfg := streams.DefaultConfig()
+	cfg.InitialRebalanceDelay, cfg.AssignmentInterval = 0, 0
+	cfg.Assignors = []string{a.Name()}
+	cfg.Lookup = func(name string) (assign.Assignor, bool) { return a, name == a.Name() }
+	h := &migrationHarness{streamsHarness: &streamsHarness{t: t, b: memlog.New(), cfg: cfg, cat: streamsCatalog{
+		"input":               {Name: "input", ID: [16]byte{1}, Partitions: 6},
+		"app-store-changelog": {Name: "app-store-changelog", ID: [16]byte{2}, Partitions: 6},
+	}}, ccfg: classic.DefaultConfig()}
+	h.startShard()
+	t.Cleanup(func() { h.s.Close(context.Background()) })
+	return h
+}
+
+func (h *migrationHarness) startShard() {
+	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, Backend: h.b,
+		New: func() *Machine {
+			m := NewMachine()
+			m.OnMigration = func(ev MigrationEvent) { h.mu.Lock(); h.events = append(h.events, ev); h.mu.Unlock() }
+			return m
+		},
+		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) {
+			m.onLoadedClassic(c, h.ccfg)
+			StreamsOnLoaded(c, m, h.cfg)
+		}})
+	h.s.Start()
+	for h.s.State() != runtime.StateActive {
+		if h.s.State() == runtime.StateFailed {
+			h.t.Fatal("shard failed")
+		}
+		synctest.Wait()
+	}
+}
+
+func (h *migrationHarness) restart() {
+	h.s.Close(context.Background())
+	h.startShard()
+}
+
+func (h *migrationHarness) migrations() []MigrationEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]MigrationEvent(nil), h.events...)
+}
+
+func (h *migrationHarness) sx() StreamsContext { return StreamsContext{Catalog: h.cat, Config: h.cfg} }
+
+// classicStreamsMember is a classic Kafka Streams thread of the seed: process p<name>,
+// endpoint host<name>:8080, one protocol "stream".
+type classicStreamsMember struct {
+	id      string
+	process byte
+}
+
+func (c classicStreamsMember) protocols(t testing.TB, owned []int32, running []int32, standby []int32) []classic.Protocol {
+	t.Helper()
+	sub := classicproto.Subscription{Version: 11, LatestSupportedVersion: 11, ProcessID: [16]byte{15: c.process},
+		UserEndPoint: "host" + c.id + ":8080", UniqueField: 1}
+	for _, p := range running {
+		sub.TaskOffsetSums = append(sub.TaskOffsetSums, classicproto.TaskOffsetSum{Task: classicproto.TaskID{Partition: p}, OffsetSum: -2})
+	}
+	for _, p := range standby {
+		sub.TaskOffsetSums = append(sub.TaskOffsetSums, classicproto.TaskOffsetSum{Task: classicproto.TaskID{Partition: p}, OffsetSum: 100})
+	}
+	user, err := sub.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := kmsg.ConsumerMemberMetadata{Version: 3, Topics: []string{"input"}, UserData: user, Generation: -1}
+	if len(owned) > 0 {
+		meta.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "input", Partitions: owned}}
+	}
+	return []classic.Protocol{{Name: "stream", Metadata: meta.AppendTo(nil)}}
+}
+
+func storedAssignment(t testing.TB, active, standby []int32) []byte {
+	t.Helper()
+	info := classicproto.Assignment{Version: 11, CommonlySupportedVersion: 11, NextRebalanceMs: classicproto.NoFollowUp}
+	var parts []classicproto.TopicPartition
+	for _, p := range active {
+		parts = append(parts, classicproto.TopicPartition{Topic: "input", Partition: p})
+		info.Active = append(info.Active, classicproto.TaskID{Partition: p})
+	}
+	for _, p := range standby {
+		info.Standby = append(info.Standby, classicproto.StandbyTask{Task: classicproto.TaskID{Partition: p},
+			Partitions: []classicproto.TopicPartition{{Topic: "input", Partition: p}}})
+	}
+	b, err := classicproto.EncodeMemberAssignment(3, parts, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var (
+	memberA = classicStreamsMember{id: "A", process: 0xa}
+	memberB = classicStreamsMember{id: "B", process: 0xb}
+)
+
+// seedClassicGroup writes the classic group of spec §9.1: Stable, generation 23, leader A.
+func (h *migrationHarness) seedClassicGroup() {
+	t := h.t
+	proto := "stream"
+	g := &classic.Group{ID: "app", State: classic.Stable, Generation: 23, ProtocolType: "consumer", Protocol: &proto, Leader: "A",
+		Members: []*classic.Member{
+			{ID: "A", ClientID: "a", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+				Protocols: memberA.protocols(t, []int32{0, 2, 4}, []int32{0, 2, 4}, []int32{1, 3, 5}), Assignment: storedAssignment(t, []int32{0, 2, 4}, []int32{1, 3, 5})},
+			{ID: "B", ClientID: "b", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+				Protocols: memberB.protocols(t, []int32{1, 3, 5}, []int32{1, 3, 5}, []int32{0, 2, 4}), Assignment: storedAssignment(t, []int32{1, 3, 5}, []int32{0, 2, 4})},
+		}}
+	if _, err := h.s.Write(context.Background(), func(*runtime.Ctx[*Machine], *Machine) runtime.Result {
+		return runtime.Result{Records: []log.Record{g.Record()}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *migrationHarness) cjoin(c classicStreamsMember, owned ...int32) *classic.JoinResult {
+	h.t.Helper()
+	v, err := h.s.Write(context.Background(), JoinGroupWith(h.ccfg, classic.JoinRequest{Group: "app", MemberID: c.id, ClientID: "c", ClientHost: "/h",
+		SessionTimeoutMs: 45000, RebalanceTimeout: 300000, ProtocolType: "consumer", Protocols: c.protocols(h.t, owned, owned, nil), Version: 9}, h.sx()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.(*classic.JoinResult)
+}
+
+// csync returns the code and the decoded assignment: partitions of input, ACTIVE task
+// partitions, STANDBY task partitions (all of subtopology 0).
+func (h *migrationHarness) csync(c classicStreamsMember, gen int32) (int16, []int32, []int32, []int32) {
+	h.t.Helper()
+	pt, pn := "consumer", "stream"
+	v, err := h.s.Write(context.Background(), SyncGroupWith(h.ccfg, classic.SyncRequest{Group: "app", MemberID: c.id, Generation: gen,
+		ProtocolType: &pt, Protocol: &pn, Version: 5}, h.sx()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	r := v.(*classic.SyncResult)
+	if r.Code != 0 {
+		return r.Code, nil, nil, nil
+	}
+	parts, info, _, err := classicproto.DecodeMemberAssignment(r.Assignment)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if info.Version != 11 || info.CommonlySupportedVersion != 11 || info.ErrCode != 0 || len(parts) != len(info.Active) {
+		h.t.Fatalf("assignment info %+v for %v", info, parts)
+	}
+	var ps, active, standby []int32
+	for i, p := range parts {
+		if p.Topic != "input" || info.Active[i].Partition != p.Partition {
+			h.t.Fatalf("partition %v not aligned with active task %v", p, info.Active[i])
+		}
+		ps = append(ps, p.Partition)
+		active = append(active, info.Active[i].Partition)
+	}
+	for _, s := range info.Standby {
+		standby = append(standby, s.Task.Partition)
+	}
+	sort.Slice(standby, func(i, j int) bool { return standby[i] < standby[j] })
+	return 0, ps, active, standby
+}
+
+func (h *migrationHarness) cbeat(c classicStreamsMember, gen int32) int16 {
+	h.t.Helper()
+	v, err := h.s.Write(context.Background(), Heartbeat(h.ccfg, "app", c.id, nil, gen))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.(int16)
+}
+
+func joinC() *kmsg.StreamsGroupHeartbeatRequest {
+	r := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	r.Group, r.MemberID, r.RebalanceTimeoutMillis = "app", "C", 300000
+	r.ActiveTasks, r.StandbyTasks, r.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+	topo := kmsg.NewStreamsGroupHeartbeatRequestTopology()
+	st := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
+	st.SubtopologyID, st.SourceTopics = "0", []string{"input"}
+	cl := kmsg.NewTopicInfo()
+	cl.Topic = "app-store-changelog"
+	st.StateChangelogTopics = []kmsg.TopicInfo{cl}
+	topo.Subtopologies = []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{st}
+	r.Topology = &topo
+	pid, host := "pC", "hostC"
+	r.ProcessID = &pid
+	r.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: host, Port: 8080}
+	return r
+}
+
+func partitionsOf(l []kmsg.TaskIDs) []int32 {
+	var out []int32
+	for _, t := range l {
+		out = append(out, t.Partitions...)
+	}
+	return out
+}
+
+func want(t *testing.T, step string, got, exp any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, exp) {
+		t.Fatalf("step %s: got %v, want %v", step, got, exp)
+	}
+}
+
+func wantSync(t *testing.T, step string, code int16, ps, active, standby []int32, wps, wactive, wstandby []int32) {
+	t.Helper()
+	if code != 0 || !slices.Equal(ps, wps) || !slices.Equal(active, wactive) || !slices.Equal(standby, wstandby) {
+		t.Fatalf("step %s: code %d partitions %v ACTIVE %v STANDBY %v; want input%v ACTIVE %v STANDBY %v", step, code, ps, active, standby, wps, wactive, wstandby)
+	}
+}
+
+func (h *migrationHarness) member(id string) *streams.Member {
+	v, err := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+		if g := m.Streams.Group("app"); g != nil {
+			return g.Members[id], nil
+		}
+		return (*streams.Member)(nil), nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.(*streams.Member)
+}
+
+// Spec online-migration §9: the seed's A/B/C walk-through, request by request, with the
+// generation/epoch and the assignment of every response, on one shard.
+func TestMigrationSeedWalkThrough(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+		h.seedClassicGroup()
+		wantCode := func(step string, got, w int16) {
+			t.Helper()
+			if got != w {
+				t.Fatalf("step %s: %v, want %v", step, kerr.ErrorForCode(got), kerr.ErrorForCode(w))
+			}
+		}
+		wantCode("0 (classic group works)", h.cbeat(memberA, 23), 0)
+
+		// 1: C joins with the streams protocol; the classic group becomes a streams group.
+		r := h.hb(joinC())
+		wantCode("1", r.ErrorCode, 0)
+		want(t, "1 epoch", r.MemberEpoch, int32(24))
+		want(t, "1 active", partitionsOf(r.ActiveTasks), []int32(nil))
+		want(t, "1 standby", partitionsOf(r.StandbyTasks), []int32{0, 4})
+		want(t, "1 warm-up", partitionsOf(r.WarmupTasks), []int32{2, 5})
+		if events := h.migrations(); len(events) != 1 || events[0].Result != "converted" || events[0].Generation != 23 || events[0].Members != 2 {
+			t.Fatalf("step 1: migration events %+v", h.migrations())
+		}
+		if a := h.member("A"); a == nil || a.Epoch != 23 || a.State != streams.Stable || !a.IsClassic() {
+			t.Fatalf("step 1: A %+v", a)
+		}
+
+		wantCode("2", h.cbeat(memberA, 23), kerr.RebalanceInProgress.Code)
+		want(t, "3", h.cjoin(memberA, 0, 2, 4).Generation, int32(23))
+		code, ps, act, stb := h.csync(memberA, 23)
+		wantSync(t, "4", code, ps, act, stb, []int32{0, 2}, []int32{0, 2}, []int32{1, 3, 5})
+
+		wantCode("5", h.cbeat(memberB, 23), kerr.RebalanceInProgress.Code)
+		want(t, "6", h.cjoin(memberB, 1, 3, 5).Generation, int32(23))
+		code, ps, act, stb = h.csync(memberB, 23)
+		wantSync(t, "7", code, ps, act, stb, []int32{1, 5}, []int32{1, 5}, []int32{2, 3, 4})
+
+		want(t, "8", h.cjoin(memberA, 0, 2).Generation, int32(24))
+		if a := h.member("A"); a.State != streams.UnreleasedTasks {
+			t.Fatalf("step 8: A %v", a.State)
+		}
+		code, ps, act, stb = h.csync(memberA, 24)
+		wantSync(t, "9", code, ps, act, stb, []int32{0, 2}, []int32{0, 2}, []int32{1, 3, 5})
+		want(t, "10", h.cjoin(memberB, 1, 5).Generation, int32(24))
+		code, ps, act, stb = h.csync(memberB, 24)
+		wantSync(t, "11", code, ps, act, stb, []int32{1, 4, 5}, []int32{1, 4, 5}, []int32{2, 3})
+		wantCode("12", h.cbeat(memberA, 24), kerr.RebalanceInProgress.Code)
+		want(t, "13", h.cjoin(memberA, 0, 2).Generation, int32(24))
+		code, ps, act, stb = h.csync(memberA, 24)
+		wantSync(t, "14", code, ps, act, stb, []int32{0, 2, 3}, []int32{0, 2, 3}, []int32{1, 5})
+		wantCode("14 (B stable)", h.cbeat(memberB, 24), 0)
+
+		// 15: C's warm-up 0_2 is caught up; the epoch-25 target moves 0_2 to C.
+		beat := streamsBeat("app", "C", 24)
+		beat.TaskOffsets = []kmsg.TaskOffset{{SubtopologyID: "0", Partition: 2, Offset: 1000}, {SubtopologyID: "0", Partition: 5, Offset: 0}}
+		beat.TaskEndOffsets = []kmsg.TaskOffset{{SubtopologyID: "0", Partition: 2, Offset: 1000}, {SubtopologyID: "0", Partition: 5, Offset: 1 << 40}}
+		r = h.hb(beat)
+		wantCode("15", r.ErrorCode, 0)
+		want(t, "15 epoch", r.MemberEpoch, int32(25))
+		if r.ActiveTasks != nil || r.StandbyTasks != nil || r.WarmupTasks != nil {
+			t.Fatalf("step 15: task fields %v %v %v, want null", r.ActiveTasks, r.StandbyTasks, r.WarmupTasks)
+		}
+
+		wantCode("16", h.cbeat(memberA, 24), kerr.RebalanceInProgress.Code)
+		want(t, "17", h.cjoin(memberA, 0, 2, 3).Generation, int32(24))
+		code, ps, act, stb = h.csync(memberA, 24)
+		wantSync(t, "18", code, ps, act, stb, []int32{0, 3}, []int32{0, 3}, []int32{1, 5})
+		wantCode("20 (A unrevoked)", h.cbeat(memberA, 24), kerr.RebalanceInProgress.Code)
+
+		wantCode("19 heartbeat", h.cbeat(memberB, 24), kerr.RebalanceInProgress.Code)
+		want(t, "19 join", h.cjoin(memberB, 1, 4, 5).Generation, int32(25))
+		code, ps, act, stb = h.csync(memberB, 25)
+		wantSync(t, "19 sync", code, ps, act, stb, []int32{1, 4, 5}, []int32{1, 4, 5}, []int32{2, 3})
+
+		want(t, "20 join", h.cjoin(memberA, 0, 3).Generation, int32(25))
+		code, ps, act, stb = h.csync(memberA, 25)
+		wantSync(t, "20 sync", code, ps, act, stb, []int32{0, 3}, []int32{0, 3}, []int32{1, 5})
+		wantCode("21", h.cbeat(memberB, 25), 0)
+
+		r = h.hb(streamsBeat("app", "C", 25))
+		wantCode("22", r.ErrorCode, 0)
+		want(t, "22 epoch", r.MemberEpoch, int32(25))
+		want(t, "22 active", partitionsOf(r.ActiveTasks), []int32{2})
+		want(t, "22 standby", partitionsOf(r.StandbyTasks), []int32{0, 4})
+		want(t, "22 warm-up", partitionsOf(r.WarmupTasks), []int32{5})
+
+		// A restart rebuilds the same group from the records alone.
+		before := h.view()
+		h.restart()
+		if after := h.view(); !reflect.DeepEqual(before, after) {
+			t.Fatalf("state after restart differs:\n%+v\n%+v", before, after)
+		}
+	})
+}
+
+// view is the shard's state as its log must rebuild it, read on the shard goroutine.
+func (h *migrationHarness) view() machineView {
+	v, err := h.s.Read(context.Background(), func(m *Machine) (any, error) { return viewOf(m), nil })
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.(machineView)
+}
