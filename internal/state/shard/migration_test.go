@@ -6,10 +6,13 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
+	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
@@ -392,4 +395,216 @@ func (h *migrationHarness) view() machineView {
 		h.t.Fatal(err)
 	}
 	return v.(machineView)
+}
+
+// seedGroup is the classic group of spec §9.1, for tests that alter it before writing it.
+func seedGroup(t testing.TB) *classic.Group {
+	proto := "stream"
+	return &classic.Group{ID: "app", State: classic.Stable, Generation: 23, ProtocolType: "consumer", Protocol: &proto, Leader: "A",
+		Members: []*classic.Member{
+			{ID: "A", ClientID: "a", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+				Protocols: memberA.protocols(t, []int32{0, 2, 4}, []int32{0, 2, 4}, []int32{1, 3, 5}), Assignment: storedAssignment(t, []int32{0, 2, 4}, []int32{1, 3, 5})},
+			{ID: "B", ClientID: "b", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+				Protocols: memberB.protocols(t, []int32{1, 3, 5}, []int32{1, 3, 5}, []int32{0, 2, 4}), Assignment: storedAssignment(t, []int32{1, 3, 5}, []int32{0, 2, 4})},
+		}}
+}
+
+func (h *migrationHarness) writeClassic(g *classic.Group) {
+	h.t.Helper()
+	if _, err := h.s.Write(context.Background(), func(*runtime.Ctx[*Machine], *Machine) runtime.Result {
+		return runtime.Result{Records: []log.Record{g.Record()}}
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// Spec §3.2 and §10 scenarios 1-5, 10: a refused upgrade answers GROUP_ID_NOT_FOUND, writes
+// nothing, and leaves the classic group working; under disabled the answer is Kafka 4.4's.
+func TestMigrationRefusedUpgradeWritesNothing(t *testing.T) {
+	truncated := func(g *classic.Group) {
+		md := g.Members[1].Protocols[0].Metadata
+		var outer kmsg.ConsumerMemberMetadata
+		if err := outer.ReadFrom(md); err != nil {
+			t.Fatal(err)
+		}
+		outer.UserData = outer.UserData[:24] // SubscriptionInfo cut after the process id
+		g.Members[1].Protocols[0].Metadata = outer.AppendTo(nil)
+	}
+	future := func(g *classic.Group) {
+		var outer kmsg.ConsumerMemberMetadata
+		_ = outer.ReadFrom(g.Members[1].Protocols[0].Metadata)
+		outer.UserData = []byte{0, 0, 0, 12, 0, 0, 0, 12}
+		g.Members[1].Protocols[0].Metadata = outer.AppendTo(nil)
+	}
+	for _, c := range []struct {
+		name   string
+		policy streams.MigrationPolicy
+		alter  func(g *classic.Group)
+		msg    string
+	}{
+		{"policy disabled", streams.MigrationDisabled, nil, "Group app is not a streams group."},
+		{"policy downgrade", streams.MigrationDowngrade, nil, "Group app is not a streams group."},
+		{"not a Streams group", "", func(g *classic.Group) { p := "range"; g.Protocol = &p }, `its protocol is "range"`},
+		{"malformed user data", "", truncated, "member B"},
+		{"future subscription", "", future, "version 12"},
+		{"topic mismatch", "", func(g *classic.Group) {
+			var outer kmsg.ConsumerMemberMetadata
+			_ = outer.ReadFrom(g.Members[1].Protocols[0].Metadata)
+			outer.Topics = []string{"input", "other"}
+			g.Members[1].Protocols[0].Metadata = outer.AppendTo(nil)
+		}, "other"},
+		{"conflicting seeds", "", func(g *classic.Group) {
+			g.Members[1].Assignment = nil // B falls back to its subscription, owning 0_1, 0_3, 0_5
+			g.Members[0].Assignment = storedAssignment(t, []int32{0, 2, 3}, nil)
+		}, "both hold active task 0_3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+				h.cfg.MigrationPolicy = c.policy
+				g := seedGroup(t)
+				if c.alter != nil {
+					c.alter(g)
+				}
+				h.writeClassic(g)
+				before := h.view()
+				r := h.hb(joinC())
+				if r.ErrorCode != kerr.GroupIDNotFound.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, c.msg) {
+					t.Fatalf("%d %v, want GROUP_ID_NOT_FOUND naming %q", r.ErrorCode, r.ErrorMessage, c.msg)
+				}
+				if c.policy == streams.MigrationDisabled && *r.ErrorMessage != c.msg {
+					t.Fatalf("disabled must answer exactly Kafka 4.4's message, got %q", *r.ErrorMessage)
+				}
+				if after := h.view(); !reflect.DeepEqual(before, after) {
+					t.Fatal("a refused upgrade changed the state")
+				}
+				if code := h.cbeat(memberA, 23); code != 0 {
+					t.Fatalf("classic heartbeat after the refusal: %v", kerr.ErrorForCode(code))
+				}
+				if ev := h.migrations(); len(ev) != 1 || ev[0].Result != "refused" || ev[0].Reason == "" {
+					t.Fatalf("events %+v", ev)
+				}
+			})
+		})
+	}
+}
+
+// Spec §4.6: a classic member that rejoins still owning an active task it must give up stays
+// at its generation with the task pending; the seed's rule that it keeps its generation until
+// it has revoked.
+func TestMigrationRejoinWithoutRevokingKeepsGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+		h.writeClassic(seedGroup(t))
+		h.hb(joinC())
+		want(t, "first join", h.cjoin(memberA, 0, 2, 4).Generation, int32(23))
+		want(t, "rejoin still owning 0_4", h.cjoin(memberA, 0, 2, 4).Generation, int32(23))
+		if a := h.member("A"); a.State != streams.UnrevokedTasks || len(a.Pending[streams.Active]) != 1 {
+			t.Fatalf("A %v pending %v", a.State, a.Pending)
+		}
+		code, ps, act, stb := h.csync(memberA, 23)
+		wantSync(t, "sync", code, ps, act, stb, []int32{0, 2}, []int32{0, 2}, []int32{1, 3, 5})
+		if code := h.cbeat(memberA, 23); code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("an unrevoked member is prompted to rejoin, got %v", kerr.ErrorForCode(code))
+		}
+		want(t, "rejoin after revoking", h.cjoin(memberA, 0, 2).Generation, int32(24))
+	})
+}
+
+// Spec §10 scenarios 11, 12, 16, 17: a classic member leaving mid-migration is removed with one
+// epoch bump and no downgrade (C is a streams member); a silent one is fenced by its own session
+// timeout; a wrong protocol or generation is refused; commits follow the generation rules.
+func TestMigrationClassicMembersLeaveExpireAndCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+		h.writeClassic(seedGroup(t))
+		h.hb(joinC())
+		h.cjoin(memberA, 0, 2, 4)
+		h.cjoin(memberB, 1, 3, 5)
+
+		pt, range_ := "consumer", "range"
+		v, _ := h.s.Write(context.Background(), SyncGroupWith(h.ccfg, classic.SyncRequest{Group: "app", MemberID: "A", Generation: 23, ProtocolType: &pt, Protocol: &range_, Version: 5}, h.sx()))
+		if c := v.(*classic.SyncResult).Code; c != kerr.InconsistentGroupProtocol.Code {
+			t.Fatalf("wrong protocol: %v", kerr.ErrorForCode(c))
+		}
+		if c := h.cbeat(memberB, 22); c != kerr.IllegalGeneration.Code {
+			t.Fatalf("stale generation: %v", kerr.ErrorForCode(c))
+		}
+		commit := func(member string, gen int32, partition int32) int16 {
+			v, err := h.s.Write(context.Background(), CommitOffsets(CommitRequest{Group: "app", MemberID: member, Generation: gen, Version: 8, MaxMetadata: 4096,
+				Partitions: []CommitPartition{{TopicPartition: offsets.TopicPartition{Topic: "input", Partition: partition}, Offset: 7, RetentionMs: -1}}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v.([]int16)[0]
+		}
+		if c := commit("B", 24, 1); c != kerr.IllegalGeneration.Code {
+			t.Fatalf("commit ahead of the member epoch: %v", kerr.ErrorForCode(c))
+		}
+		if c := commit("A", 23, 0); c != 0 {
+			t.Fatalf("commit at the member epoch by a classic client (v8): %v", kerr.ErrorForCode(c))
+		}
+
+		v, err := h.s.Write(context.Background(), LeaveGroup(h.ccfg, "app", []classic.LeaveMember{{MemberID: "B"}, {MemberID: "C"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lr := v.(LeaveResult)
+		if lr.Code != 0 || !slices.Equal(lr.Members, []int16{0, kerr.UnknownMemberID.Code}) {
+			t.Fatalf("leave %+v", lr)
+		}
+		if h.member("B") != nil || h.member("C") == nil {
+			t.Fatal("B must be gone and C stay")
+		}
+		if c := h.cbeat(memberB, 23); c != kerr.UnknownMemberID.Code {
+			t.Fatalf("B after leaving: %v", kerr.ErrorForCode(c))
+		}
+		// A goes silent: its classic session (45 s) fences it; streams member C heartbeats on.
+		for i := 0; i < 5; i++ {
+			time.Sleep(10 * time.Second)
+			h.hb(streamsBeat("app", "C", h.member("C").Epoch))
+		}
+		synctest.Wait()
+		if h.member("A") != nil {
+			t.Fatal("A outlived its session timeout")
+		}
+		if c := h.cbeat(memberA, 23); c != kerr.UnknownMemberID.Code {
+			t.Fatalf("A after expiry: %v", kerr.ErrorForCode(c))
+		}
+	})
+}
+
+// Spec §3.5, §10 scenario 7: a JoinGroup parked in the classic group's rebalance is answered
+// REBALANCE_IN_PROGRESS by the upgrade; the retried JoinGroup lands in the streams group.
+func TestMigrationUpgradeAnswersParkedJoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+		h.writeClassic(seedGroup(t))
+		ch := make(chan *classic.JoinResult, 1)
+		go func() {
+			v, err := h.s.Write(context.Background(), JoinGroupWith(h.ccfg, classic.JoinRequest{Group: "app", MemberID: "A", ClientID: "a", ClientHost: "/h",
+				SessionTimeoutMs: 45000, RebalanceTimeout: 300000, ProtocolType: "consumer", Protocols: memberA.protocols(t, []int32{0, 2, 4}, nil, nil), Version: 9}, h.sx()))
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- v.(*classic.JoinResult)
+		}()
+		synctest.Wait()
+		select {
+		case r := <-ch:
+			t.Fatalf("A's join must wait for B: %+v", r)
+		default:
+		}
+		if r := h.hb(joinC()); r.ErrorCode != 0 || r.MemberEpoch != 24 {
+			t.Fatalf("upgrade during PreparingRebalance: %d %d", r.ErrorCode, r.MemberEpoch)
+		}
+		synctest.Wait()
+		r := <-ch
+		if r.Code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("parked join: %v", kerr.ErrorForCode(r.Code))
+		}
+		if g := h.cjoin(memberA, 0, 2, 4).Generation; g != 23 {
+			t.Fatalf("retried join: generation %d", g)
+		}
+	})
 }
