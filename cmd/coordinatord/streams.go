@@ -16,6 +16,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// lookupAssignor finds a task assignor by name: the built-in ones (a testhooks build adds a
+// scripted one for tests).
+var lookupAssignor = assign.Lookup
+
 // streamsConfig turns the group.streams.* keys into the streams state machine's configuration,
 // with the built-in task assignors.
 func streamsConfig(cfg *config.Config) streams.Config {
@@ -26,7 +30,7 @@ func streamsConfig(cfg *config.Config) streams.Config {
 		NumStandbyReplicas: s.NumStandbyReplicas, InitialRebalanceDelay: ms(s.InitialRebalanceDelayMs),
 		AssignmentInterval: ms(s.AssignmentIntervalMs), Assignors: s.Assignors, RackAwareTags: s.RackAwareAssignmentTags,
 		TaskOffsetInterval: ms(s.TaskOffsetIntervalMs), NumWarmupReplicas: s.NumWarmupReplicas,
-		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: assign.Lookup,
+		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: lookupAssignor,
 		TopologyDescriptionPlugin: cfg.TopologyPlugin.Class != "",
 		MigrationPolicy:           streams.MigrationPolicy(s.MigrationPolicy),
 		GroupBounds: streams.GroupConfigBounds{
