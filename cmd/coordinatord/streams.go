@@ -33,6 +33,7 @@ func streamsConfig(cfg *config.Config) streams.Config {
 		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: lookupAssignor,
 		TopologyDescriptionPlugin: cfg.TopologyPlugin.Class != "",
 		MigrationPolicy:           streams.MigrationPolicy(s.MigrationPolicy),
+		ClassicMaxSize:            cfg.GroupMaxSize,
 		GroupBounds: streams.GroupConfigBounds{
 			MinSessionTimeoutMs: s.MinSessionTimeoutMs, MaxSessionTimeoutMs: s.MaxSessionTimeoutMs,
 			MinHeartbeatIntervalMs: s.MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs: s.MaxHeartbeatIntervalMs,

@@ -166,7 +166,7 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		if m.Streams.HasClassicPath(group) { // spec online-migration §4.4
 			res := m.Streams.ClassicHeartbeat(group, member, instance, generation, c.Scheduled)
-			applyStreamsTimers(c, res.Timers, streams.Config{})
+			applyStreamsTimers(c, res.Timers, m.streamsConfigFor(group, m.streamsBase()))
 			return runtime.Result{Response: res.Code}
 		}
 		tx := m.Classic.Heartbeat(cfg, c.Now(), group, member, instance, generation)
@@ -189,9 +189,10 @@ func LeaveGroup(cfg classic.Config, group string, members []classic.LeaveMember)
 			for i, mem := range members {
 				ids[i] = streams.ClassicLeaveIdentity{MemberID: mem.MemberID, InstanceID: mem.InstanceID}
 			}
-			codes, recs, timers := m.Streams.ClassicLeave(group, ids)
-			applyStreamsTimers(c, timers, streams.Config{})
-			return runtime.Result{Records: recs, Response: LeaveResult{Members: codes}}
+			scfg := m.streamsConfigFor(group, m.streamsBase())
+			codes, recs, timers, dg := m.Streams.ClassicLeave(group, ids, scfg.DowngradeSettings(nil, c.Now()))
+			applyStreamsTimers(c, timers, scfg)
+			return runtime.Result{Records: m.finishDowngrade(c, group, dg, recs), Response: LeaveResult{Members: codes}}
 		}
 		tx, codes := m.Classic.Leave(cfg, c.Now(), group, members)
 		recs, _, _ := m.applyClassic(c, tx)

@@ -28,6 +28,11 @@ type Machine struct {
 	// OnMigration is told of every online migration and refusal (log line and metric,
 	// online-migration §8). Configuration, not state; nil in tests that do not look.
 	OnMigration func(MigrationEvent)
+	// StreamsConfig and ClassicConfig are the broker's streams and classic group configuration,
+	// for the operations and timers of online migration that start without a handler.
+	// Configuration, not state; zero values mean Kafka's defaults.
+	StreamsConfig streams.Config
+	ClassicConfig classic.Config
 }
 
 // NewMachine returns an empty shard machine.

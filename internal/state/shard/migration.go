@@ -1,7 +1,10 @@
 package shard
 
 import (
+	"time"
+
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -153,4 +156,59 @@ func (m *Machine) streamsClassicSync(c *runtime.Ctx[*Machine], req classic.SyncR
 	}
 	pt, pn := "consumer", streams.ClassicProtocolName
 	return runtime.Result{Response: &classic.SyncResult{ProtocolType: &pt, Protocol: &pn, Assignment: res.Assignment}}
+}
+
+// streamsBase is the broker's streams configuration with Kafka's defaults filled in.
+func (m *Machine) streamsBase() streams.Config {
+	if m.StreamsConfig.SessionTimeout <= 0 {
+		return streams.DefaultConfig()
+	}
+	return m.StreamsConfig
+}
+
+func (m *Machine) classicBase() classic.Config {
+	if m.ClassicConfig == (classic.Config{}) {
+		return classic.DefaultConfig()
+	}
+	return m.ClassicConfig
+}
+
+// finishDowngrade completes a removal that left only classic members (spec online-migration
+// §5): for a conversion it appends the classic group (§5.3, §7.2 step 7) to the streams
+// tombstones and arms its timers; a declined one is only reported.
+func (m *Machine) finishDowngrade(c *runtime.Ctx[*Machine], group string, dg *streams.Downgrade, recs []log.Record) []log.Record {
+	if dg == nil {
+		return recs
+	}
+	if !dg.Converted {
+		m.observeMigration(c, MigrationEvent{Group: group, Direction: "downgrade", Result: "refused", Reason: dg.Reason})
+		return recs
+	}
+	proto := streams.ClassicProtocolName
+	now := c.Now()
+	// PreparingRebalance in the record itself: the rebalance that redistributes the departed
+	// members' tasks survives a restart (the spec's RebalanceOnLoad, §7.5, §7.7).
+	g := &classic.Group{ID: group, State: classic.PreparingRebalance, PreviousState: classic.Stable, Generation: dg.Generation,
+		ProtocolType: "consumer", Protocol: &proto, Leader: dg.Leader, StateTimestamp: now.UnixMilli()}
+	var rebalance int32
+	for _, mv := range dg.Members {
+		ps := make([]classic.Protocol, len(mv.Protocols))
+		for i, p := range mv.Protocols {
+			ps[i] = classic.Protocol{Name: p.Name, Metadata: p.Metadata}
+		}
+		g.Members = append(g.Members, &classic.Member{ID: mv.ID, InstanceID: mv.InstanceID, ClientID: mv.ClientID, ClientHost: mv.ClientHost,
+			SessionTimeoutMs: mv.SessionTimeoutMs, RebalanceTimeout: mv.RebalanceTimeoutMs, Protocols: ps, Assignment: mv.Assignment})
+		rebalance = max(rebalance, mv.RebalanceTimeoutMs)
+	}
+	cfg := m.classicBase()
+	timers := []classic.Timer{{Kind: classic.TimerJoin, Group: group, Generation: g.Generation, Delay: time.Duration(rebalance) * time.Millisecond}}
+	for _, mem := range g.Members {
+		timers = append(timers, classic.Timer{Kind: classic.TimerSession, Group: group, Member: mem.ID, Generation: g.Generation,
+			Delay: time.Duration(mem.SessionTimeoutMs) * time.Millisecond})
+	}
+	for _, t := range timers {
+		c.Schedule(t.Key(), t.Delay, classicTimer(cfg, t))
+	}
+	m.observeMigration(c, MigrationEvent{Group: group, Direction: "downgrade", Result: "converted", Generation: dg.Generation, Members: len(dg.Members)})
+	return append(recs, g.Record())
 }

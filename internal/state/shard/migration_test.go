@@ -67,8 +67,11 @@ type migrationHarness struct {
 
 // newMigrationHarness runs one group shard on memlog (call inside a synctest bubble) with the
 // seed's catalog, the given assignor and no assignment interval.
-func newMigrationHarness(t *testing.T, a assign.Assignor) *migrationHarness {
+func newMigrationHarness(t *testing.T, a assign.Assignor, policy ...streams.MigrationPolicy) *migrationHarness {
 	cfg := streams.DefaultConfig()
+	if len(policy) > 0 {
+		cfg.MigrationPolicy = policy[0]
+	}
 	cfg.InitialRebalanceDelay, cfg.AssignmentInterval = 0, 0
 	cfg.Assignors = []string{a.Name()}
 	cfg.Lookup = func(name string) (assign.Assignor, bool) { return a, name == a.Name() }
@@ -82,15 +85,17 @@ func newMigrationHarness(t *testing.T, a assign.Assignor) *migrationHarness {
 }
 
 func (h *migrationHarness) startShard() {
+	cfg, ccfg := h.cfg, h.ccfg // the configuration at (re)start, as a process reads its keys once
 	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, Backend: h.b,
 		New: func() *Machine {
 			m := NewMachine()
+			m.StreamsConfig, m.ClassicConfig = cfg, ccfg
 			m.OnMigration = func(ev MigrationEvent) { h.mu.Lock(); h.events = append(h.events, ev); h.mu.Unlock() }
 			return m
 		},
 		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) {
-			m.onLoadedClassic(c, h.ccfg)
-			StreamsOnLoaded(c, m, h.cfg)
+			m.onLoadedClassic(c, ccfg)
+			StreamsOnLoaded(c, m, cfg)
 		}})
 	h.s.Start()
 	for h.s.State() != runtime.StateActive {
@@ -385,7 +390,90 @@ func TestMigrationSeedWalkThrough(t *testing.T) {
 		if after := h.view(); !reflect.DeepEqual(before, after) {
 			t.Fatalf("state after restart differs:\n%+v\n%+v", before, after)
 		}
+
+		h.downgradeSteps(25)
 	})
+}
+
+// downgradeSteps are spec §9.2 steps 23-26 for group epoch e (the seed's 25): C leaves, the group becomes a classic group of A and B at generation
+// e that rebalances to e+1; committed offsets stay.
+func (h *migrationHarness) downgradeSteps(e int32) {
+	t := h.t
+	if c := h.commit("A", e, 0); c != 0 {
+		t.Fatalf("A's commit before the downgrade: %v", kerr.ErrorForCode(c))
+	}
+	leave := streamsBeat("app", "C", -1)
+	r := h.hb(leave)
+	if r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Fatalf("step 23: %+v", r)
+	}
+	if ev := h.migrations(); len(ev) == 0 || ev[len(ev)-1].Direction != "downgrade" || ev[len(ev)-1].Result != "converted" || ev[len(ev)-1].Generation != e {
+		t.Fatalf("step 23: events %+v", ev)
+	}
+	v, err := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+		return []any{m.Classic.Group("app").Clone(), m.Streams.Group("app") == nil}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, gone := v.([]any)[0].(*classic.Group), v.([]any)[1].(bool)
+	if !gone || cg.State != classic.PreparingRebalance || cg.Generation != e || cg.Leader != "A" || len(cg.Members) != 2 || *cg.Protocol != "stream" {
+		t.Fatalf("step 23: classic group %+v, streams gone %v", cg, gone)
+	}
+	parts, info, _, err := classicproto.DecodeMemberAssignment(cg.Members[0].Assignment)
+	if err != nil || len(parts) != 2 || parts[0].Partition != 0 || parts[1].Partition != 3 || len(info.Standby) != 2 || len(info.ActiveByHost) != 2 {
+		t.Fatalf("step 23: A's stored assignment %v %+v %v (host maps only A and B)", parts, info, err)
+	}
+	for _, id := range []classicStreamsMember{memberA, memberB} {
+		if c := h.cbeat(id, e); c != kerr.RebalanceInProgress.Code {
+			t.Fatalf("step 24: %s %v", id.id, kerr.ErrorForCode(c))
+		}
+	}
+	ja, jb := h.cjoinAsync(memberA, 0, 3), h.cjoinAsync(memberB, 1, 4, 5)
+	ra, rb := <-ja, <-jb
+	if ra.Code != 0 || rb.Code != 0 || ra.Generation != e+1 || rb.Generation != e+1 || ra.Leader != "A" || len(ra.Members) != 2 || len(rb.Members) != 0 {
+		t.Fatalf("step 25: %+v %+v", ra, rb)
+	}
+	pt, pn := "consumer", "stream"
+	sb := make(chan *classic.SyncResult, 1)
+	go func() {
+		v, _ := h.s.Write(context.Background(), SyncGroupWith(h.ccfg, classic.SyncRequest{Group: "app", MemberID: "B", Generation: e + 1, ProtocolType: &pt, Protocol: &pn, Version: 5}, h.sx()))
+		sb <- v.(*classic.SyncResult)
+	}()
+	v, err = h.s.Write(context.Background(), SyncGroupWith(h.ccfg, classic.SyncRequest{Group: "app", MemberID: "A", Generation: e + 1, ProtocolType: &pt, Protocol: &pn, Version: 5,
+		Assignments: map[string][]byte{"A": storedAssignment(t, []int32{0, 2, 3}, nil), "B": storedAssignment(t, []int32{1, 4, 5}, nil)}}, h.sx()))
+	if err != nil || v.(*classic.SyncResult).Code != 0 || (<-sb).Code != 0 {
+		t.Fatalf("step 26: %v %+v", err, v)
+	}
+	// No conversion touched the offsets: the commit made before the downgrade is still there.
+	v, _ = h.s.Read(context.Background(), FetchOffsets("app", []offsets.TopicPartition{{Topic: "input", Partition: 0}}))
+	if f := v.([]FetchPartition)[0]; !f.Found || f.Committed.Offset != 7 {
+		t.Fatalf("committed offset after the downgrade: %+v", f)
+	}
+}
+
+func (h *migrationHarness) commit(member string, gen, partition int32) int16 {
+	h.t.Helper()
+	v, err := h.s.Write(context.Background(), CommitOffsets(CommitRequest{Group: "app", MemberID: member, Generation: gen, Version: 8, MaxMetadata: 4096,
+		Partitions: []CommitPartition{{TopicPartition: offsets.TopicPartition{Topic: "input", Partition: partition}, Offset: 7, RetentionMs: -1}}}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.([]int16)[0]
+}
+
+func (h *migrationHarness) cjoinAsync(c classicStreamsMember, owned ...int32) <-chan *classic.JoinResult {
+	ch := make(chan *classic.JoinResult, 1)
+	req := classic.JoinRequest{Group: "app", MemberID: c.id, ClientID: "c", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+		ProtocolType: "consumer", Protocols: c.protocols(h.t, owned, owned, nil), Version: 9}
+	go func() {
+		v, err := h.s.Write(context.Background(), JoinGroupWith(h.ccfg, req, h.sx()))
+		if err != nil {
+			h.t.Error(err)
+		}
+		ch <- v.(*classic.JoinResult)
+	}()
+	return ch
 }
 
 // view is the shard's state as its log must rebuild it, read on the shard goroutine.
@@ -460,8 +548,7 @@ func TestMigrationRefusedUpgradeWritesNothing(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newMigrationHarness(t, &scripted{targets: seedTargets()})
-				h.cfg.MigrationPolicy = c.policy
+				h := newMigrationHarness(t, &scripted{targets: seedTargets()}, c.policy)
 				g := seedGroup(t)
 				if c.alter != nil {
 					c.alter(g)
@@ -606,5 +693,75 @@ func TestMigrationUpgradeAnswersParkedJoin(t *testing.T) {
 		if g := h.cjoin(memberA, 0, 2, 4).Generation; g != 23 {
 			t.Fatalf("retried join: generation %d", g)
 		}
+	})
+}
+
+func (h *migrationHarness) groupTypes() (classicGroup *classic.Group, streamsGroup bool) {
+	v, err := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+		var cg *classic.Group
+		if g := m.Classic.Group("app"); g != nil {
+			cg = g.Clone()
+		}
+		return []any{cg, m.Streams.Group("app") != nil}, nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.([]any)[0].(*classic.Group), v.([]any)[1].(bool)
+}
+
+// Spec §10 scenarios 20, 22, 30: with policy upgrade the group stays a streams group of classic
+// members; the last streams member's session expiry downgrades like a leave; a restart after a
+// downgrade brings the classic group back in its rebalance.
+func TestMigrationDowngradeVariants(t *testing.T) {
+	t.Run("policy upgrade keeps the streams group", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newMigrationHarness(t, &scripted{targets: seedTargets()}, streams.MigrationUpgrade)
+			h.writeClassic(seedGroup(t))
+			h.hb(joinC())
+			if r := h.hb(streamsBeat("app", "C", -1)); r.ErrorCode != 0 {
+				t.Fatalf("leave %+v", r)
+			}
+			if cg, sg := h.groupTypes(); cg != nil || !sg {
+				t.Fatalf("classic %+v streams %v", cg, sg)
+			}
+			if a := h.member("A"); a == nil || !a.IsClassic() {
+				t.Fatal("A must stay a classic member of the streams group")
+			}
+			if ev := h.migrations(); ev[len(ev)-1].Direction != "downgrade" || ev[len(ev)-1].Result != "refused" {
+				t.Fatalf("events %+v", ev)
+			}
+			if c := h.cbeat(memberA, 23); c != kerr.RebalanceInProgress.Code {
+				t.Fatalf("A is prompted towards the new target: %v", kerr.ErrorForCode(c))
+			}
+		})
+	})
+	t.Run("session expiry of the last streams member, then restart", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+			h.writeClassic(seedGroup(t))
+			h.hb(joinC())
+			for i := 0; i < 5; i++ { // A and B heartbeat, C is silent
+				time.Sleep(10 * time.Second)
+				h.cbeat(memberA, 23)
+				h.cbeat(memberB, 23)
+			}
+			synctest.Wait()
+			cg, sg := h.groupTypes()
+			if sg || cg == nil || cg.State != classic.PreparingRebalance || cg.Generation != 24 || len(cg.Members) != 2 {
+				t.Fatalf("after C's session expiry: classic %+v streams %v", cg, sg)
+			}
+			// A and B were still at 23: a classic group has one generation (spec §5.6).
+			if c := h.cbeat(memberA, 23); c != kerr.IllegalGeneration.Code {
+				t.Fatalf("lagging A: %v", kerr.ErrorForCode(c))
+			}
+			h.restart()
+			if cg, _ := h.groupTypes(); cg == nil || cg.State != classic.PreparingRebalance {
+				t.Fatalf("after restart: %+v", cg)
+			}
+			if c := h.cbeat(memberB, 24); c != kerr.RebalanceInProgress.Code {
+				t.Fatalf("B after restart: %v", kerr.ErrorForCode(c))
+			}
+		})
 	})
 }

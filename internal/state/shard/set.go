@@ -56,6 +56,7 @@ func NewSet(o SetOptions) *Set {
 				m := NewMachine()
 				m.PinTopologyDescriptions = o.Streams.TopologyDescriptionPlugin
 				m.OnMigration = o.OnMigration
+				m.StreamsConfig, m.ClassicConfig = o.Streams, o.Classic
 				return m
 			},
 			Backend:      o.Backend,

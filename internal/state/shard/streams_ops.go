@@ -36,6 +36,7 @@ func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 			m.observeMigration(c, ev)
 		}
 		applyStreamsTimers(c, out.Timers, in.Config)
+		out.Records = m.finishDowngrade(c, in.Req.Group, out.Downgrade, out.Records)
 		return runtime.Result{Records: out.Records, Response: out}
 	}
 }
@@ -129,9 +130,10 @@ func applyStreamsTimers(c *runtime.Ctx[*Machine], actions []streams.TimerAction,
 		case streams.ClassicSessionTimer, streams.ClassicJoinTimer, streams.ClassicSyncTimer:
 			group, member := a.Group, a.Member
 			c.Schedule(key, a.After, func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
-				recs, timers := m.Streams.ClassicFence(group, member)
+				cfg := m.streamsConfigFor(group, m.streamsBase())
+				recs, timers, dg := m.Streams.ClassicFence(group, member, cfg.DowngradeSettings(nil, c.Now()))
 				applyStreamsTimers(c, timers, cfg)
-				return runtime.Result{Records: recs}
+				return runtime.Result{Records: m.finishDowngrade(c, group, dg, recs)}
 			})
 		case streams.InitialDelayTimer:
 			group, cat := a.Group, a.Catalog
@@ -145,9 +147,10 @@ func applyStreamsTimers(c *runtime.Ctx[*Machine], actions []streams.TimerAction,
 // streamsFence is a session or rebalance timer's expiry.
 func streamsFence(group, member string, epoch int32, checkEpoch bool, cfg streams.Config) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
-		recs, timers := m.Streams.Fence(group, member, epoch, checkEpoch)
+		gcfg := m.streamsConfigFor(group, cfg)
+		recs, timers, dg := m.Streams.FenceWith(group, member, epoch, checkEpoch, gcfg.DowngradeSettings(nil, c.Now()))
 		applyStreamsTimers(c, timers, cfg)
-		return runtime.Result{Records: recs}
+		return runtime.Result{Records: m.finishDowngrade(c, group, dg, recs)}
 	}
 }
 

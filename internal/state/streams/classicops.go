@@ -341,7 +341,7 @@ type ClassicLeaveIdentity struct {
 // ClassicLeave runs a LeaveGroup against a streams group with classic members (§4.5): every
 // valid classic identity is removed in one event with one epoch bump; identities naming a
 // streams member or nobody get UNKNOWN_MEMBER_ID, a mismatched instance FENCED_INSTANCE_ID.
-func (s *State) ClassicLeave(group string, ids []ClassicLeaveIdentity) (codes []int16, recs []log.Record, timers []TimerAction) {
+func (s *State) ClassicLeave(group string, ids []ClassicLeaveIdentity, ds DowngradeSettings) (codes []int16, recs []log.Record, timers []TimerAction, dg *Downgrade) {
 	g := s.Groups[group]
 	codes = make([]int16, len(ids))
 	removed := map[string]bool{}
@@ -367,27 +367,20 @@ func (s *State) ClassicLeave(group string, ids []ClassicLeaveIdentity) (codes []
 		}
 	}
 	if len(order) == 0 {
-		return codes, nil, nil
+		return codes, nil, nil, nil
 	}
-	for _, id := range order {
-		recs = append(recs, memberTombstones(g.ID, g.Members[id])...)
-		timers = append(timers, cancelAllTimers(g.ID, id)...)
-	}
-	recs = append(recs, GroupMetadataRecord(g, g.Epoch+1, g.MetadataHash, g.ValidatedTopologyEpoch, g.AssignmentConfigs))
-	if len(order) == len(g.Members) {
-		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
-	}
-	return codes, recs, timers
+	recs, timers, dg = s.removeMembers(g, order, ds)
+	return codes, recs, timers, dg
 }
 
 // ClassicFence is the expiry of a classic member's session, join or sync timer (§4.8).
-func (s *State) ClassicFence(group, member string) ([]log.Record, []TimerAction) {
+func (s *State) ClassicFence(group, member string, ds DowngradeSettings) ([]log.Record, []TimerAction, *Downgrade) {
 	g := s.Groups[group]
 	if g == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if m := g.Members[member]; m == nil || m.Classic == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return fenceRecords(g, member)
+	return s.removeMembers(g, []string{member}, ds)
 }

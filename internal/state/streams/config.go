@@ -33,6 +33,9 @@ type Config struct {
 	// MigrationPolicy is group.streams.migration.policy (online-migration §8); empty means the
 	// default, bidirectional.
 	MigrationPolicy MigrationPolicy
+	// ClassicMaxSize is group.max.size, the bound of a downgrade (online-migration §5.2 D4); 0:
+	// none.
+	ClassicMaxSize int32
 }
 
 // DefaultConfig is Kafka's defaults.

@@ -89,6 +89,8 @@ type HeartbeatOutput struct {
 	Description DescriptionEpochs
 	// Upgrade is set when the heartbeat converted a classic group or an upgrade was refused.
 	Upgrade *Upgrade
+	// Downgrade is set when a leave left only classic members (converted or declined).
+	Downgrade *Downgrade
 }
 
 // ErrorResponse is a heartbeat error response (spec §1.2).
@@ -264,32 +266,29 @@ func (s *State) leave(in HeartbeatInput) HeartbeatOutput {
 		}
 		return HeartbeatOutput{Response: resp, Records: []log.Record{CurrentMemberRecord(g.ID, n)}}
 	}
-	recs, timers := fenceRecords(g, m.ID)
-	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
-}
-
-// fenceRecords removes a member (spec §2.5 step 5).
-func fenceRecords(g *Group, member string) ([]log.Record, []TimerAction) {
-	recs := append(memberTombstones(g.ID, g.Members[member]),
-		GroupMetadataRecord(g, g.Epoch+1, g.MetadataHash, g.ValidatedTopologyEpoch, g.AssignmentConfigs))
-	if len(g.Members) == 1 {
-		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
-	}
-	return recs, cancelAllTimers(g.ID, member)
+	recs, timers, dg := s.removeMembers(g, []string{m.ID}, in.Config.DowngradeSettings(in.Catalog, in.Now))
+	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers, Downgrade: dg}
 }
 
 // Fence is the expiry of a session or rebalance timer: it removes the member if it still
 // exists (and, for a rebalance timer, is still at the epoch the timer was armed at).
 func (s *State) Fence(group, member string, epoch int32, checkEpoch bool) ([]log.Record, []TimerAction) {
+	recs, timers, _ := s.FenceWith(group, member, epoch, checkEpoch, DowngradeSettings{})
+	return recs, timers
+}
+
+// FenceWith is Fence with the downgrade check of online-migration §5 (a fenced last streams
+// member may turn the group back into a classic group).
+func (s *State) FenceWith(group, member string, epoch int32, checkEpoch bool, ds DowngradeSettings) ([]log.Record, []TimerAction, *Downgrade) {
 	g := s.Groups[group]
 	if g == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	m := g.Members[member]
 	if m == nil || (checkEpoch && m.Epoch != epoch) {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return fenceRecords(g, member)
+	return s.removeMembers(g, []string{member}, ds)
 }
 
 func sameMetadata(a, b *Member) bool {
