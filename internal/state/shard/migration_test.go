@@ -3,6 +3,8 @@ package shard
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -763,5 +765,126 @@ func TestMigrationDowngradeVariants(t *testing.T) {
 				t.Fatalf("B after restart: %v", kerr.ErrorForCode(c))
 			}
 		})
+	})
+}
+
+// segmentFile is the single segment of shard 0 in a store directory.
+func segmentFile(t *testing.T, dir string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "shard-0", "*.log"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("segments %v %v", files, err)
+	}
+	return files[0]
+}
+
+// Spec online-migration §7.6 and §10 scenario 29: a crash at any point of the append of the
+// upgrade's batch leaves either the classic group of generation 23 with no streams record or the
+// complete streams group, never a mix. The segment file is cut at every byte of the batch (what
+// kill -9 leaves behind is a prefix of what was written) and the shard loaded from it.
+func TestMigrationUpgradeCrashAtEveryByte(t *testing.T) {
+	dir := t.TempDir()
+	cfg := streams.DefaultConfig()
+	cfg.InitialRebalanceDelay, cfg.AssignmentInterval = 0, 0
+	cfg.Assignors = []string{"scripted"}
+	cfg.Lookup = func(name string) (assign.Assignor, bool) { return &scripted{targets: seedTargets()}, name == "scripted" }
+	cat := streamsCatalog{
+		"input":               {Name: "input", ID: [16]byte{1}, Partitions: 6},
+		"app-store-changelog": {Name: "app-store-changelog", ID: [16]byte{2}, Partitions: 6},
+	}
+	load := func() (machineView, func()) {
+		st := openStore(t, dir)
+		s := startAny(t, st, NewMachine)
+		v, err := s.Read(context.Background(), func(m *Machine) (any, error) { return viewOf(m), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(machineView), func() { s.Close(context.Background()); st.Close() }
+	}
+	write := func(op runtime.WriteOp[*Machine]) any {
+		st := openStore(t, dir)
+		s := startAny(t, st, NewMachine)
+		defer func() { s.Close(context.Background()); st.Close() }()
+		v, err := s.Write(context.Background(), op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	write(func(*runtime.Ctx[*Machine], *Machine) runtime.Result {
+		return runtime.Result{Records: []log.Record{seedGroup(t).Record()}}
+	})
+	before, done := load()
+	done()
+	seg := segmentFile(t, dir)
+	fi, _ := os.Stat(seg)
+	start := fi.Size()
+	out := write(StreamsHeartbeat(streams.HeartbeatInput{Req: joinC(), Version: 1, Catalog: cat, Config: cfg})).(streams.HeartbeatOutput)
+	if out.Response.ErrorCode != 0 || out.Upgrade == nil || !out.Upgrade.Converted {
+		t.Fatalf("upgrade %+v", out.Response)
+	}
+	after, done := load()
+	done()
+	if reflect.DeepEqual(before, after) || len(after.Classic) != 0 || len(after.Streams["app"].Members) != 3 {
+		t.Fatalf("the upgrade is not in the log: %+v", after)
+	}
+	full, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawBefore, sawAfter := 0, 0
+	for cut := start; cut <= int64(len(full)); cut++ {
+		if err := os.WriteFile(seg, full[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, done := load()
+		done()
+		switch {
+		case reflect.DeepEqual(got, before):
+			sawBefore++
+		case reflect.DeepEqual(got, after):
+			sawAfter++
+		default:
+			t.Fatalf("cut at byte %d of %d: a state that is neither the classic group nor the streams group:\n%+v", cut, len(full), got)
+		}
+	}
+	if sawBefore == 0 || sawAfter != 1 {
+		t.Fatalf("before %d after %d", sawBefore, sawAfter)
+	}
+}
+
+// Spec §7.6 item 3: when the append of the upgrade's batch fails, the in-memory state is the
+// classic group again and the joining member gets a retriable error; its retry converts.
+func TestMigrationUpgradeAppendFailureLeavesTheClassicGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: append(seedTargets()[:1], seedTargets()[0])})
+		h.writeClassic(seedGroup(t))
+		before := h.view()
+		h.b.Hold(true)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := h.s.Write(context.Background(), StreamsHeartbeat(streams.HeartbeatInput{Req: joinC(), Version: 1, Catalog: h.cat, Config: h.cfg}))
+			errc <- err
+		}()
+		for h.b.Pending(0) == 0 {
+			synctest.Wait()
+		}
+		h.b.Lose(0, fmt.Errorf("disk gone"))
+		if err := <-errc; err == nil {
+			t.Fatal("the joining heartbeat was answered although its batch was lost")
+		}
+		h.b.Hold(false)
+		for h.s.State() != runtime.StateActive {
+			synctest.Wait()
+		}
+		if after := h.view(); !reflect.DeepEqual(before, after) {
+			t.Fatalf("state after the lost batch:\n%+v\nwant\n%+v", after, before)
+		}
+		if c := h.cbeat(memberA, 23); c != 0 {
+			t.Fatalf("classic heartbeat after the lost upgrade: %v", kerr.ErrorForCode(c))
+		}
+		if r := h.hb(joinC()); r.ErrorCode != 0 || r.MemberEpoch != 24 {
+			t.Fatalf("retried join: %+v", r)
+		}
 	})
 }
