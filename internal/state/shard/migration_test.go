@@ -787,7 +787,9 @@ func TestMigrationUpgradeCrashAtEveryByte(t *testing.T) {
 	cfg := streams.DefaultConfig()
 	cfg.InitialRebalanceDelay, cfg.AssignmentInterval = 0, 0
 	cfg.Assignors = []string{"scripted"}
-	cfg.Lookup = func(name string) (assign.Assignor, bool) { return &scripted{targets: seedTargets()}, name == "scripted" }
+	cfg.Lookup = func(name string) (assign.Assignor, bool) {
+		return &scripted{targets: seedTargets()}, name == "scripted"
+	}
 	cat := streamsCatalog{
 		"input":               {Name: "input", ID: [16]byte{1}, Partitions: 6},
 		"app-store-changelog": {Name: "app-store-changelog", ID: [16]byte{2}, Partitions: 6},
