@@ -332,6 +332,32 @@ func TestMigrationSeedWalkThroughOverTheWire(t *testing.T) {
 	if dg := describeStreams(t, d.Addr, "app"); dg.State != "Stable" || dg.Epoch != g+2 {
 		t.Fatalf("after step 22: %+v", dg)
 	}
+
+	// 23-25: C leaves; the group is a classic group again at generation g+2 and rebalances.
+	leave := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	leave.Group, leave.MemberID, leave.MemberEpoch = "app", "C", -1
+	if r := streamsHeartbeatRaw(t, c, 4, leave); r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Fatalf("step 23: %+v", r)
+	}
+	d.waitLogged("converted streams group to classic group, rebalance prepared", func(l map[string]any) bool { return l["group"] == "app" })
+	if dg := describeStreams(t, d.Addr, "app"); dg.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("after step 23 the streams group must be gone: %+v", dg)
+	}
+	beat("24", idA, g+2, rip)
+	beat("24", idB, g+2, rip)
+	rejoins := make(chan *kmsg.JoinGroupResponse, 2)
+	for _, id := range []string{idA, idB} {
+		go func() {
+			req := classicStreamsJoin(t, "app", id, topics, procOf[id])
+			req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 45000, 300000
+			rejoins <- join(t, d, 9, req)
+		}()
+	}
+	for range 2 { // the downgrade made the smallest member id the leader (spec §5.3)
+		if r := <-rejoins; r.ErrorCode != 0 || r.Generation != g+3 || r.LeaderID != min(idA, idB) {
+			t.Fatalf("step 25: %+v", r)
+		}
+	}
 }
 
 func seedTasks(l []kmsg.TaskIDs) []int32 {
