@@ -890,3 +890,36 @@ func TestMigrationUpgradeAppendFailureLeavesTheClassicGroup(t *testing.T) {
 		}
 	})
 }
+
+// Spec §3.7 and §10 scenarios 25, 27: a static classic member restarting as a streams member
+// with its instance id converts the group and replaces itself without UNRELEASED_INSTANCE_ID;
+// with the same process id nothing else moves (no epoch bump); the old classic incarnation is
+// fenced.
+func TestMigrationStaticUpgrade(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+		g := seedGroup(t)
+		inst := "instance-a"
+		g.Members[0].InstanceID = &inst
+		h.writeClassic(g)
+		r := joinC()
+		r.MemberID, r.InstanceID = "A2", &inst
+		pid := "00000000-0000-0000-0000-00000000000a"
+		r.ProcessID, r.UserEndpoint = &pid, &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "hostA", Port: 8080}
+		resp := h.hb(r)
+		if resp.ErrorCode != 0 || resp.MemberEpoch != 23 || !slices.Equal(partitionsOf(resp.ActiveTasks), []int32{0, 2, 4}) ||
+			!slices.Equal(partitionsOf(resp.StandbyTasks), []int32{1, 3, 5}) {
+			t.Fatalf("static upgrade: %d %v epoch %d active %v standby %v", resp.ErrorCode, resp.ErrorMessage, resp.MemberEpoch, resp.ActiveTasks, resp.StandbyTasks)
+		}
+		if h.member("A") != nil || h.member("A2") == nil || h.member("A2").IsClassic() {
+			t.Fatal("A2 must have replaced A as a streams member")
+		}
+		if c := h.cbeat(memberB, 23); c != 0 {
+			t.Fatalf("B must not be disturbed: %v", kerr.ErrorForCode(c))
+		}
+		v, err := h.s.Write(context.Background(), Heartbeat(h.ccfg, "app", "A", &inst, 23))
+		if err != nil || v.(int16) != kerr.FencedInstanceID.Code {
+			t.Fatalf("old classic incarnation: %v %v", err, v)
+		}
+	})
+}

@@ -378,7 +378,9 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			switch {
 			case existing == nil:
 				stored = g.Members[req.MemberID] // its instance id changes (or is set)
-			case existing.Epoch != -2:
+			case existing.Epoch != -2 && existing.Classic == nil:
+				// A classic member never releases its instance id with epoch -2, so replacing
+				// one needs no release (spec online-migration §3.7, KIP-848's exemption).
 				return fail(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", req.MemberID, *req.InstanceID, existing.ID)
 			default:
 				// Replacement: the new member id inherits the old one's assignment and target.
@@ -389,8 +391,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 				repl.Classic = nil // a classic member replaced by a streams member (spec online-migration §3.7)
 				recs = append(recs, MemberMetadataRecord(g.ID, repl), TargetMemberRecord(g.ID, repl.ID, oldTarget), CurrentMemberRecord(g.ID, repl))
 				view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
-				timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: existing.ID, Cancel: true},
-					TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: existing.ID, Cancel: true})
+				timers = append(timers, cancelAllTimers(g.ID, existing.ID)...)
 				stored = repl
 			}
 		} else {

@@ -333,6 +333,9 @@ func (s *State) ValidateFetch(group string, member *string, epoch int32) (code i
 		return kerr.UnknownMemberID.Code, true
 	}
 	if epoch != m.Epoch {
+		if m.Classic != nil { // classic clients know ILLEGAL_GENERATION (spec online-migration §4.10)
+			return kerr.IllegalGeneration.Code, true
+		}
 		return kerr.StaleMemberEpoch.Code, true
 	}
 	return 0, true
