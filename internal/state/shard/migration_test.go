@@ -923,3 +923,56 @@ func TestMigrationStaticUpgrade(t *testing.T) {
 		}
 	})
 }
+
+// Spec §4.2 J5, J8, J9 and §10 scenario 18: a new classic instance first gets
+// MEMBER_ID_REQUIRED with nothing persisted, then joins and bumps the group epoch; a static
+// classic member restarting with an empty member id replaces its old incarnation, which is then
+// fenced.
+func TestMigrationClassicJoinsIntoMixedGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, assign.Sticky{})
+		g := seedGroup(t)
+		inst := "instance-b"
+		g.Members[1].InstanceID = &inst
+		h.writeClassic(g)
+		if r := h.hb(joinC()); r.ErrorCode != 0 || r.MemberEpoch != 24 {
+			t.Fatalf("upgrade: %+v", r)
+		}
+		before := h.view()
+		d := classicStreamsMember{id: "", process: 0xd}
+		req := classic.JoinRequest{Group: "app", ClientID: "d", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+			ProtocolType: "consumer", Protocols: d.protocols(t, nil, nil, nil), Version: 9}
+		v, _ := h.s.Write(context.Background(), JoinGroupWith(h.ccfg, req, h.sx()))
+		first := v.(*classic.JoinResult)
+		if first.Code != kerr.MemberIDRequired.Code || first.MemberID == "" {
+			t.Fatalf("first join: %+v", first)
+		}
+		if after := h.view(); !reflect.DeepEqual(before, after) {
+			t.Fatal("MEMBER_ID_REQUIRED persisted something")
+		}
+		req.MemberID = first.MemberID
+		v, _ = h.s.Write(context.Background(), JoinGroupWith(h.ccfg, req, h.sx()))
+		if r := v.(*classic.JoinResult); r.Code != 0 || r.Generation != 25 || r.MemberID != first.MemberID {
+			t.Fatalf("second join: %+v", r)
+		}
+		if dm := h.member(first.MemberID); dm == nil || !dm.IsClassic() {
+			t.Fatal("D is not a classic member")
+		}
+
+		// B restarts (static): empty member id, same instance id.
+		breq := classic.JoinRequest{Group: "app", InstanceID: &inst, ClientID: "b", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+			ProtocolType: "consumer", Protocols: memberB.protocols(t, nil, nil, nil), Version: 9}
+		v, _ = h.s.Write(context.Background(), JoinGroupWith(h.ccfg, breq, h.sx()))
+		nb := v.(*classic.JoinResult)
+		if nb.Code != 0 || nb.MemberID == "" || nb.MemberID == "B" {
+			t.Fatalf("static restart: %+v", nb)
+		}
+		if h.member("B") != nil || h.member(nb.MemberID) == nil {
+			t.Fatal("the new incarnation must replace B")
+		}
+		v, _ = h.s.Write(context.Background(), Heartbeat(h.ccfg, "app", "B", &inst, 23))
+		if v.(int16) != kerr.FencedInstanceID.Code {
+			t.Fatalf("old incarnation: %v", kerr.ErrorForCode(v.(int16)))
+		}
+	})
+}
