@@ -778,11 +778,11 @@ func segmentFile(t *testing.T, dir string) string {
 	return files[0]
 }
 
-// Spec online-migration §7.6 and §10 scenario 29: a crash at any point of the append of the
-// upgrade's batch leaves either the classic group of generation 23 with no streams record or the
+// Spec online-migration §7.6 and §10 scenarios 29, 30: a crash at any point of the append of
+// the upgrade's (then the downgrade's) batch leaves either the classic group of generation 23 with no streams record or the
 // complete streams group, never a mix. The segment file is cut at every byte of the batch (what
 // kill -9 leaves behind is a prefix of what was written) and the shard loaded from it.
-func TestMigrationUpgradeCrashAtEveryByte(t *testing.T) {
+func TestMigrationCrashAtEveryByte(t *testing.T) {
 	dir := t.TempDir()
 	cfg := streams.DefaultConfig()
 	cfg.InitialRebalanceDelay, cfg.AssignmentInterval = 0, 0
@@ -830,29 +830,50 @@ func TestMigrationUpgradeCrashAtEveryByte(t *testing.T) {
 	if reflect.DeepEqual(before, after) || len(after.Classic) != 0 || len(after.Streams["app"].Members) != 3 {
 		t.Fatalf("the upgrade is not in the log: %+v", after)
 	}
-	full, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sawBefore, sawAfter := 0, 0
-	for cut := start; cut <= int64(len(full)); cut++ {
-		if err := os.WriteFile(seg, full[:cut], 0o644); err != nil {
+	cutEveryByte := func(start int64, before, after machineView) {
+		t.Helper()
+		full, err := os.ReadFile(seg)
+		if err != nil {
 			t.Fatal(err)
 		}
-		got, done := load()
-		done()
-		switch {
-		case reflect.DeepEqual(got, before):
-			sawBefore++
-		case reflect.DeepEqual(got, after):
-			sawAfter++
-		default:
-			t.Fatalf("cut at byte %d of %d: a state that is neither the classic group nor the streams group:\n%+v", cut, len(full), got)
+		sawBefore, sawAfter := 0, 0
+		for cut := start; cut <= int64(len(full)); cut++ {
+			if err := os.WriteFile(seg, full[:cut], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, done := load()
+			done()
+			switch {
+			case reflect.DeepEqual(got, before):
+				sawBefore++
+			case reflect.DeepEqual(got, after):
+				sawAfter++
+			default:
+				t.Fatalf("cut at byte %d of %d: a state that is neither the old group nor the new one:\n%+v", cut, len(full), got)
+			}
+		}
+		if sawBefore == 0 || sawAfter != 1 {
+			t.Fatalf("before %d after %d", sawBefore, sawAfter)
+		}
+		if err := os.WriteFile(seg, full, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if sawBefore == 0 || sawAfter != 1 {
-		t.Fatalf("before %d after %d", sawBefore, sawAfter)
+	cutEveryByte(start, before, after)
+
+	// The downgrade's batch (spec §9.2 step 23, §10 scenario 30), cut the same way.
+	fi, _ = os.Stat(seg)
+	start = fi.Size()
+	leave := streamsBeat("app", "C", -1)
+	if out := write(StreamsHeartbeat(streams.HeartbeatInput{Req: leave, Version: 1, Catalog: cat, Config: cfg})).(streams.HeartbeatOutput); out.Downgrade == nil || !out.Downgrade.Converted {
+		t.Fatalf("downgrade %+v", out.Response)
 	}
+	downgraded, done := load()
+	done()
+	if len(downgraded.Streams) != 0 || downgraded.Classic["app"] == nil || downgraded.Classic["app"].State != classic.PreparingRebalance {
+		t.Fatalf("the downgrade is not in the log: %+v", downgraded)
+	}
+	cutEveryByte(start, after, downgraded)
 }
 
 // Spec §7.6 item 3: when the append of the upgrade's batch fails, the in-memory state is the
