@@ -778,10 +778,11 @@ func segmentFile(t *testing.T, dir string) string {
 	return files[0]
 }
 
-// Spec online-migration §7.6 and §10 scenarios 29, 30: a crash at any point of the append of
-// the upgrade's (then the downgrade's) batch leaves either the classic group of generation 23 with no streams record or the
-// complete streams group, never a mix. The segment file is cut at every byte of the batch (what
-// kill -9 leaves behind is a prefix of what was written) and the shard loaded from it.
+// Spec online-migration §7.6 and §10 scenarios 29, 30: a crash at any point of the append of a
+// conversion's batch leaves the old group or the new one, never a mix: first the upgrade (the
+// classic group of generation 23 or the complete streams group), then the downgrade (that
+// streams group or the classic group it became). The segment file is cut at every byte of the
+// batch (what kill -9 leaves behind is a prefix of what was written) and the shard loaded from it.
 func TestMigrationCrashAtEveryByte(t *testing.T) {
 	dir := t.TempDir()
 	cfg := streams.DefaultConfig()
