@@ -329,7 +329,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 				v := in.Classic(req.Group)
 				ug, urecs, reason := upgradeFromClassic(v, req, in.Catalog, cfg)
 				if reason != "" {
-					return refusedUpgrade(req.Group, reason)
+					return refusedUpgrade(v, req.Group, reason)
 				}
 				g, recs, timers = ug, urecs, classicSessionTimers(ug)
 				upgrade = &Upgrade{Converted: true, Generation: v.Generation, ClassicMembers: len(v.Members)}

@@ -50,19 +50,10 @@ type Upgrade struct {
 // member's request. It returns the group as replay of the batch would build it, and the batch
 // (§7.1 steps 1-7); refusal is set instead when a precondition of §3.2 fails.
 func upgradeFromClassic(v *ClassicGroupView, req *kmsg.StreamsGroupHeartbeatRequest, cat Catalog, cfg Config) (g *Group, recs []log.Record, refusal string) {
+	if reason := notStreamsApplication(v); reason != "" {
+		return nil, nil, reason
+	}
 	group := req.Group
-	// U2: a Kafka Streams classic group.
-	if v.ProtocolType != "consumer" {
-		return nil, nil, fmt.Sprintf("its protocol type is %q, not consumer", v.ProtocolType)
-	}
-	if v.Protocol != nil && *v.Protocol != ClassicProtocolName {
-		return nil, nil, fmt.Sprintf("its protocol is %q, not %q (not a Kafka Streams application)", *v.Protocol, ClassicProtocolName)
-	}
-	for _, m := range v.Members {
-		if streamMetadata(m.Protocols) == nil {
-			return nil, nil, fmt.Sprintf("member %s does not offer the %q protocol", m.ID, ClassicProtocolName)
-		}
-	}
 	// U3: size.
 	if int64(len(v.Members)) > int64(cfg.MaxSize) {
 		return nil, nil, fmt.Sprintf("its %d members exceed group.streams.max.size %d", len(v.Members), cfg.MaxSize)
@@ -190,6 +181,23 @@ func upgradeFromClassic(v *ClassicGroupView, req *kmsg.StreamsGroupHeartbeatRequ
 	return scratch.Groups[group], recs, ""
 }
 
+// notStreamsApplication is U2: the classic group is not one of Kafka Streams threads (protocol
+// type consumer, protocol "stream"); the reason, or "".
+func notStreamsApplication(v *ClassicGroupView) string {
+	if v.ProtocolType != "consumer" {
+		return fmt.Sprintf("its protocol type is %q, not consumer", v.ProtocolType)
+	}
+	if v.Protocol != nil && *v.Protocol != ClassicProtocolName {
+		return fmt.Sprintf("its protocol is %q, not %q (not a Kafka Streams application)", *v.Protocol, ClassicProtocolName)
+	}
+	for _, m := range v.Members {
+		if streamMetadata(m.Protocols) == nil {
+			return fmt.Sprintf("member %s does not offer the %q protocol", m.ID, ClassicProtocolName)
+		}
+	}
+	return ""
+}
+
 // classicSessionTimers are the session timers of converted classic members (§3.6).
 func classicSessionTimers(g *Group) []TimerAction {
 	var out []TimerAction
@@ -201,8 +209,13 @@ func classicSessionTimers(g *Group) []TimerAction {
 	return out
 }
 
-func refusedUpgrade(group, reason string) HeartbeatOutput {
+// refusedUpgrade answers a refused upgrade (§3.2). A group that is no Kafka Streams application
+// at all gets Kafka's own answer word for word; the other refusals name their reason.
+func refusedUpgrade(v *ClassicGroupView, group, reason string) HeartbeatOutput {
 	out := fail(kerr.GroupIDNotFound, "Group %s is not a streams group: online upgrade refused: %s.", group, reason)
+	if notStreamsApplication(v) != "" {
+		out = fail(kerr.GroupIDNotFound, "Group %s is not a streams group.", group)
+	}
 	out.Upgrade = &Upgrade{Refused: reason}
 	return out
 }
