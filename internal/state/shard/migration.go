@@ -135,8 +135,8 @@ func (m *Machine) streamsClassicJoin(c *runtime.Ctx[*Machine], req classic.JoinR
 		return runtime.Result{Response: &classic.JoinResult{Code: res.Code, Generation: -1, MemberID: res.MemberID}}
 	}
 	pt, pn := "consumer", streams.ClassicProtocolName
-	return runtime.Result{Records: res.Records, Response: &classic.JoinResult{Generation: res.Generation, ProtocolType: &pt, Protocol: &pn,
-		MemberID: res.MemberID, Members: []classic.JoinMember{}}}
+	return runtime.Result{Records: m.finishDowngrade(c, req.Group, res.Downgrade, res.Records), Response: &classic.JoinResult{
+		Generation: res.Generation, ProtocolType: &pt, Protocol: &pn, MemberID: res.MemberID, Members: []classic.JoinMember{}}}
 }
 
 // streamsClassicSync answers a SyncGroup for a streams group (spec §4.3).

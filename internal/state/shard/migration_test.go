@@ -998,3 +998,51 @@ func TestMigrationClassicJoinsIntoMixedGroup(t *testing.T) {
 		}
 	})
 }
+
+// Spec §5.4 and §10 scenario 26: the only streams member, static, restarts as a classic member
+// with its instance id: replacement and downgrade in one batch; its JoinGroup is answered, its
+// SyncGroup meets the classic group's rebalance; every member rejoins into generation epoch+1.
+func TestMigrationStaticDowngrade(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+		h.writeClassic(seedGroup(t))
+		join := joinC()
+		inst := "instance-c"
+		join.InstanceID = &inst
+		if r := h.hb(join); r.ErrorCode != 0 || r.MemberEpoch != 24 {
+			t.Fatalf("upgrade: %+v", r)
+		}
+		c := classicStreamsMember{id: "", process: 0xc}
+		req := classic.JoinRequest{Group: "app", InstanceID: &inst, ClientID: "c", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+			ProtocolType: "consumer", Protocols: c.protocols(t, nil, nil, nil), Version: 9}
+		v, err := h.s.Write(context.Background(), JoinGroupWith(h.ccfg, req, h.sx()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		jr := v.(*classic.JoinResult)
+		if jr.Code != 0 || jr.MemberID == "" || jr.MemberID == "C" {
+			t.Fatalf("static classic restart of C: %+v", jr)
+		}
+		cg, sg := h.groupTypes()
+		if sg || cg == nil || cg.State != classic.PreparingRebalance || cg.Generation != 24 || len(cg.Members) != 3 {
+			t.Fatalf("after the static downgrade: classic %+v streams %v", cg, sg)
+		}
+		if ev := h.migrations(); ev[len(ev)-1].Direction != "downgrade" || ev[len(ev)-1].Result != "converted" {
+			t.Fatalf("events %+v", ev)
+		}
+		pt, pn := "consumer", "stream"
+		v, _ = h.s.Write(context.Background(), SyncGroupWith(h.ccfg, classic.SyncRequest{Group: "app", MemberID: jr.MemberID, InstanceID: &inst,
+			Generation: jr.Generation, ProtocolType: &pt, Protocol: &pn, Version: 5}, h.sx()))
+		if code := v.(*classic.SyncResult).Code; code != kerr.RebalanceInProgress.Code && code != kerr.IllegalGeneration.Code {
+			t.Fatalf("C's sync after the downgrade: %v", kerr.ErrorForCode(code))
+		}
+		ja, jb := h.cjoinAsync(memberA, 0, 2, 4), h.cjoinAsync(memberB, 1, 3, 5)
+		req.MemberID = jr.MemberID
+		v, _ = h.s.Write(context.Background(), JoinGroupWith(h.ccfg, req, h.sx()))
+		for _, r := range []*classic.JoinResult{<-ja, <-jb, v.(*classic.JoinResult)} {
+			if r.Code != 0 || r.Generation != 25 {
+				t.Fatalf("classic rebalance: %+v", r)
+			}
+		}
+	})
+}

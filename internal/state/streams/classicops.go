@@ -40,6 +40,8 @@ type ClassicResult struct {
 	Assignment []byte
 	Records    []log.Record
 	Timers     []TimerAction
+	// Downgrade is set when a static classic member replaced the last streams member (§5.4).
+	Downgrade *Downgrade
 }
 
 func classicErr(code int16, member string) ClassicResult {
@@ -101,7 +103,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicResult {
 	var recs []log.Record
 	var timers []TimerAction
 	view := groupView{g: g}
-	var stored *Member
+	var stored, replaced *Member
 	if in.InstanceID != nil {
 		existing := g.staticMember(*in.InstanceID)
 		switch {
@@ -114,7 +116,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicResult {
 			repl.ID, repl.Epoch, repl.PreviousEpoch = memberID, 0, 0
 			view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
 			timers = append(timers, cancelAllTimers(g.ID, existing.ID)...)
-			stored = repl
+			stored, replaced = repl, existing
 			recs = append(recs, TargetMemberRecord(g.ID, repl.ID, oldTarget))
 		case existing != nil:
 			stored = existing
@@ -226,7 +228,30 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicResult {
 	if !eqEndpoint(stored.UserEndpoint, n.UserEndpoint) || (!n.Assigned.Equal(stored.Assigned) && n.UserEndpoint != nil) {
 		g.soft.endpointEpoch++
 	}
-	return ClassicResult{MemberID: n.ID, Generation: n.Epoch, Records: recs, Timers: timers}
+	out := ClassicResult{MemberID: n.ID, Generation: n.Epoch, Records: recs, Timers: timers}
+	if replaced != nil && replaced.Classic == nil {
+		// J11 (§5.4): a static classic member replacing the last streams member downgrades the
+		// group with the replacement in it; the rebalance that follows is always prepared.
+		after := *g
+		after.Members = make(map[string]*Member, len(g.Members))
+		for id, mem := range g.Members {
+			if id != replaced.ID {
+				after.Members[id] = mem
+			}
+		}
+		after.Members[n.ID] = n
+		if dg := downgradeOf(&after, nil, cfg.DowngradeSettings(in.Catalog, in.Now)); dg != nil {
+			out.Downgrade = dg
+			if dg.Converted {
+				out.Records = s.Tombstones(g.ID)
+				for id := range g.Members {
+					out.Timers = append(out.Timers, cancelAllTimers(g.ID, id)...)
+				}
+				out.Timers = append(out.Timers, cancelAllTimers(g.ID, n.ID)...)
+			}
+		}
+	}
+	return out
 }
 
 func cancelAllTimers(group, member string) []TimerAction {
