@@ -1046,3 +1046,42 @@ func TestMigrationStaticDowngrade(t *testing.T) {
 		}
 	})
 }
+
+// Spec §4.8 and §10 scenarios 13, 14: a classic member that keeps heartbeating but never
+// rejoins is fenced when its rebalance timeout runs out after it was told to rejoin; one that
+// joins but never syncs likewise.
+func TestMigrationClassicJoinAndSyncTimers(t *testing.T) {
+	for _, syncs := range []bool{false, true} {
+		name := "never rejoins"
+		if syncs {
+			name = "joins but never syncs"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+				h.writeClassic(seedGroup(t))
+				h.hb(joinC())
+				if c := h.cbeat(memberA, 23); c != kerr.RebalanceInProgress.Code {
+					t.Fatalf("A: %v", kerr.ErrorForCode(c))
+				}
+				if syncs {
+					h.cjoin(memberA, 0, 2, 4) // answered at 23, UNREVOKED; no SyncGroup follows
+				}
+				start := time.Now()
+				for h.member("A") != nil {
+					time.Sleep(10 * time.Second) // A keeps its session alive
+					h.cbeat(memberA, 23)
+					h.hb(streamsBeat("app", "C", 24))
+					h.cbeat(memberB, 23)
+					synctest.Wait()
+					if time.Since(start) > 400*time.Second {
+						t.Fatal("A was never fenced")
+					}
+				}
+				if took := time.Since(start); took < 290*time.Second {
+					t.Fatalf("A fenced after %v, before its rebalance timeout (300 s)", took)
+				}
+			})
+		})
+	}
+}
