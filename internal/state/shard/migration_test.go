@@ -1085,3 +1085,24 @@ func TestMigrationClassicJoinAndSyncTimers(t *testing.T) {
 		})
 	}
 }
+
+// Spec §7.7: a streams group left with classic members only because the policy forbade the
+// downgrade is downgraded when the shard loads under a policy that allows it.
+func TestMigrationDowngradeRecheckedOnLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: seedTargets()}, streams.MigrationUpgrade)
+		h.writeClassic(seedGroup(t))
+		h.hb(joinC())
+		h.hb(streamsBeat("app", "C", -1))
+		if cg, sg := h.groupTypes(); cg != nil || !sg {
+			t.Fatalf("policy upgrade: classic %+v streams %v", cg, sg)
+		}
+		h.cfg.MigrationPolicy = streams.MigrationBidirectional
+		h.restart()
+		synctest.Wait()
+		cg, sg := h.groupTypes()
+		if sg || cg == nil || cg.State != classic.PreparingRebalance || len(cg.Members) != 2 {
+			t.Fatalf("after a load under bidirectional: classic %+v streams %v", cg, sg)
+		}
+	})
+}

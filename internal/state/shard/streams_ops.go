@@ -92,6 +92,16 @@ func StreamsOnLoaded(c *runtime.Ctx[*Machine], m *Machine, cfg streams.Config) {
 	for _, a := range m.Streams.LoadedTimers(func(group string) streams.Config { return m.streamsConfigFor(group, cfg) }) {
 		applyStreamsTimers(c, []streams.TimerAction{a}, m.streamsConfigFor(a.Group, cfg))
 	}
+	// A streams group left with classic members only gets its downgrade re-checked
+	// (online-migration §7.7): a refusal's cause (policy, plugin) may be gone.
+	for _, group := range m.Streams.AllClassic() {
+		c.Schedule("streams-downgrade-check\x00"+group, 0, func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+			gcfg := m.streamsConfigFor(group, cfg)
+			recs, timers, dg := m.Streams.DowngradeCheck(group, gcfg.DowngradeSettings(nil, c.Now()))
+			applyStreamsTimers(c, timers, gcfg)
+			return runtime.Result{Records: m.finishDowngrade(c, group, dg, recs)}
+		})
+	}
 }
 
 // streamsForeign reports whether another group type owns a group id, whether that group is an

@@ -129,3 +129,34 @@ func downgradeOf(g *Group, gone map[string]bool, ds DowngradeSettings) *Downgrad
 	sort.Slice(dg.Members, func(i, j int) bool { return dg.Members[i].ID < dg.Members[j].ID })
 	return dg
 }
+
+// DowngradeCheck re-checks §5.2 for a streams group whose members are all classic members, as a
+// freshly loaded shard does (§7.7): a downgrade declined earlier (policy since changed, or a
+// topology description since released) happens now. Nothing when it still does not apply.
+func (s *State) DowngradeCheck(group string, ds DowngradeSettings) ([]log.Record, []TimerAction, *Downgrade) {
+	g := s.Groups[group]
+	if g == nil || len(g.Members) == 0 {
+		return nil, nil, nil
+	}
+	dg := downgradeOf(g, nil, ds)
+	if dg == nil || !dg.Converted {
+		return nil, nil, nil
+	}
+	var timers []TimerAction
+	for id := range g.Members {
+		timers = append(timers, cancelAllTimers(g.ID, id)...)
+	}
+	return s.Tombstones(g.ID), timers, dg
+}
+
+// AllClassic lists the streams groups whose members all talk the classic protocol.
+func (s *State) AllClassic() []string {
+	var out []string
+	for id, g := range s.Groups {
+		if len(g.Members) > 0 && g.ClassicMembers() == len(g.Members) {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
