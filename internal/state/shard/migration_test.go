@@ -1106,3 +1106,40 @@ func TestMigrationDowngradeRecheckedOnLoad(t *testing.T) {
 		}
 	})
 }
+
+// Spec §4.12 and §10 scenario 32: a streams member's shutdown request reaches the classic
+// members: their heartbeat asks them to rejoin, their SyncGroup carries AssignmentInfo errCode 4
+// and nothing assigned; then their heartbeats are quiet again.
+func TestMigrationShutdownRequestReachesClassicMembers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, &scripted{targets: seedTargets()})
+		h.writeClassic(seedGroup(t))
+		h.hb(joinC())
+		h.cjoin(memberA, 0, 2, 4)
+		h.cjoin(memberB, 1, 3, 5)
+		h.cjoin(memberA, 0, 2)
+		want(t, "B stable", h.cjoin(memberB, 1, 5).Generation, int32(24))
+		h.csync(memberB, 24)
+		if c := h.cbeat(memberB, 24); c != 0 {
+			t.Fatalf("B before the shutdown request: %v", kerr.ErrorForCode(c))
+		}
+		beat := streamsBeat("app", "C", 24)
+		beat.ShutdownApplication = true
+		if r := h.hb(beat); r.ErrorCode != 0 {
+			t.Fatalf("C asks for a shutdown: %+v", r)
+		}
+		if c := h.cbeat(memberB, 24); c != kerr.RebalanceInProgress.Code {
+			t.Fatalf("B after the shutdown request: %v", kerr.ErrorForCode(c))
+		}
+		gen := h.cjoin(memberB, 1, 4, 5).Generation
+		pt, pn := "consumer", "stream"
+		v, _ := h.s.Write(context.Background(), SyncGroupWith(h.ccfg, classic.SyncRequest{Group: "app", MemberID: "B", Generation: gen, ProtocolType: &pt, Protocol: &pn, Version: 5}, h.sx()))
+		parts, info, _, err := classicproto.DecodeMemberAssignment(v.(*classic.SyncResult).Assignment)
+		if err != nil || info.ErrCode != classicproto.ErrShutdown || len(parts) != 0 || len(info.Active) != 0 {
+			t.Fatalf("B's shutdown assignment: %v %+v %v", parts, info, err)
+		}
+		if c := h.cbeat(memberB, gen); c != 0 {
+			t.Fatalf("B after receiving the shutdown assignment: %v", kerr.ErrorForCode(c))
+		}
+	})
+}

@@ -312,10 +312,17 @@ func (s *State) ClassicSync(group, member string, instance *string, generation i
 	if err != nil {
 		configured = nil
 	}
+	shutdown := g.soft.shutdownBy != ""
 	a, err := classicAssignment(ClassicAssignmentInput{Member: m, Decoded: decoded, Members: g.Members, Configured: configured,
-		Shutdown: g.soft.shutdownBy != "", Now: now, TaskOffsetInterval: cfg.TaskOffsetInterval})
+		Shutdown: shutdown, Now: now, TaskOffsetInterval: cfg.TaskOffsetInterval})
 	if err != nil {
 		return classicErr(kerr.UnknownServerError.Code, member)
+	}
+	if shutdown {
+		if g.soft.shutdownSent == nil {
+			g.soft.shutdownSent = map[string]bool{}
+		}
+		g.soft.shutdownSent[m.ID] = true
 	}
 	return ClassicResult{MemberID: m.ID, Generation: m.Epoch, Assignment: a, Timers: []TimerAction{
 		cancelTimer(ClassicSyncTimer, g.ID, m.ID), classicTimer(ClassicSessionTimer, g.ID, m.ID, m.Classic.SessionTimeoutMs)}}
@@ -331,7 +338,8 @@ func (s *State) ClassicHeartbeat(group, member string, instance *string, generat
 		return classicErr(kerr.IllegalGeneration.Code, member)
 	}
 	out := ClassicResult{MemberID: m.ID, Generation: m.Epoch, Timers: []TimerAction{classicTimer(ClassicSessionTimer, g.ID, m.ID, m.Classic.SessionTimeoutMs)}}
-	if m.Epoch < g.AssignmentEpoch || m.State == UnrevokedTasks || (m.State == UnreleasedTasks && g.grantable(m)) {
+	shutdownPending := g.soft.shutdownBy != "" && !g.soft.shutdownSent[m.ID]
+	if m.Epoch < g.AssignmentEpoch || m.State == UnrevokedTasks || (m.State == UnreleasedTasks && g.grantable(m)) || shutdownPending {
 		out.Code = kerr.RebalanceInProgress.Code
 		if scheduled == nil || !scheduled(TimerKey(ClassicJoinTimer, g.ID, m.ID)) {
 			out.Timers = append(out.Timers, classicTimer(ClassicJoinTimer, g.ID, m.ID, m.RebalanceTimeoutMs))

@@ -419,7 +419,7 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 		delete(g.soft.taskOffsets, memberID)
 		delete(g.soft.taskEndOffsets, memberID)
 		if len(g.Members) == 0 {
-			g.soft.shutdownBy = "" // cleared when the group becomes empty (spec §4.8)
+			g.soft.shutdownBy, g.soft.shutdownSent = "", nil // cleared when the group becomes empty (spec §4.8)
 		}
 	case records.KindStreamsTargetMetadata:
 		g.AssignmentEpoch, g.AssignmentTimestamp = -1, 0

@@ -246,6 +246,9 @@ type soft struct {
 	taskEndOffsets map[string]map[Task]int64
 	endpointEpoch  int32
 	shutdownBy     string
+	// shutdownSent are the classic members that received the shutdown assignment (§4.12 of
+	// online-migration): until then their heartbeats ask them to rejoin.
+	shutdownSent map[string]bool
 	// catalog is the topic catalog the group's last heartbeat saw; the initial-delay timer
 	// configures the topology with it, as Kafka uses the configured topology it keeps.
 	catalog Catalog
