@@ -11,7 +11,9 @@ BENCH_MOD := cmd/coordbench
 # Fuzz targets: package:Target, each run for FUZZTIME by `make fuzz` (and so by `make test`).
 FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
-	./internal/state/classic:FuzzGroupRecord
+	./internal/state/classic:FuzzGroupRecord \
+	./internal/state/streams/classicproto:FuzzDecodeSubscription ./internal/state/streams/classicproto:FuzzDecodeAssignment \
+	./internal/state/streams/classicproto:FuzzDecodeMember
 
 .PHONY: build run demo demo-stop test tools unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean console-test deploy-check
 

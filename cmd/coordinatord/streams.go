@@ -10,11 +10,16 @@ import (
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/consumer"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
+
+// lookupAssignor finds a task assignor by name: the built-in ones (a testhooks build adds a
+// scripted one for tests).
+var lookupAssignor = assign.Lookup
 
 // streamsConfig turns the group.streams.* keys into the streams state machine's configuration,
 // with the built-in task assignors.
@@ -27,8 +32,10 @@ func streamsConfig(cfg *config.Config) streams.Config {
 		NumStandbyReplicas:           s.NumStandbyReplicas, InitialRebalanceDelay: ms(s.InitialRebalanceDelayMs),
 		AssignmentInterval: ms(s.AssignmentIntervalMs), Assignors: s.Assignors, RackAwareTags: s.RackAwareAssignmentTags,
 		TaskOffsetInterval: ms(s.TaskOffsetIntervalMs), NumWarmupReplicas: s.NumWarmupReplicas,
-		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: assign.Lookup,
+		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: lookupAssignor,
 		TopologyDescriptionPlugin: cfg.TopologyPlugin.Class != "",
+		MigrationPolicy:           streams.MigrationPolicy(s.MigrationPolicy),
+		ClassicMaxSize:            cfg.GroupMaxSize,
 		GroupBounds: streams.GroupConfigBounds{
 			MinSessionTimeoutMs: s.MinSessionTimeoutMs, MaxSessionTimeoutMs: s.MaxSessionTimeoutMs,
 			MinHeartbeatIntervalMs: s.MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs: s.MaxHeartbeatIntervalMs,
@@ -119,4 +126,29 @@ func startTopologyCleanup(table *handlers.Table, caller *plugin.Caller, interval
 		}
 	})
 	return func() { cancel(); wg.Wait() }
+}
+
+// migrationObserver logs every online migration between classic and streams groups and its
+// refusals at INFO, and counts them (spec online-migration §8).
+func migrationObserver(log *zap.Logger, reg prometheus.Registerer) func(shard.MigrationEvent) {
+	total := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinatord_group_migrations_total",
+		Help: "Online conversions between classic groups of Kafka Streams members and streams groups, and refused attempts.",
+	}, []string{"direction", "mode", "result"})
+	if reg != nil {
+		reg.MustRegister(total)
+	}
+	return func(ev shard.MigrationEvent) {
+		total.WithLabelValues(ev.Direction, "online", ev.Result).Inc()
+		switch {
+		case ev.Direction == "upgrade" && ev.Result == "converted":
+			log.Info("converted classic group to streams group", zap.String("group", ev.Group),
+				zap.Int32("generation", ev.Generation), zap.Int("classic_members", ev.Members), zap.Int32("epoch", ev.Generation+1))
+		case ev.Direction == "downgrade" && ev.Result == "converted":
+			log.Info("converted streams group to classic group, rebalance prepared", zap.String("group", ev.Group),
+				zap.Int32("generation", ev.Generation), zap.Int("members", ev.Members))
+		default:
+			log.Info("refused "+ev.Direction+" of group", zap.String("group", ev.Group), zap.String("reason", ev.Reason))
+		}
+	}
 }

@@ -505,6 +505,8 @@ type StreamsGroupConfig struct {
 	JoinCreatesInternalTopics bool
 	// ReconciliationHeartbeatIntervalMs: see group.streams.reconciliation.heartbeat.interval.ms.
 	ReconciliationHeartbeatIntervalMs int32
+	// MigrationPolicy: see group.streams.migration.policy (lower case once parsed).
+	MigrationPolicy string
 }
 
 func streamsInt(name, def, doc string, min int64, field func(*StreamsGroupConfig) *int32) key {
@@ -590,6 +592,15 @@ var streamsKeys = []key{
 		}},
 	streamsInt("group.streams.reconciliation.heartbeat.interval.ms", "500", "coordinatord only. Heartbeat interval told to a streams group member instead of the configured one while tasks change hands in its group (the member has tasks to revoke or to receive, its assignment is delayed, or another member has not reconciled to the group's target assignment yet) and, to every member, for one configured heartbeat interval after the group's target assignment was computed (members tend to join in bursts). Members then learn of their part in a hand-over sooner; once the group is stable and its assignment that old, each member is told the configured interval again. 0, or a value not below the heartbeat interval: always the configured interval, as Kafka 4.4 answers.", 0,
 		func(s *StreamsGroupConfig) *int32 { return &s.ReconciliationHeartbeatIntervalMs }),
+	{"group.streams.migration.policy", "bidirectional", "coordinatord only. Online migration of a running Kafka Streams application between the classic protocol and the streams protocol: bidirectional, upgrade (classic to streams only), downgrade (streams to classic only) or disabled (Kafka 4.4: a streams heartbeat to a non-empty classic group gets GROUP_ID_NOT_FOUND, a JoinGroup to a non-empty streams group INCONSISTENT_GROUP_PROTOCOL). Case-insensitive. Empty groups convert under every policy. See migration.md.",
+		func(c *Config, v string) error {
+			switch p := strings.ToLower(strings.TrimSpace(v)); p {
+			case "bidirectional", "upgrade", "downgrade", "disabled":
+				c.StreamsGroup.MigrationPolicy = p
+				return nil
+			}
+			return errors.New("must be bidirectional, upgrade, downgrade or disabled")
+		}},
 	streamsInt("group.streams.task.offset.interval.ms", "60000", "How often streams members report task offsets (TaskOffsetIntervalMillis); at least the minimum.", 1,
 		func(s *StreamsGroupConfig) *int32 { return &s.TaskOffsetIntervalMs }),
 	streamsInt("group.streams.min.task.offset.interval.ms", "15000", "Lowest allowed task offset interval.", 1,

@@ -32,6 +32,12 @@ func TestDefaultsWithoutFile(t *testing.T) {
 	if u, err := Load("", []string{"queued.max.request.bytes=-1", "socket.request.max.bytes=2147483647"}); err != nil || u.QueuedMaxRequestBytes != -1 {
 		t.Fatalf("an unbounded budget admits any frame size: %v", err)
 	}
+	if c.StreamsGroup.MigrationPolicy != "bidirectional" {
+		t.Fatalf("group.streams.migration.policy defaults to %q, want bidirectional (online-migration §8)", c.StreamsGroup.MigrationPolicy)
+	}
+	if u, err := Load("", []string{"group.streams.migration.policy= Upgrade "}); err != nil || u.StreamsGroup.MigrationPolicy != "upgrade" {
+		t.Fatalf("the policy is case-insensitive: %v %q", err, u.StreamsGroup.MigrationPolicy)
+	}
 	if len(c.AdvertisedListeners) != 1 || c.AdvertisedListeners[0].Addr() != "127.0.0.1:9092" {
 		t.Fatalf("advertised listeners should default to listeners, got %v", c.AdvertisedListeners)
 	}
@@ -77,6 +83,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"bad level", "", []string{"log.level=loud"}, "log.level", "one of"},
 		{"frame larger than the queued budget", "", []string{"queued.max.request.bytes=1048576", "socket.request.max.bytes=1048577"}, "socket.request.max.bytes", "must not exceed queued.max.request.bytes"},
 		{"queued budget zero", "", []string{"queued.max.request.bytes=0"}, "queued.max.request.bytes", "-1 (unbounded)"},
+		{"unknown migration policy", "", []string{"group.streams.migration.policy=sideways"}, "group.streams.migration.policy", "bidirectional, upgrade, downgrade or disabled"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

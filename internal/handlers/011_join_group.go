@@ -71,11 +71,15 @@ func (t *Table) joinGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 	for i, p := range req.Protocols {
 		protocols[i] = classic.Protocol{Name: p.Name, Metadata: p.Metadata}
 	}
-	v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.JoinGroup(t.classicConfig(), classic.JoinRequest{
+	jr := classic.JoinRequest{
 		Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID, ClientID: r.ClientID,
 		ClientHost: clientHost(r), SessionTimeoutMs: req.SessionTimeoutMillis, RebalanceTimeout: rebalance,
 		ProtocolType: req.ProtocolType, Protocols: protocols, Version: r.Version,
-	}))
+	}
+	v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.JoinGroupWith(t.classicConfig(), jr, t.streamsContext(ctx, false)))
+	if _, again := v.(shard.NeedsCatalog); again && err == nil {
+		v, err = t.deps.Groups.For(req.Group).Write(ctx, shard.JoinGroupWith(t.classicConfig(), jr, t.streamsContext(ctx, true)))
+	}
 	if err != nil {
 		return fail(availabilityCode(err), req.MemberID)
 	}
@@ -95,6 +99,20 @@ func (t *Table) joinGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 		resp.Members = append(resp.Members, rm)
 	}
 	return resp
+}
+
+// streamsContext is what a classic request needs should its group id hold a streams group with
+// classic members (online migration). The catalog is read only on the second attempt, after the
+// shard answered NeedsCatalog, so classic groups never pay for it; without a readable catalog
+// such a request is answered COORDINATOR_NOT_AVAILABLE.
+func (t *Table) streamsContext(ctx context.Context, withCatalog bool) shard.StreamsContext {
+	sx := shard.StreamsContext{Config: t.deps.Streams, AskCatalog: !withCatalog}
+	if withCatalog && t.deps.Meta != nil {
+		if snap, err := t.catalog(ctx); err == nil && snap != nil {
+			sx.Catalog = snap
+		}
+	}
+	return sx
 }
 
 // releaseDescriptionBeforeConversion applies topology-description §6.6: a JoinGroup that would

@@ -36,10 +36,14 @@ func (t *Table) syncGroup(ctx context.Context, r *wire.Request) kmsg.Response {
 	for _, a := range req.GroupAssignment {
 		assignments[a.MemberID] = a.MemberAssignment
 	}
-	v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.SyncGroup(t.classicConfig(), classic.SyncRequest{
+	sr := classic.SyncRequest{
 		Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID, Generation: req.Generation,
 		ProtocolType: req.ProtocolType, Protocol: req.Protocol, Assignments: assignments, Version: r.Version,
-	}))
+	}
+	v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.SyncGroupWith(t.classicConfig(), sr, t.streamsContext(ctx, false)))
+	if _, again := v.(shard.NeedsCatalog); again && err == nil {
+		v, err = t.deps.Groups.For(req.Group).Write(ctx, shard.SyncGroupWith(t.classicConfig(), sr, t.streamsContext(ctx, true)))
+	}
 	if err != nil {
 		resp.ErrorCode = availabilityCode(err)
 		return resp

@@ -35,6 +35,11 @@ const (
 	KindStreamsTargetMember   Kind = 23 // group, member: the member's target assignment
 	KindStreamsCurrentMember  Kind = 24 // group, member: epochs, state, assigned and pending tasks
 	KindStreamsTopology       Kind = 25 // group: the topology as sent by the first joiner
+	// KindStreamsClassicMember: key (group, member), value the classic-protocol part of a
+	// streams group member that talks JoinGroup/SyncGroup (online migration, spec
+	// online-migration §7.5): its session timeout and last JoinGroup protocols. Absent for
+	// streams-protocol members. Kinds 30-39 belong to online migration.
+	KindStreamsClassicMember Kind = 30
 	// KindTopic: key (topic name), value the topic's id, partition count, replication factor and
 	// configs. Lives in the metadata shard.
 	KindTopic Kind = 40
@@ -70,6 +75,7 @@ var kindNames = map[Kind]string{
 	KindStreamsTargetMember:    "streams_target_assignment_member",
 	KindStreamsCurrentMember:   "streams_current_member_assignment",
 	KindStreamsTopology:        "streams_topology",
+	KindStreamsClassicMember:   "streams_classic_member",
 	KindTopic:                  "topic",
 	KindScramCredential:        "scram_credential",
 	KindACL:                    "acl",

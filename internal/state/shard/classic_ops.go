@@ -14,6 +14,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -89,9 +90,16 @@ func (m *Machine) park(c *runtime.Ctx[*Machine], group, member string, sync bool
 // JoinGroup runs a JoinGroup. The response is a *classic.JoinResult, or a promise of one for a
 // join parked until the rebalance's join phase completes.
 func JoinGroup(cfg classic.Config, req classic.JoinRequest) runtime.WriteOp[*Machine] {
+	return JoinGroupWith(cfg, req, StreamsContext{})
+}
+
+// JoinGroupWith is JoinGroup with what a JoinGroup into a non-empty streams group needs (online
+// migration, spec online-migration §4.2).
+func JoinGroupWith(cfg classic.Config, req classic.JoinRequest, sx StreamsContext) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		// An empty streams group becomes a classic group (spec streams-groups §11.2): its
-		// tombstones and the new group's records go in one batch. A non-empty one refuses.
+		// tombstones and the new group's records go in one batch. A non-empty one takes the
+		// member as a classic member of the streams group, or refuses (policy disabled).
 		var converted []log.Record
 		// An empty KIP-848 consumer group gives way the same way; a non-empty one refuses
 		// (online migration is not implemented, docs/consumer-groups.md).
@@ -105,7 +113,7 @@ func JoinGroup(cfg classic.Config, req classic.JoinRequest) runtime.WriteOp[*Mac
 				return runtime.Result{Response: &classic.JoinResult{Code: code, Generation: -1, MemberID: req.MemberID}}
 			}
 			if !m.Streams.IsEmpty(req.Group) {
-				return refuse(kerr.InconsistentGroupProtocol.Code)
+				return m.streamsClassicJoin(c, req, sx)
 			}
 			if m.PinTopologyDescriptions && m.Streams.DescriptionHeld(req.Group) {
 				// The handler releases the description first (topology-description §6.6); one
@@ -134,7 +142,16 @@ func JoinGroup(cfg classic.Config, req classic.JoinRequest) runtime.WriteOp[*Mac
 
 // SyncGroup runs a SyncGroup; the response is a *classic.SyncResult or a promise of one.
 func SyncGroup(cfg classic.Config, req classic.SyncRequest) runtime.WriteOp[*Machine] {
+	return SyncGroupWith(cfg, req, StreamsContext{})
+}
+
+// SyncGroupWith is SyncGroup with what a classic member of a streams group needs (spec
+// online-migration §4.3).
+func SyncGroupWith(cfg classic.Config, req classic.SyncRequest, sx StreamsContext) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		if m.Streams.HasClassicPath(req.Group) {
+			return m.streamsClassicSync(c, req, sx)
+		}
 		tx := m.Classic.Sync(cfg, c.Now(), req)
 		recs, _, sync := m.applyClassic(c, tx)
 		switch {
@@ -154,6 +171,11 @@ func SyncGroup(cfg classic.Config, req classic.SyncRequest) runtime.WriteOp[*Mac
 // Heartbeat runs a Heartbeat; the response is the error code (int16).
 func Heartbeat(cfg classic.Config, group, member string, instance *string, generation int32) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		if m.Streams.HasClassicPath(group) { // spec online-migration §4.4
+			res := m.Streams.ClassicHeartbeat(group, member, instance, generation, c.Scheduled)
+			applyStreamsTimers(c, res.Timers, m.streamsConfigFor(group, m.streamsBase()))
+			return runtime.Result{Response: res.Code}
+		}
 		tx := m.Classic.Heartbeat(cfg, c.Now(), group, member, instance, generation)
 		recs, _, _ := m.applyClassic(c, tx)
 		return runtime.Result{Records: recs, Response: tx.Code}
@@ -174,6 +196,16 @@ func LeaveGroup(cfg classic.Config, group string, members []classic.LeaveMember)
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		if m.Consumer.Owns(group) {
 			return m.consumerClassicLeave(c, group, members)
+		}
+		if m.Streams.HasClassicPath(group) && m.Streams.Group(group).ClassicMembers() > 0 { // spec online-migration §4.5
+			ids := make([]streams.ClassicLeaveIdentity, len(members))
+			for i, mem := range members {
+				ids[i] = streams.ClassicLeaveIdentity{MemberID: mem.MemberID, InstanceID: mem.InstanceID}
+			}
+			scfg := m.streamsConfigFor(group, m.streamsBase())
+			codes, recs, timers, dg := m.Streams.ClassicLeave(group, ids, scfg.DowngradeSettings(nil, c.Now()))
+			applyStreamsTimers(c, timers, scfg)
+			return runtime.Result{Records: m.finishDowngrade(c, group, dg, recs), Response: LeaveResult{Members: codes}}
 		}
 		tx, codes := m.Classic.Leave(cfg, c.Now(), group, members)
 		recs, _, _ := m.applyClassic(c, tx)

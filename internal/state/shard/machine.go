@@ -28,6 +28,14 @@ type Machine struct {
 	PinTopologyDescriptions bool
 	// GroupConfigs are the group-level config overrides by group id (GROUP config resources).
 	GroupConfigs map[string]map[string]string
+	// OnMigration is told of every online migration and refusal (log line and metric,
+	// online-migration §8). Configuration, not state; nil in tests that do not look.
+	OnMigration func(MigrationEvent)
+	// StreamsConfig and ClassicConfig are the broker's streams and classic group configuration,
+	// for the operations and timers of online migration that start without a handler.
+	// Configuration, not state; zero values mean Kafka's defaults.
+	StreamsConfig streams.Config
+	ClassicConfig classic.Config
 }
 
 // NewMachine returns an empty shard machine.
@@ -45,7 +53,8 @@ func (m *Machine) Replay(offset int64, rec log.Record) error {
 	case records.KindOffsetCommit, records.KindTxnOffset, records.KindTxnProducer:
 		return m.Offsets.Replay(offset, rec)
 	case records.KindStreamsGroupMetadata, records.KindStreamsMemberMetadata, records.KindStreamsTargetMetadata,
-		records.KindStreamsTargetMember, records.KindStreamsCurrentMember, records.KindStreamsTopology:
+		records.KindStreamsTargetMember, records.KindStreamsCurrentMember, records.KindStreamsTopology,
+		records.KindStreamsClassicMember:
 		return m.Streams.Replay(rec)
 	case records.KindConsumerGroupMetadata, records.KindConsumerMemberMetadata, records.KindConsumerTargetMetadata,
 		records.KindConsumerTargetMember, records.KindConsumerCurrentMember:

@@ -39,6 +39,8 @@ type SetOptions struct {
 	// Consumer is the consumer groups' broker-level configuration (group.consumer.* keys)
 	// the timers re-armed on load run with; a zero session timeout means Kafka's defaults.
 	Consumer consumer.Config
+	// OnMigration is told of every online migration and refusal (Machine.OnMigration).
+	OnMigration func(MigrationEvent)
 }
 
 // NewSet creates the shards; Start loads them.
@@ -60,6 +62,8 @@ func NewSet(o SetOptions) *Set {
 			New: func() *Machine {
 				m := NewMachine()
 				m.PinTopologyDescriptions = o.Streams.TopologyDescriptionPlugin
+				m.OnMigration = o.OnMigration
+				m.StreamsConfig, m.ClassicConfig = o.Streams, o.Classic
 				return m
 			},
 			Backend:      o.Backend,

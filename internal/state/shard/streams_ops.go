@@ -22,12 +22,21 @@ import (
 // response is a streams.HeartbeatOutput.
 func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
-		in.Now, in.Scheduled, in.Foreign = c.Now(), c.Scheduled, m.streamsForeign
+		in.Now, in.Scheduled, in.Foreign, in.Classic = c.Now(), c.Scheduled, m.streamsForeign, m.classicView
 		// The group's overrides apply from its next heartbeat on: a changed standby count
 		// changes the assignment configs, which bumps the group epoch (Kafka does the same).
 		in.Config = m.streamsConfigFor(in.Req.Group, in.Config)
 		out := m.Streams.Heartbeat(in)
+		if u := out.Upgrade; u != nil {
+			ev := MigrationEvent{Group: in.Req.Group, Direction: "upgrade", Result: "refused", Reason: u.Refused, Generation: u.Generation, Members: u.ClassicMembers}
+			if u.Converted {
+				ev.Result = "converted"
+				m.retireClassicGroup(c, in.Req.Group)
+			}
+			m.observeMigration(c, ev)
+		}
 		applyStreamsTimers(c, out.Timers, in.Config)
+		out.Records = m.finishDowngrade(c, in.Req.Group, out.Downgrade, out.Records)
 		return runtime.Result{Records: out.Records, Response: out}
 	}
 }
@@ -83,6 +92,16 @@ func StreamsOnLoaded(c *runtime.Ctx[*Machine], m *Machine, cfg streams.Config) {
 	for _, a := range m.Streams.LoadedTimers(func(group string) streams.Config { return m.streamsConfigFor(group, cfg) }) {
 		applyStreamsTimers(c, []streams.TimerAction{a}, m.streamsConfigFor(a.Group, cfg))
 	}
+	// A streams group left with classic members only gets its downgrade re-checked
+	// (online-migration §7.7): a refusal's cause (policy, plugin) may be gone.
+	for _, group := range m.Streams.AllClassic() {
+		c.Schedule("streams-downgrade-check\x00"+group, 0, func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+			gcfg := m.streamsConfigFor(group, cfg)
+			recs, timers, dg := m.Streams.DowngradeCheck(group, gcfg.DowngradeSettings(nil, c.Now()))
+			applyStreamsTimers(c, timers, gcfg)
+			return runtime.Result{Records: m.finishDowngrade(c, group, dg, recs)}
+		})
+	}
 }
 
 // streamsForeign reports whether another group type owns a group id, whether that group is an
@@ -121,6 +140,14 @@ func applyStreamsTimers(c *runtime.Ctx[*Machine], actions []streams.TimerAction,
 			c.Schedule(key, a.After, streamsFence(a.Group, a.Member, 0, false, cfg))
 		case streams.RebalanceTimer:
 			c.Schedule(key, a.After, streamsFence(a.Group, a.Member, a.Epoch, true, cfg))
+		case streams.ClassicSessionTimer, streams.ClassicJoinTimer, streams.ClassicSyncTimer:
+			group, member := a.Group, a.Member
+			c.Schedule(key, a.After, func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+				cfg := m.streamsConfigFor(group, m.streamsBase())
+				recs, timers, dg := m.Streams.ClassicFence(group, member, cfg.DowngradeSettings(nil, c.Now()))
+				applyStreamsTimers(c, timers, cfg)
+				return runtime.Result{Records: m.finishDowngrade(c, group, dg, recs)}
+			})
 		case streams.InitialDelayTimer:
 			group, cat := a.Group, a.Catalog
 			c.Schedule(key, a.After, func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
@@ -133,9 +160,10 @@ func applyStreamsTimers(c *runtime.Ctx[*Machine], actions []streams.TimerAction,
 // streamsFence is a session or rebalance timer's expiry.
 func streamsFence(group, member string, epoch int32, checkEpoch bool, cfg streams.Config) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
-		recs, timers := m.Streams.Fence(group, member, epoch, checkEpoch)
+		gcfg := m.streamsConfigFor(group, cfg)
+		recs, timers, dg := m.Streams.FenceWith(group, member, epoch, checkEpoch, gcfg.DowngradeSettings(nil, c.Now()))
 		applyStreamsTimers(c, timers, cfg)
-		return runtime.Result{Records: recs}
+		return runtime.Result{Records: m.finishDowngrade(c, group, dg, recs)}
 	}
 }
 

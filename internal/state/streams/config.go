@@ -34,6 +34,12 @@ type Config struct {
 	TopologyDescriptionPlugin bool
 	// GroupBounds bound the group-level overrides (streams.* GROUP configs).
 	GroupBounds GroupConfigBounds
+	// MigrationPolicy is group.streams.migration.policy (online-migration §8); empty means the
+	// default, bidirectional.
+	MigrationPolicy MigrationPolicy
+	// ClassicMaxSize is group.max.size, the bound of a downgrade (online-migration §5.2 D4); 0:
+	// none.
+	ClassicMaxSize int32
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -43,6 +49,7 @@ func DefaultConfig() Config {
 		InitialRebalanceDelay: 3 * time.Second, AssignmentInterval: time.Second,
 		Assignors: []string{"sticky"}, TaskOffsetInterval: time.Minute,
 		NumWarmupReplicas: 2, AcceptableRecoveryLag: 10000, GroupBounds: DefaultGroupConfigBounds(),
+		MigrationPolicy: MigrationBidirectional,
 	}
 }
 

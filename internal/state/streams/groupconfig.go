@@ -86,6 +86,10 @@ var GroupConfigKeys = []GroupConfigKey{
 	{Name: "streams.task.offset.interval.ms", Type: TypeInt, Internal: true, Broker: "group.streams.task.offset.interval.ms", min: 1},
 	{Name: "streams.num.warmup.replicas", Type: TypeInt, Internal: true, Broker: "group.streams.num.warmup.replicas", min: 0},
 	{Name: "streams.acceptable.recovery.lag", Type: TypeLong, Internal: true, Broker: "group.streams.acceptable.recovery.lag", min: 0},
+	// coordinatord's own key (Kafka has no streams migration policy). Internal, so that
+	// DescribeConfigs of a group lists exactly Kafka 4.4's keys.
+	{Name: "streams.migration.policy", Type: TypeString, Internal: true, Broker: "group.streams.migration.policy",
+		Doc: "Online migration between the classic protocol and the streams protocol for this group (overrides group.streams.migration.policy)."},
 }
 
 // LookupGroupConfigKey finds a key by name.
@@ -132,6 +136,14 @@ func NormalizeGroupConfig(k GroupConfigKey, v string) (string, error) {
 			return strings.ToLower(t), nil
 		}
 		return "", invalid("Invalid value %s for configuration %s: Expected value to be either true or false", v, k.Name)
+	case TypeString:
+		if k.Name == "streams.migration.policy" {
+			p, err := ParseMigrationPolicy(t)
+			if err != nil {
+				return "", invalid("Invalid value %s for configuration %s: String %s", v, k.Name, err)
+			}
+			return string(p), nil
+		}
 	case TypeList:
 		if t == "" {
 			return "", nil
@@ -232,6 +244,9 @@ func (c Config) WithGroupConfigs(vals map[string]string) Config {
 		if v != "" {
 			c.RackAwareTags = strings.Split(v, ",")
 		}
+	}
+	if p, err := ParseMigrationPolicy(vals["streams.migration.policy"]); err == nil {
+		c.MigrationPolicy = p
 	}
 	if v, ok := vals["streams.assignor.name"]; ok && v != "" {
 		// The chosen assignor first: AssignorName takes the first registered one.

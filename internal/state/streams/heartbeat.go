@@ -21,6 +21,10 @@ const (
 	SessionTimer TimerKind = iota
 	RebalanceTimer
 	InitialDelayTimer
+	// Timers of classic members (spec online-migration §4.8): each fences the member.
+	ClassicSessionTimer
+	ClassicJoinTimer
+	ClassicSyncTimer
 )
 
 // TimerAction asks the shard to arm or cancel a timer.
@@ -42,6 +46,12 @@ func TimerKey(kind TimerKind, group, member string) string {
 		return "streams-session\x00" + group + "\x00" + member
 	case RebalanceTimer:
 		return "streams-rebalance\x00" + group + "\x00" + member
+	case ClassicSessionTimer:
+		return "streams-classic-session\x00" + group + "\x00" + member
+	case ClassicJoinTimer:
+		return "streams-classic-join\x00" + group + "\x00" + member
+	case ClassicSyncTimer:
+		return "streams-classic-sync\x00" + group + "\x00" + member
 	}
 	return "initial-rebalance-timeout-" + group
 }
@@ -63,6 +73,8 @@ type HeartbeatInput struct {
 	// Foreign reports whether another group type owns the id, whether that group is an empty
 	// classic group (convertible), and the records that delete it.
 	Foreign func(group string) (owned, convertible bool, tombstones []log.Record)
+	// Classic returns the non-empty classic group with this id, for an online upgrade (nil: none).
+	Classic func(group string) *ClassicGroupView
 }
 
 // HeartbeatOutput is the outcome of a heartbeat.
@@ -75,6 +87,10 @@ type HeartbeatOutput struct {
 	// Description are the group's topology description epochs after this heartbeat, for the
 	// solicitation rule (spec topology-description §2.2); set on successful joins/heartbeats.
 	Description DescriptionEpochs
+	// Upgrade is set when the heartbeat converted a classic group or an upgrade was refused.
+	Upgrade *Upgrade
+	// Downgrade is set when a leave left only classic members (converted or declined).
+	Downgrade *Downgrade
 }
 
 // ErrorResponse is a heartbeat error response (spec §1.2).
@@ -250,37 +266,29 @@ func (s *State) leave(in HeartbeatInput) HeartbeatOutput {
 		}
 		return HeartbeatOutput{Response: resp, Records: []log.Record{CurrentMemberRecord(g.ID, n)}}
 	}
-	recs, timers := fenceRecords(g, m.ID)
-	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
-}
-
-// fenceRecords removes a member (spec §2.5 step 5).
-func fenceRecords(g *Group, member string) ([]log.Record, []TimerAction) {
-	recs := []log.Record{
-		currentMemberTombstone(g.ID, member), targetMemberTombstone(g.ID, member), memberMetadataTombstone(g.ID, member),
-		GroupMetadataRecord(g, g.Epoch+1, g.MetadataHash, g.ValidatedTopologyEpoch, g.AssignmentConfigs),
-	}
-	if len(g.Members) == 1 {
-		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
-	}
-	return recs, []TimerAction{
-		{Kind: SessionTimer, Group: g.ID, Member: member, Cancel: true},
-		{Kind: RebalanceTimer, Group: g.ID, Member: member, Cancel: true},
-	}
+	recs, timers, dg := s.removeMembers(g, []string{m.ID}, in.Config.DowngradeSettings(in.Catalog, in.Now))
+	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers, Downgrade: dg}
 }
 
 // Fence is the expiry of a session or rebalance timer: it removes the member if it still
 // exists (and, for a rebalance timer, is still at the epoch the timer was armed at).
 func (s *State) Fence(group, member string, epoch int32, checkEpoch bool) ([]log.Record, []TimerAction) {
+	recs, timers, _ := s.FenceWith(group, member, epoch, checkEpoch, DowngradeSettings{})
+	return recs, timers
+}
+
+// FenceWith is Fence with the downgrade check of online-migration §5 (a fenced last streams
+// member may turn the group back into a classic group).
+func (s *State) FenceWith(group, member string, epoch int32, checkEpoch bool, ds DowngradeSettings) ([]log.Record, []TimerAction, *Downgrade) {
 	g := s.Groups[group]
 	if g == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	m := g.Members[member]
 	if m == nil || (checkEpoch && m.Epoch != epoch) {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return fenceRecords(g, member)
+	return s.removeMembers(g, []string{member}, ds)
 }
 
 func sameMetadata(a, b *Member) bool {
@@ -309,15 +317,32 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	var timers []TimerAction
 	g := s.Groups[req.Group]
 	created := false
-	if g == nil {
-		if in.Foreign != nil {
-			if owned, convertible, tombs := in.Foreign(req.Group); owned {
-				if req.MemberEpoch != 0 || !convertible {
-					return fail(kerr.GroupIDNotFound, "Group %s is not a streams group.", req.Group)
-				}
+	var upgrade *Upgrade
+	if g == nil && in.Foreign != nil {
+		if owned, convertible, tombs := in.Foreign(req.Group); owned {
+			switch {
+			case req.MemberEpoch == 0 && convertible:
 				recs = append(recs, tombs...)
+			case req.MemberEpoch == 0 && cfg.MigrationPolicy.AllowsUpgrade() && in.Classic != nil && in.Classic(req.Group) != nil:
+				// Online upgrade (spec online-migration §3): the classic group becomes this
+				// streams group, then the join runs on it; one batch.
+				v := in.Classic(req.Group)
+				ug, urecs, reason := upgradeFromClassic(v, req, in.Catalog, cfg)
+				if reason != "" {
+					return refusedUpgrade(v, req.Group, reason)
+				}
+				g, recs, timers = ug, urecs, classicSessionTimers(ug)
+				upgrade = &Upgrade{Converted: true, Generation: v.Generation, ClassicMembers: len(v.Members)}
+			default:
+				out := fail(kerr.GroupIDNotFound, "Group %s is not a streams group.", req.Group)
+				if req.MemberEpoch == 0 && !convertible && !cfg.MigrationPolicy.AllowsUpgrade() {
+					out.Upgrade = &Upgrade{Refused: "group.streams.migration.policy is " + string(cfg.MigrationPolicy.effective())}
+				}
+				return out
 			}
 		}
+	}
+	if g == nil {
 		if req.MemberEpoch != 0 {
 			return fail(kerr.GroupIDNotFound, "Streams group %s not found.", req.Group)
 		}
@@ -353,18 +378,20 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			switch {
 			case existing == nil:
 				stored = g.Members[req.MemberID] // its instance id changes (or is set)
-			case existing.Epoch != -2:
+			case existing.Epoch != -2 && existing.Classic == nil:
+				// A classic member never releases its instance id with epoch -2, so replacing
+				// one needs no release (spec online-migration §3.7, KIP-848's exemption).
 				return fail(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", req.MemberID, *req.InstanceID, existing.ID)
 			default:
 				// Replacement: the new member id inherits the old one's assignment and target.
 				oldTarget := g.Targets[existing.ID]
-				recs = append(recs, currentMemberTombstone(g.ID, existing.ID), targetMemberTombstone(g.ID, existing.ID), memberMetadataTombstone(g.ID, existing.ID))
+				recs = append(recs, memberTombstones(g.ID, existing)...)
 				repl := existing.clone()
 				repl.ID, repl.Epoch, repl.PreviousEpoch = req.MemberID, 0, 0
+				repl.Classic = nil // a classic member replaced by a streams member (spec online-migration §3.7)
 				recs = append(recs, MemberMetadataRecord(g.ID, repl), TargetMemberRecord(g.ID, repl.ID, oldTarget), CurrentMemberRecord(g.ID, repl))
 				view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
-				timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: existing.ID, Cancel: true},
-					TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: existing.ID, Cancel: true})
+				timers = append(timers, cancelAllTimers(g.ID, existing.ID)...)
 				stored = repl
 			}
 		} else {
@@ -376,6 +403,10 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			}
 			stored = existing
 		}
+	}
+	if stored != nil && stored.Classic != nil && req.MemberEpoch != 0 {
+		// Classic members talk JoinGroup/SyncGroup/Heartbeat (spec online-migration §4.3 S4's mirror).
+		return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", req.MemberID, req.Group)
 	}
 	owned := rolesFromWire(req.ActiveTasks, req.StandbyTasks, req.WarmupTasks)
 	if req.MemberEpoch > 0 {
@@ -425,6 +456,10 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 	bump := false
 	var memberRec []log.Record
+	if m.Classic != nil { // a classic member's id rejoining with the streams protocol
+		m.Classic = nil
+		memberRec = append(memberRec, classicMemberTombstone(g.ID, m.ID))
+	}
 	if isNew || !sameMetadata(stored, m) {
 		memberRec = append(memberRec, MemberMetadataRecord(g.ID, m))
 		if !static || stored.TopologyEpoch != m.TopologyEpoch || !eqPtr(stored.RackID, m.RackID) ||
@@ -667,7 +702,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	if created {
 		resp.EndpointInformationEpoch = 0
 	}
-	out := HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
+	out := HeartbeatOutput{Response: resp, Records: recs, Timers: timers, Upgrade: upgrade}
 	out.Description = DescriptionEpochs{Topology: -1, Stored: g.StoredDescriptionEpoch, Failed: g.FailedDescriptionEpoch}
 	if topology != nil {
 		out.Description.Topology = topology.Epoch

@@ -45,6 +45,10 @@ func (s *State) LoadedTimers(cfgFor func(group string) Config) []TimerAction {
 	for _, g := range s.Groups {
 		cfg := cfgFor(g.ID)
 		for _, m := range g.Members {
+			if m.Classic != nil { // its own session timeout, restarting at load (online-migration §7.7)
+				out = append(out, classicTimer(ClassicSessionTimer, g.ID, m.ID, m.Classic.SessionTimeoutMs))
+				continue
+			}
 			out = append(out, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, After: cfg.SessionTimeout})
 			if m.State == UnrevokedTasks {
 				out = append(out, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Epoch: m.Epoch, After: time.Duration(max(m.RebalanceTimeoutMs, 0)) * time.Millisecond})
@@ -108,6 +112,7 @@ func (s *State) Describe(group string, includeOps bool, cat Catalog, cfg Config,
 		dm.TaskOffsets, dm.TaskEndOffsets = offsetsToWire(g.soft.taskOffsets[id]), offsetsToWire(g.soft.taskEndOffsets[id])
 		dm.Assignment = assignmentToWire(m.Assigned)
 		dm.TargetAssignment = assignmentToWire(g.Targets[id])
+		dm.IsClassic = m.Classic != nil
 		out.Members = append(out.Members, dm)
 	}
 	return out
@@ -244,6 +249,9 @@ func (s *State) Tombstones(group string) []log.Record {
 	}
 	recs = append(recs, targetMetadataTombstone(group))
 	for _, id := range ids {
+		if g.Members[id].Classic != nil {
+			recs = append(recs, classicMemberTombstone(group, id))
+		}
 		recs = append(recs, memberMetadataTombstone(group, id))
 	}
 	return append(recs, groupMetadataTombstone(group), topologyTombstone(group))
@@ -273,7 +281,11 @@ func (s *State) ValidateCommit(group, member string, instance *string, epoch int
 		return kerr.UnknownMemberID.Code, true
 	}
 	stale := kerr.StaleMemberEpoch.Code // the TxnOffsetCommit handler maps it for versions < 6
-	if !txn && version < 9 {
+	if m.Classic != nil {
+		// Classic clients commit with their generation at any version and understand
+		// ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH (spec online-migration §4.10).
+		stale = kerr.IllegalGeneration.Code
+	} else if !txn && version < 9 {
 		return kerr.UnsupportedVersion.Code, true
 	}
 	switch {
@@ -321,6 +333,9 @@ func (s *State) ValidateFetch(group string, member *string, epoch int32) (code i
 		return kerr.UnknownMemberID.Code, true
 	}
 	if epoch != m.Epoch {
+		if m.Classic != nil { // classic clients know ILLEGAL_GENERATION (spec online-migration §4.10)
+			return kerr.IllegalGeneration.Code, true
+		}
 		return kerr.StaleMemberEpoch.Code, true
 	}
 	return 0, true

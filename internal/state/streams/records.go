@@ -249,7 +249,7 @@ func (s *State) Replay(rec log.Record) error {
 	groupID := r.String()
 	var memberID string
 	switch kind {
-	case records.KindStreamsMemberMetadata, records.KindStreamsTargetMember, records.KindStreamsCurrentMember:
+	case records.KindStreamsMemberMetadata, records.KindStreamsTargetMember, records.KindStreamsCurrentMember, records.KindStreamsClassicMember:
 		memberID = r.String()
 	}
 	if err := r.Err(); err != nil {
@@ -318,6 +318,12 @@ func (s *State) Replay(rec log.Record) error {
 		m.hasMetadata = true
 	case records.KindStreamsTargetMetadata:
 		g.AssignmentEpoch, g.AssignmentTimestamp = v.Int32(), v.Int64()
+	case records.KindStreamsClassicMember:
+		c, err := readClassicMember(v)
+		if err != nil {
+			return fmt.Errorf("%s %s/%s: %w", kind, groupID, memberID, err)
+		}
+		member().Classic = c
 	case records.KindStreamsTargetMember:
 		var t Roles
 		for role := range t {
@@ -408,13 +414,16 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 		if _, ok := g.Targets[memberID]; ok {
 			return fmt.Errorf("streams group %s: member %s metadata tombstone before its target assignment tombstone", g.ID, memberID)
 		}
+		if m.Classic != nil {
+			return fmt.Errorf("streams group %s: member %s metadata tombstone before its classic metadata tombstone", g.ID, memberID)
+		}
 		g.unindexInstance(m)
 		g.countStable(m, -1)
 		delete(g.Members, memberID)
 		delete(g.soft.taskOffsets, memberID)
 		delete(g.soft.taskEndOffsets, memberID)
 		if len(g.Members) == 0 {
-			g.soft.shutdownBy = "" // cleared when the group becomes empty (spec §4.8)
+			g.soft.shutdownBy, g.soft.shutdownSent = "", nil // cleared when the group becomes empty (spec §4.8)
 		}
 	case records.KindStreamsTargetMetadata:
 		g.AssignmentEpoch, g.AssignmentTimestamp = -1, 0
@@ -431,6 +440,10 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 			g.countStable(m, 1)
 			m.Assigned, m.Pending = Roles{}, Roles{}
 			m.hasCurrent = false
+		}
+	case records.KindStreamsClassicMember:
+		if m := g.Members[memberID]; m != nil {
+			m.Classic = nil
 		}
 	case records.KindStreamsTopology:
 		g.Topology = nil

@@ -160,6 +160,8 @@ type Member struct {
 	ProcessID          string
 	UserEndpoint       *Endpoint
 	ClientTags         map[string]string
+	// Classic is set for a member that talks the classic protocol (online migration).
+	Classic *ClassicMember
 
 	Epoch         int32
 	PreviousEpoch int32
@@ -248,6 +250,9 @@ type soft struct {
 	taskEndOffsets map[string]map[Task]int64
 	endpointEpoch  int32
 	shutdownBy     string
+	// shutdownSent are the classic members that received the shutdown assignment (§4.12 of
+	// online-migration): until then their heartbeats ask them to rejoin.
+	shutdownSent map[string]bool
 	// catalog is the topic catalog the group's last heartbeat saw; the initial-delay timer
 	// configures the topology with it, as Kafka uses the configured topology it keeps.
 	catalog Catalog
