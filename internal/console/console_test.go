@@ -430,7 +430,7 @@ func TestGroupPageListsRecentRebalances(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, r[1]+": "+r[2])
 	}
-	want := []string{"3: 1 member(s) left", "2: 2 member(s) joined", "1: members rejoined"}
+	want := []string{"3: 1 member(s) left", "2: 2 member(s) joined", "1: 1 member(s) joined"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("recent rebalances %q, want %q:\n%s", got, want, body)
 	}

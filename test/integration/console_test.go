@@ -280,9 +280,15 @@ func TestConsolePagesInHeadlessChromium(t *testing.T) {
 	if !strings.Contains(dom, fmt.Sprintf(`<tr data-member="%s">`, jr.MemberID)) || !strings.Contains(dom, `<td class="tasks">words-in-0 words-in-1</td>`) {
 		t.Errorf("classic group page lacks its member and its partitions:\n%s", dom)
 	}
+	if !regexp.MustCompile(`<tr data-epoch="1"><td class="num">1</td><td>[^<]+</td><td>1 member\(s\) joined</td></tr>`).MatchString(dom) {
+		t.Errorf("classic group page does not list generation 1 as a rebalance its member joined:\n%s", dom)
+	}
 	dom = browse(t, browser, shots, "group-simple", base+"/console/group?id=console-simple", 700)
 	if !strings.Contains(dom, `<tr data-topic="words-in" data-partition="1"><td>words-in</td><td class="num">1</td><td class="num">7</td>`) {
 		t.Errorf("simple group page lacks its committed offset:\n%s", dom)
+	}
+	if !strings.Contains(dom, `<td class="num lag">—</td>`) || !strings.Contains(dom, "Lag is not shown in standalone mode") {
+		t.Errorf("standalone group page does not explain the missing lag:\n%s", dom)
 	}
 
 	dom = browse(t, browser, shots, "group-streams", base+"/console/group?id=wc", 2200)

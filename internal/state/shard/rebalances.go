@@ -161,6 +161,10 @@ func (m *Machine) epochBump(offset int64, typ, group string, oldEpoch, epoch int
 		// description epoch) leave the base at the last bump.
 		return
 	}
+	if !seen && epoch == 0 {
+		// Generation 0 completed no rebalance: whoever it lists is joining the first one.
+		now.members = 0
+	}
 	m.bumpBases[group] = now
 	if epoch <= oldEpoch {
 		return

@@ -70,7 +70,8 @@ func classicGen(id string, gen int32, state classic.GroupState, members ...strin
 func TestRebalancesCountedWithCause(t *testing.T) {
 	h := newMetricsHarness(t, memlog.New())
 	steps := []log.Record{
-		classicGen("g", 0, classic.Empty),
+		// A new group's first record already lists its first members, joining generation 1.
+		classicGen("g", 0, classic.PreparingRebalance, "a"),
 		classicGen("g", 0, classic.PreparingRebalance, "a", "b"),
 		classicGen("g", 1, classic.CompletingRebalance, "a", "b"),
 		classicGen("g", 1, classic.Stable, "a", "b"),
