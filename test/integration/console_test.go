@@ -271,6 +271,19 @@ func TestConsolePagesInHeadlessChromium(t *testing.T) {
 	if !regexp.MustCompile(`<td>streams</td><td>Stable</td><td class="num"><a [^>]+>1</a>`).MatchString(dom) {
 		t.Errorf("summary does not count one Stable streams group:\n%s", dom)
 	}
+	// The same groups and their rebalances on /metrics, for the Grafana dashboard.
+	_, metrics := httpGet(t, base+"/metrics")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^coordinatord_groups\{state="Stable",type="streams"\} 1$`),
+		regexp.MustCompile(`(?m)^coordinatord_groups\{state="Stable",type="classic"\} 1$`),
+		regexp.MustCompile(`(?m)^coordinatord_groups\{state="Empty",type="classic"\} 1$`),
+		regexp.MustCompile(`(?m)^coordinatord_rebalances_total\{type="classic"\} 1$`),
+		regexp.MustCompile(`(?m)^coordinatord_rebalances_total\{type="streams"\} [1-9]`),
+	} {
+		if !want.MatchString(metrics) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	dom = browse(t, browser, shots, "groups-search", base+"/console/?q=CONSOLE&type=classic", 800)
 	if rows := regexp.MustCompile(`<tr data-group="`).FindAllString(dom, -1); len(rows) != 2 || strings.Contains(dom, `data-group="wc"`) {
 		t.Errorf("search for classic groups matching CONSOLE shows %d rows:\n%s", len(rows), dom)
