@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -178,8 +180,21 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return fmt.Errorf("listen admin.listener %s: %w", cfg.AdminListener, err)
 	}
 	mux := adminMux(reg, st.unready, cfg.AdminPprofEnable)
+	// In gateway mode the console's lag reads the upstream's log end offsets; the upstream
+	// client exists only once the gateway started, after the admin listener serves.
+	var upstreamClient atomic.Pointer[upstream.Client]
 	if cfg.AdminConsoleEnable {
-		mountConsole(mux, st, topology, reg)
+		var logEnd func(context.Context, map[string][]int32) (map[string]map[int32]int64, error)
+		if cfg.Gateway.Enabled() {
+			logEnd = func(ctx context.Context, parts map[string][]int32) (map[string]map[int32]int64, error) {
+				up := upstreamClient.Load()
+				if up == nil {
+					return nil, errors.New("the upstream cluster is not reached yet")
+				}
+				return up.LogEnd(ctx, parts)
+			}
+		}
+		mountConsole(mux, st, topology, reg, logEnd)
 	}
 	registerTestHooks(mux, st)
 	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -222,6 +237,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 			return gatewayError(err)
 		}
 		defer gm.close(context.Background())
+		upstreamClient.Store(gm.up)
 		handler = gm.gw.SelfHandler()
 	}
 	for i, ln := range lns {
@@ -292,10 +308,11 @@ func adminMux(reg *prometheus.Registry, unready func() []string, pprofOn bool) *
 }
 
 // mountConsole serves the read-only web console under /console/ (and sends / there).
-func mountConsole(mux *http.ServeMux, st *state, topology *plugin.Caller, reg prometheus.Gatherer) {
+func mountConsole(mux *http.ServeMux, st *state, topology *plugin.Caller, reg prometheus.Gatherer,
+	logEnd func(context.Context, map[string][]int32) (map[string]map[int32]int64, error)) {
 	mux.Handle(console.Prefix, console.New(console.Options{
 		Groups: st.groups, Meta: st.meta.State, MetaLastCompaction: st.meta.LastCompaction,
-		LogBytes: st.logBytes, Topology: topology, Gatherer: reg,
+		LogBytes: st.logBytes, Topology: topology, Gatherer: reg, LogEnd: logEnd,
 	}))
 	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 }

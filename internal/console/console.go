@@ -57,7 +57,20 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// PageSize is the group list's page size (0: DefaultPageSize).
 	PageSize int
+	// LogEnd returns the log end offsets of partitions, for lag (gateway mode: the upstream's
+	// ListOffsets). nil in standalone mode, where coordinatord holds no partition logs. A
+	// partition missing from its answer shows no lag.
+	LogEnd func(ctx context.Context, partitions map[string][]int32) (map[string]map[int32]int64, error)
+	// LogEndTimeout bounds the LogEnd call of a page (0: DefaultLogEndTimeout): a slow upstream
+	// makes the page show lag as unknown, never hold it.
+	LogEndTimeout time.Duration
 }
+
+// DefaultLogEndTimeout is how long a group page waits for the upstream's log end offsets.
+const DefaultLogEndTimeout = 2 * time.Second
+
+// noLag is shown where the lag is unknown.
+const noLag = "—"
 
 // Console serves the pages.
 type Console struct {
@@ -70,6 +83,9 @@ type Console struct {
 func New(o Options) *Console {
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
+	}
+	if o.LogEndTimeout <= 0 {
+		o.LogEndTimeout = DefaultLogEndTimeout
 	}
 	c := &Console{o: o, tmpl: map[string]*template.Template{}, mux: http.NewServeMux()}
 	funcs := template.FuncMap{
@@ -258,6 +274,8 @@ type groupPage struct {
 	GraphEdges        int
 	Tasks             []subtopologyTasks
 	Processes         []processView
+	// LagNote says where the lag column comes from, or why it is empty.
+	LagNote string
 }
 
 // subtopologyTasks lists who runs each task of a sub-topology.
@@ -304,10 +322,59 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.decodeAssignments()
+	c.lag(r.Context(), &p)
 	if p.Type == "streams" {
 		c.streamsParts(ctx, &p)
 	}
 	c.render(w, http.StatusOK, "group", p)
+}
+
+// lag fills the offsets' log end and lag from LogEnd, bounded by LogEndTimeout.
+func (c *Console) lag(ctx context.Context, p *groupPage) {
+	for i := range p.Offsets {
+		p.Offsets[i].LogEnd, p.Offsets[i].Lag = noLag, noLag
+	}
+	if c.o.LogEnd == nil {
+		p.LagNote = "Lag is not shown in standalone mode: coordinatord stores committed offsets but holds no partition logs, so it has no log end offsets to compare them with. In gateway mode the upstream cluster's log end offsets are read for this page."
+		return
+	}
+	if len(p.Offsets) == 0 {
+		return
+	}
+	parts := map[string][]int32{}
+	for _, o := range p.Offsets {
+		parts[o.Topic] = append(parts[o.Topic], o.Partition)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.o.LogEndTimeout)
+	defer cancel()
+	type answer struct {
+		ends map[string]map[int32]int64
+		err  error
+	}
+	// The call runs beside the page so that a client that ignores its context still cannot
+	// hold the page past the timeout.
+	done := make(chan answer, 1)
+	go func() {
+		ends, err := c.o.LogEnd(ctx, parts)
+		done <- answer{ends, err}
+	}()
+	var a answer
+	select {
+	case a = <-done:
+	case <-ctx.Done():
+		a.err = ctx.Err()
+	}
+	if a.err != nil {
+		p.LagNote = "The upstream's log end offsets are unknown (" + a.err.Error() + "); lag is not shown."
+		return
+	}
+	p.LagNote = "Lag is the upstream's log end offset minus the committed offset, read when this page was built."
+	for i := range p.Offsets {
+		o := &p.Offsets[i]
+		if end, ok := a.ends[o.Topic][o.Partition]; ok {
+			o.LogEnd, o.Lag = strconv.FormatInt(end, 10), strconv.FormatInt(max(end-o.Offset, 0), 10)
+		}
+	}
 }
 
 // streamsParts adds a streams group's topology graph, task table and processes.

@@ -410,3 +410,121 @@ func TestGroupListShowsConsumerGroups(t *testing.T) {
 		t.Fatalf("the consumer group's row does not count its 2 members:\n%s", body)
 	}
 }
+
+// The group page lists the group's recent rebalances, newest first, with their cause.
+func TestGroupPageListsRecentRebalances(t *testing.T) {
+	set := newSet(t, 1)
+	g := classicGroup("orders", "orders-in", 1)
+	for gen, members := range []int{1, 1, 3, 2} {
+		g = classicGroup("orders", "orders-in", members)
+		g.Generation = int32(gen)
+		write(t, set, "orders", g.Record())
+	}
+	c := New(Options{Groups: set})
+	code, body := get(t, c, "/console/group?id=orders")
+	if code != 200 {
+		t.Fatalf("group page: %d\n%s", code, body)
+	}
+	rows := regexp.MustCompile(`<tr data-epoch="(\d+)"><td class="num">\d+</td><td>[^<]+</td><td>([^<]*)</td>`).FindAllStringSubmatch(body, -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[1]+": "+r[2])
+	}
+	want := []string{"3: 1 member(s) left", "2: 2 member(s) joined", "1: 1 member(s) joined"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("recent rebalances %q, want %q:\n%s", got, want, body)
+	}
+	if _, body := get(t, c, "/console/group?id=payments"); strings.Contains(body, `data-epoch=`) {
+		t.Fatalf("an unknown group shows rebalances:\n%s", body)
+	}
+}
+
+func committedGroup(t *testing.T, set *shard.Set) {
+	write(t, set, "payments", classicGroup("payments", "payments-in", 1).Record(),
+		offsets.CommitRecord("payments", offsets.TopicPartition{Topic: "payments-in", Partition: 0}, offsets.Committed{Offset: 42, LeaderEpoch: -1, CommitTimestamp: 1, ExpireTimestamp: -1}),
+		offsets.CommitRecord("payments", offsets.TopicPartition{Topic: "payments-in", Partition: 1}, offsets.Committed{Offset: 7, LeaderEpoch: -1, CommitTimestamp: 1, ExpireTimestamp: -1}))
+}
+
+var lagCells = regexp.MustCompile(`data-partition="(\d)">.*?<td class="num log-end">([^<]*)</td><td class="num lag">([^<]*)</td>`)
+
+func lagsOn(body string) string {
+	var out []string
+	for _, m := range lagCells.FindAllStringSubmatch(body, -1) {
+		out = append(out, m[1]+":"+m[2]+"/"+m[3])
+	}
+	return strings.Join(out, " ")
+}
+
+// Standalone mode has no log end offsets: the lag column says "—" and the page says why.
+func TestLagInStandaloneModeIsExplained(t *testing.T) {
+	set := newSet(t, 1)
+	committedGroup(t, set)
+	_, body := get(t, New(Options{Groups: set}), "/console/group?id=payments")
+	if got := lagsOn(body); got != "0:—/— 1:—/—" {
+		t.Fatalf("lag cells %q:\n%s", got, body)
+	}
+	if !strings.Contains(body, `id="lag-note">Lag is not shown in standalone mode`) {
+		t.Fatalf("no note on why lag is missing:\n%s", body)
+	}
+}
+
+// In gateway mode the lag is the upstream's log end offset minus the committed offset; a
+// partition the upstream did not answer for shows no lag.
+func TestLagFromLogEnd(t *testing.T) {
+	set := newSet(t, 1)
+	committedGroup(t, set)
+	var asked map[string][]int32
+	c := New(Options{Groups: set, LogEnd: func(_ context.Context, parts map[string][]int32) (map[string]map[int32]int64, error) {
+		asked = parts
+		return map[string]map[int32]int64{"payments-in": {0: 50}}, nil
+	}})
+	code, body := get(t, c, "/console/group?id=payments")
+	if code != 200 {
+		t.Fatalf("group page: %d\n%s", code, body)
+	}
+	if got := lagsOn(body); got != "0:50/8 1:—/—" {
+		t.Fatalf("lag cells %q, want partition 0 at 50 with lag 8 and partition 1 unknown:\n%s", got, body)
+	}
+	if len(asked["payments-in"]) != 2 {
+		t.Fatalf("LogEnd asked for %v, want both committed partitions", asked)
+	}
+}
+
+// An upstream that does not answer in time, or fails, leaves the lag unknown with the reason;
+// the page is still served.
+func TestLagWithASlowOrFailingUpstream(t *testing.T) {
+	set := newSet(t, 1)
+	committedGroup(t, set)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	slow := New(Options{Groups: set, LogEndTimeout: 20 * time.Millisecond, LogEnd: func(context.Context, map[string][]int32) (map[string]map[int32]int64, error) {
+		<-stuck // ignores its context: the page must not wait for it
+		return nil, nil
+	}})
+	code, body := get(t, slow, "/console/group?id=payments")
+	if code != 200 || lagsOn(body) != "0:—/— 1:—/—" || !strings.Contains(body, "log end offsets are unknown (context deadline exceeded)") {
+		t.Fatalf("slow upstream: %d %q\n%s", code, lagsOn(body), body)
+	}
+	failing := New(Options{Groups: set, LogEnd: func(context.Context, map[string][]int32) (map[string]map[int32]int64, error) {
+		return nil, fmt.Errorf("upstream unreachable")
+	}})
+	if _, body := get(t, failing, "/console/group?id=payments"); !strings.Contains(body, "log end offsets are unknown (upstream unreachable)") {
+		t.Fatalf("failing upstream:\n%s", body)
+	}
+}
+
+// A KIP-848 consumer group has a page of its own: epochs and members with their epochs.
+func TestConsumerGroupPage(t *testing.T) {
+	set := newSet(t, 1)
+	write(t, set, "kip848", consumer.GroupMetadataRecord("kip848", 2, 0),
+		consumer.MemberMetadataRecord("kip848", &consumer.Member{ID: "m1", ClientID: "c1", ClientHost: "/10.0.0.2"}))
+	code, body := get(t, New(Options{Groups: set}), "/console/group?id=kip848")
+	if code != 200 {
+		t.Fatalf("consumer group page: %d\n%s", code, body)
+	}
+	for _, want := range []string{`<dd id="group-type">consumer</dd>`, `<dd id="group-epoch">2</dd>`, `<tr data-member="m1"><td>m1</td><td></td><td>c1</td><td>/10.0.0.2</td>`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("consumer group page lacks %q:\n%s", want, body)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -62,15 +63,17 @@ type memberView struct {
 	// Classic: the consumer protocol's assigned partitions ("topic-0"), when decodable.
 	Partitions []string
 	// Streams.
-	ProcessID              string
-	Epoch, PreviousEpoch   int32
-	State                  string
-	TopologyEpoch          int32
-	Active, Standby, Warm  []string // tasks "subtopology_partition"
-	PendingRevocation      []string
-	Endpoint               string
-	assignment             []byte
-	assignmentProtocolType string
+	ProcessID             string
+	Epoch, PreviousEpoch  int32
+	State                 string
+	TopologyEpoch         int32
+	Active, Standby, Warm []string // tasks "subtopology_partition"
+	PendingRevocation     []string
+	Endpoint              string
+	// Consumer (KIP-848): assigned and pending-revocation partition counts.
+	AssignedCount, PendingCount int
+	assignment                  []byte
+	assignmentProtocolType      string
 }
 
 // topicView is an internal topic of a streams topology.
@@ -96,6 +99,16 @@ type offsetRow struct {
 	Offset    int64
 	Metadata  string
 	Committed int64 // ms
+	// LogEnd and Lag are the upstream's log end offset and LogEnd - Offset, "—" when unknown
+	// (filled off the shard, in gateway mode only).
+	LogEnd, Lag string
+}
+
+// rebalanceView is one of a group's recent rebalances.
+type rebalanceView struct {
+	Epoch int32
+	At    string
+	Cause string
 }
 
 // groupDetail is everything the group page shows from the shard.
@@ -112,6 +125,9 @@ type groupDetail struct {
 	Subtopologies                              []subtopologyView
 	Members                                    []memberView
 	Offsets                                    []offsetRow
+	// Rebalances are the shard's in-memory record of the group's last epoch or generation
+	// bumps, newest first.
+	Rebalances []rebalanceView
 }
 
 // describeGroup reads one group for the group page.
@@ -127,6 +143,17 @@ func describeGroup(id string, shardID int32) runtime.ReadOp[*shard.Machine] {
 			}
 			for _, mem := range g.Members {
 				d.Members = append(d.Members, streamsMember(mem))
+			}
+		} else if g := m.Consumer.Groups[id]; g != nil {
+			d.Found, d.Type, d.ProtocolType, d.State = true, "consumer", "consumer", m.Consumer.ListedState(id)
+			d.GroupEpoch, d.AssignmentEpoch = g.Epoch, g.AssignmentEpoch
+			for _, mem := range g.Members {
+				mv := memberView{ID: mem.ID, ClientID: mem.ClientID, ClientHost: mem.ClientHost, Epoch: mem.Epoch,
+					PreviousEpoch: mem.PreviousEpoch, State: mem.State.String(), AssignedCount: len(mem.Assigned), PendingCount: len(mem.Pending)}
+				if mem.InstanceID != nil {
+					mv.InstanceID = *mem.InstanceID
+				}
+				d.Members = append(d.Members, mv)
 			}
 		} else {
 			cd := shard.DescribeClassicGroups([]string{id})
@@ -150,6 +177,14 @@ func describeGroup(id string, shardID int32) runtime.ReadOp[*shard.Machine] {
 				}
 				d.Members = append(d.Members, mv)
 			}
+		}
+		v, err := shard.RecentRebalancesOf(id)(m)
+		if err != nil {
+			return nil, err
+		}
+		hist := v.([]shard.Rebalance)
+		for i := len(hist) - 1; i >= 0; i-- {
+			d.Rebalances = append(d.Rebalances, rebalanceView{Epoch: hist[i].Epoch, At: hist[i].At.UTC().Format(time.RFC3339Nano), Cause: hist[i].Cause})
 		}
 		for _, o := range m.Offsets.All(id) {
 			d.Offsets = append(d.Offsets, offsetRow{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, Committed: o.CommitTimestamp})

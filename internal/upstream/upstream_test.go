@@ -36,6 +36,8 @@ type fakeAnswers struct {
 	createTopics func(*kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse
 	// describeTxn answers DescribeTransactions for one id (FindCoordinator names node 1).
 	describeTxn func(id string) kmsg.DescribeTransactionsResponseTransactionState
+	// listOffsets answers ListOffsets (the broker closes the connection when nil).
+	listOffsets func(*kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse
 }
 
 func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
@@ -75,7 +77,7 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 						}
 						r := kmsg.NewPtrApiVersionsResponse()
 						r.ErrorCode = a.apiVersionsCode
-						for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}, {19, 0, 4}, {10, 0, 3}, {65, 0, 0}} {
+						for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}, {19, 0, 4}, {10, 0, 3}, {65, 0, 0}, {2, 0, 5}} {
 							ak := kmsg.NewApiVersionsResponseApiKey()
 							ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
 							r.ApiKeys = append(r.ApiKeys, ak)
@@ -101,6 +103,16 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 							return
 						}
 						resp = a.createTopics(req)
+					case 2:
+						if a.listOffsets == nil {
+							return
+						}
+						req := kmsg.NewPtrListOffsetsRequest()
+						req.SetVersion(h.Version)
+						if err := req.ReadFrom(body); err != nil {
+							return
+						}
+						resp = a.listOffsets(req)
 					case 10:
 						r := kmsg.NewPtrFindCoordinatorResponse()
 						r.NodeID, r.Host, r.Port = 1, "127.0.0.1", int32(addr.Port)
@@ -400,3 +412,62 @@ func TestVerifyTxnOffsets(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The console's lag in gateway mode: log end offsets come from the upstream's ListOffsets
+// (latest), and a partition it answers with an error is left out rather than failing the rest.
+func TestLogEndListsLatestOffsets(t *testing.T) {
+	topics := func() []kmsg.MetadataResponseTopic {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = kmsg.StringPtr("words")
+		for p := int32(0); p < 3; p++ {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.Leader, mp.Replicas, mp.ISR = p, 1, []int32{1}, []int32{1}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		return []kmsg.MetadataResponseTopic{mt}
+	}
+	var asked atomic.Int32
+	c, err := New(Options{
+		Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{topics: topics, listOffsets: func(req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+			asked.Add(1)
+			r := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewListOffsetsResponseTopic()
+				t.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					p := kmsg.NewListOffsetsResponseTopicPartition()
+					p.Partition, p.Offset = rp.Partition, 100+int64(rp.Partition)
+					if rp.Timestamp != -1 {
+						p.Offset = 0 // not the latest offset: the lag would be wrong
+					}
+					if rp.Partition == 2 {
+						p.ErrorCode, p.Offset = kerr.TopicAuthorizationFailed.Code, -1
+					}
+					t.Partitions = append(t.Partitions, p)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		}})},
+		RequestTimeout: 300 * time.Millisecond, ConnectTimeout: time.Second, MaxAge: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := c.LogEnd(ctx, map[string][]int32{"words": {0, 1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got["words"]) != 2 || got["words"][0] != 100 || got["words"][1] != 101 {
+		t.Fatalf("LogEnd = %v, want words 0:100 1:101 and no entry for the partition answered with an error", got)
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the upstream was not asked")
+	}
+}

@@ -126,6 +126,28 @@ func TestDashboardQueriesParse(t *testing.T) {
 	}
 }
 
+// The dashboard shows what issue 16 asks of it: groups by type and state, rebalances per
+// minute, and the latencies, shard, plugin and gateway signals, each from its own series.
+func TestDashboardShowsEverySignal(t *testing.T) {
+	d := readDashboard(t)
+	var exprs strings.Builder
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			exprs.WriteString(tg.Expr + "\n")
+		}
+	}
+	for _, want := range []string{
+		"sum by (type, state) (coordinatord_groups", "coordinatord_rebalances_total",
+		"coordinatord_request_duration_seconds_bucket", "coordinatord_log_fsync_seconds_bucket",
+		"coordinatord_shard_state", "coordinatord_streams_group_topology_description_backoff_groups",
+		"coordinatord_gateway_forwarded_request_bytes_total", "coordinatord_gateway_forward_duration_seconds_bucket",
+	} {
+		if !strings.Contains(exprs.String(), want) {
+			t.Errorf("no dashboard query uses %s", want)
+		}
+	}
+}
+
 // The dashboard and the alerts name only series coordinatord serves (the metric table of
 // docs/operations.md, which cmd/coordinatord/metrics_docs_test.go checks against the code).
 func TestDeployNamesOnlyServedSeries(t *testing.T) {

@@ -271,6 +271,19 @@ func TestConsolePagesInHeadlessChromium(t *testing.T) {
 	if !regexp.MustCompile(`<td>streams</td><td>Stable</td><td class="num"><a [^>]+>1</a>`).MatchString(dom) {
 		t.Errorf("summary does not count one Stable streams group:\n%s", dom)
 	}
+	// The same groups and their rebalances on /metrics, for the Grafana dashboard.
+	_, metrics := httpGet(t, base+"/metrics")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^coordinatord_groups\{state="Stable",type="streams"\} 1$`),
+		regexp.MustCompile(`(?m)^coordinatord_groups\{state="Stable",type="classic"\} 1$`),
+		regexp.MustCompile(`(?m)^coordinatord_groups\{state="Empty",type="classic"\} 1$`),
+		regexp.MustCompile(`(?m)^coordinatord_rebalances_total\{type="classic"\} 1$`),
+		regexp.MustCompile(`(?m)^coordinatord_rebalances_total\{type="streams"\} [1-9]`),
+	} {
+		if !want.MatchString(metrics) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	dom = browse(t, browser, shots, "groups-search", base+"/console/?q=CONSOLE&type=classic", 800)
 	if rows := regexp.MustCompile(`<tr data-group="`).FindAllString(dom, -1); len(rows) != 2 || strings.Contains(dom, `data-group="wc"`) {
 		t.Errorf("search for classic groups matching CONSOLE shows %d rows:\n%s", len(rows), dom)
@@ -280,9 +293,15 @@ func TestConsolePagesInHeadlessChromium(t *testing.T) {
 	if !strings.Contains(dom, fmt.Sprintf(`<tr data-member="%s">`, jr.MemberID)) || !strings.Contains(dom, `<td class="tasks">words-in-0 words-in-1</td>`) {
 		t.Errorf("classic group page lacks its member and its partitions:\n%s", dom)
 	}
+	if !regexp.MustCompile(`<tr data-epoch="1"><td class="num">1</td><td>[^<]+</td><td>1 member\(s\) joined</td></tr>`).MatchString(dom) {
+		t.Errorf("classic group page does not list generation 1 as a rebalance its member joined:\n%s", dom)
+	}
 	dom = browse(t, browser, shots, "group-simple", base+"/console/group?id=console-simple", 700)
 	if !strings.Contains(dom, `<tr data-topic="words-in" data-partition="1"><td>words-in</td><td class="num">1</td><td class="num">7</td>`) {
 		t.Errorf("simple group page lacks its committed offset:\n%s", dom)
+	}
+	if !strings.Contains(dom, `<td class="num lag">—</td>`) || !strings.Contains(dom, "Lag is not shown in standalone mode") {
+		t.Errorf("standalone group page does not explain the missing lag:\n%s", dom)
 	}
 
 	dom = browse(t, browser, shots, "group-streams", base+"/console/group?id=wc", 2200)

@@ -36,11 +36,18 @@ type Machine struct {
 	// Configuration, not state; zero values mean Kafka's defaults.
 	StreamsConfig streams.Config
 	ClassicConfig classic.Config
+
+	// rebalances is the shard's in-memory rebalance history and counter, shared by its durable
+	// and speculative machines (nil in machines built outside a Set: nothing is recorded).
+	rebalances *rebalanceLedger
+	// bumpBases is each group's shape at its last epoch bump, derived by Replay, so that a bump
+	// can say what changed.
+	bumpBases map[string]bumpBase
 }
 
 // NewMachine returns an empty shard machine.
 func NewMachine() *Machine {
-	return &Machine{Offsets: offsets.New(), Classic: classic.New(), Streams: streams.New(), Consumer: consumer.New(), GroupConfigs: map[string]map[string]string{}}
+	return &Machine{Offsets: offsets.New(), Classic: classic.New(), Streams: streams.New(), Consumer: consumer.New(), GroupConfigs: map[string]map[string]string{}, bumpBases: map[string]bumpBase{}}
 }
 
 // Replay implements runtime.Machine.
@@ -52,15 +59,19 @@ func (m *Machine) Replay(offset int64, rec log.Record) error {
 	switch kind {
 	case records.KindOffsetCommit, records.KindTxnOffset, records.KindTxnProducer:
 		return m.Offsets.Replay(offset, rec)
-	case records.KindStreamsGroupMetadata, records.KindStreamsMemberMetadata, records.KindStreamsTargetMetadata,
+	case records.KindStreamsGroupMetadata:
+		return m.observe(offset, kind, rec, func() error { return m.Streams.Replay(rec) })
+	case records.KindConsumerGroupMetadata:
+		return m.observe(offset, kind, rec, func() error { return m.Consumer.Replay(rec) })
+	case records.KindClassicGroup:
+		return m.observe(offset, kind, rec, func() error { return m.Classic.Replay(offset, rec) })
+	case records.KindStreamsMemberMetadata, records.KindStreamsTargetMetadata,
 		records.KindStreamsTargetMember, records.KindStreamsCurrentMember, records.KindStreamsTopology,
 		records.KindStreamsClassicMember:
 		return m.Streams.Replay(rec)
-	case records.KindConsumerGroupMetadata, records.KindConsumerMemberMetadata, records.KindConsumerTargetMetadata,
+	case records.KindConsumerMemberMetadata, records.KindConsumerTargetMetadata,
 		records.KindConsumerTargetMember, records.KindConsumerCurrentMember:
 		return m.Consumer.Replay(rec)
-	case records.KindClassicGroup:
-		return m.Classic.Replay(offset, rec)
 	case records.KindGroupConfig:
 		return m.replayGroupConfig(rec)
 	default:

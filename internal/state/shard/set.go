@@ -10,6 +10,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -41,6 +42,8 @@ type SetOptions struct {
 	Consumer consumer.Config
 	// OnMigration is told of every online migration and refusal (Machine.OnMigration).
 	OnMigration func(MigrationEvent)
+	// GroupMetrics, when set, counts rebalances and serves the groups gauge for this Set.
+	GroupMetrics *GroupMetrics
 }
 
 // NewSet creates the shards; Start loads them.
@@ -55,12 +58,24 @@ func NewSet(o SetOptions) *Set {
 		o.Classic = classic.DefaultConfig()
 	}
 	s := &Set{shards: make([]*runtime.Shard[*Machine], o.Count)}
+	var counter *prometheus.CounterVec
+	if o.GroupMetrics != nil {
+		counter = o.GroupMetrics.rebalances
+		o.GroupMetrics.mu.Lock()
+		o.GroupMetrics.set = s
+		o.GroupMetrics.mu.Unlock()
+	}
 	for i := range s.shards {
 		lg := o.Logger
+		// The ledger outlives reloads (the history is the console's), while the machines
+		// are rebuilt; New runs on the shard goroutine at the start of each load.
+		ledger := newRebalanceLedger(counter)
 		s.shards[i] = runtime.New(runtime.Options[*Machine]{
 			Shard: int32(i),
 			New: func() *Machine {
+				ledger.reset()
 				m := NewMachine()
+				m.rebalances = ledger
 				m.PinTopologyDescriptions = o.Streams.TopologyDescriptionPlugin
 				m.OnMigration = o.OnMigration
 				m.StreamsConfig, m.ClassicConfig = o.Streams, o.Classic
@@ -75,6 +90,8 @@ func NewSet(o SetOptions) *Set {
 				if m.UnknownKinds > 0 && lg != nil {
 					lg.Warn("skipped records of unknown kinds (written by a newer version?)", zap.Int32("shard", c.ShardID()), zap.Int("records", m.UnknownKinds))
 				}
+				// From here on, records are the shard's own writes, not its history.
+				m.rebalances.live = true
 				m.onLoadedClassic(c, o.Classic)
 				StreamsOnLoaded(c, m, o.Streams)
 				ConsumerOnLoaded(c, m, o.Consumer)
