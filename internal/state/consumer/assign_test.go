@@ -3,7 +3,10 @@ package consumer
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/state/meta"
 )
 
 func randomInput(rng *rand.Rand, homogeneous bool) AssignInput {
@@ -243,3 +246,55 @@ func TestStickyReassignmentReusesUnchangedSets(t *testing.T) {
 		}
 	}
 }
+
+// benchmarkTargets times what the heartbeat does when the group epoch moves: resolve every
+// member's subscription against the catalog and run the assignor, after one member left.
+func benchmarkTargets(b *testing.B, n int) {
+	targets := targetsInput(b, n)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		targets()
+	}
+}
+
+// targetsInput builds a group of n members on 50 topics, assigns it, removes one member and
+// returns the recomputation.
+func targetsInput(tb testing.TB, n int) func() {
+	cat := catalog{}
+	var names []string
+	for i := 0; i < 50; i++ {
+		name := fmt.Sprintf("t%d", i)
+		cat[name] = &meta.Topic{Name: name, ID: tid(name), Partitions: int32(n/5 + 1)}
+		names = append(names, name)
+	}
+	members := map[string]*Member{}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("m%05d", i)
+		// Each member decodes its own copy of the subscription, as from its own request.
+		members[id] = &Member{ID: id, SubscribedTopicNames: slices.Clone(names)}
+	}
+	g := &Group{ID: "g"}
+	prev, err := computeTargets(members, nil, "uniform", cat, g, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	delete(members, "m00000")
+	return func() {
+		if _, err := computeTargets(members, prev, "uniform", cat, g, nil); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// Members with the same subscription are resolved against the catalog once, not once each:
+// 1 000 members on 50 topics cost over 26 000 allocations when each was resolved alone.
+func TestTargetsResolveEachSubscriptionOnce(t *testing.T) {
+	targets := targetsInput(t, 1000)
+	if allocs := testing.AllocsPerRun(3, targets); allocs > 3000 {
+		t.Errorf("%.0f allocations to recompute the targets of 1 000 members", allocs)
+	}
+}
+
+func BenchmarkTargets1000(b *testing.B)  { benchmarkTargets(b, 1000) }
+func BenchmarkTargets10000(b *testing.B) { benchmarkTargets(b, 10000) }

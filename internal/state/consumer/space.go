@@ -43,15 +43,25 @@ func newSpace(in AssignInput) (sp *space, homogeneous bool) {
 	ms := make([]spaceMember, len(in.Members))
 	used := make([]bool, len(all))
 	homogeneous = true
-	var last [][16]byte
+	// Members built from one subscription share its slice: each is resolved once.
+	type shared struct {
+		first *[16]byte
+		n     int
+	}
+	seen := map[shared][]int32{}
 	for i, m := range in.Members {
 		ms[i] = spaceMember{id: m.ID, prevIn: m.Previous}
-		// Members built from one subscription share its slice: resolve it once.
-		if i > 0 && len(m.Topics) == len(last) && (len(last) == 0 || &m.Topics[0] == &last[0]) {
-			ms[i].topics = ms[i-1].topics
+		var k shared
+		if len(m.Topics) > 0 {
+			k = shared{&m.Topics[0], len(m.Topics)}
+		}
+		if ts, ok := seen[k]; ok {
+			ms[i].topics = ts
+			if homogeneous && i > 0 && !slices.Equal(ts, ms[0].topics) {
+				homogeneous = false
+			}
 			continue
 		}
-		last = m.Topics
 		ts := make([]int32, 0, len(m.Topics))
 		for _, t := range m.Topics {
 			if p, ok := allPos[t]; ok {
@@ -61,6 +71,7 @@ func newSpace(in AssignInput) (sp *space, homogeneous bool) {
 		}
 		slices.Sort(ts)
 		ms[i].topics = slices.Compact(ts)
+		seen[k] = ms[i].topics
 		if i > 0 && !slices.Equal(ms[i].topics, ms[0].topics) {
 			homogeneous = false
 		}
@@ -78,12 +89,9 @@ func newSpace(in AssignInput) (sp *space, homogeneous bool) {
 		sp.total += max(in.Topics[id], 0)
 	}
 	sp.off = append(sp.off, sp.total)
-	for i := range ms {
-		if i > 0 && len(ms[i].topics) > 0 && len(ms[i-1].topics) > 0 && &ms[i].topics[0] == &ms[i-1].topics[0] {
-			continue // already remapped through the shared slice
-		}
-		for k, p := range ms[i].topics {
-			ms[i].topics[k] = remap[p]
+	for _, ts := range seen {
+		for k, p := range ts {
+			ts[k] = remap[p]
 		}
 	}
 	sp.owner = make([]int32, sp.total)
