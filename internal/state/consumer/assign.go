@@ -8,13 +8,16 @@ import (
 )
 
 // Server-side assignors (Kafka's UniformAssignor and RangeAssignor, group.consumer.assignors).
-// Both are sticky: a member keeps the partitions of its previous target as long as that keeps
-// the assignment balanced, so a rebalance moves only what it must. Rack awareness is not
-// implemented (docs/consumer-groups.md).
+// uniform is sticky: a member keeps the partitions of its previous target as long as that keeps
+// the assignment balanced, so a rebalance moves only what it must; range is Kafka 4.4's plain
+// range. Neither reads racks: Kafka 4.4's server-side assignors do not (docs/consumer-groups.md).
 
 // AssignMember is one member as an assignor sees it.
 type AssignMember struct {
 	ID string
+	// InstanceID is the member's static instance id, empty when it has none: range orders
+	// members by it.
+	InstanceID string
 	// Topics are the ids of the existing topics the member subscribes to.
 	Topics []([16]byte)
 	// Previous is the member's previous target assignment.
@@ -74,42 +77,85 @@ func sortedMembers(ms []AssignMember) []AssignMember {
 	return ms
 }
 
-// rangeAssign gives each member, topic by topic, a share of the topic's partitions among the
-// members subscribed to it, counts differing by at most one; fresh shares are contiguous
-// ranges in member id order.
+// rangeAssign is Kafka 4.4's RangeAssignor: members in order (those with an instance id first,
+// by instance id, then the others by member id) take, topic by topic, the next contiguous range
+// of the topic's partitions, a share of the topic's subscribers with the first P%n getting one
+// more. It is not sticky: a member joining or leaving shifts the ranges of those after it, as
+// on Kafka; with static members the order, and so the assignment, survives restarts.
 func rangeAssign(in AssignInput) map[string]Parts {
-	in.Members = sortedMembers(in.Members)
-	sp, _ := newSpace(in)
-	n := len(sp.member)
-	// Each member's previous partitions ascending are grouped by topic (global indexes run topic
-	// by topic), so a cursor per member walks its share of each topic in turn.
-	cur := make([]int, n)
-	tcur := make([]int, n)
-	for i := range sp.member {
-		slices.Sort(sp.member[i].prev)
-	}
-	subs := make([]int32, 0, n)
-	segs := make([][]int32, 0, n)
-	cnt, extra := make([]int32, n), make([]bool, n)
-	for t := range sp.ids {
-		subs, segs = subs[:0], segs[:0]
-		end := sp.off[t+1]
-		for i := range sp.member {
-			m := &sp.member[i]
-			for tcur[i] < len(m.topics) && m.topics[tcur[i]] < int32(t) {
-				tcur[i]++
-			}
-			if tcur[i] == len(m.topics) || m.topics[tcur[i]] != int32(t) {
-				continue
-			}
-			from := cur[i]
-			for cur[i] < len(m.prev) && m.prev[cur[i]] < end {
-				cur[i]++
-			}
-			subs = append(subs, int32(i))
-			segs = append(segs, m.prev[from:cur[i]])
+	ms := slices.Clone(in.Members)
+	slices.SortFunc(ms, func(a, b AssignMember) int {
+		switch {
+		case a.InstanceID != "" && b.InstanceID != "":
+			return cmp.Compare(a.InstanceID, b.InstanceID)
+		case a.InstanceID != "":
+			return -1
+		case b.InstanceID != "":
+			return 1
 		}
-		sp.balance(sp.off[t], end-sp.off[t], subs, segs, cnt, extra)
+		return cmp.Compare(a.ID, b.ID)
+	})
+	in.Members = ms
+	sp, _ := newSpace(in)
+	subscribers := make([]int32, len(sp.ids))
+	for i := range sp.member {
+		for _, t := range sp.member[i].topics {
+			subscribers[t]++
+		}
 	}
-	return sp.result()
+	next := make([]int32, len(sp.ids))
+	extra := make([]int32, len(sp.ids))
+	for t := range sp.ids {
+		if subscribers[t] > 0 {
+			extra[t] = (sp.off[t+1] - sp.off[t]) % subscribers[t]
+		}
+	}
+	out := make(map[string]Parts, len(sp.member))
+	type span struct{ from, to int32 } // global indexes
+	var spans []span
+	for i := range sp.member {
+		m := &sp.member[i]
+		spans = spans[:0]
+		total := 0
+		for _, t := range m.topics {
+			size := sp.off[t+1] - sp.off[t]
+			q := size / subscribers[t]
+			if extra[t] > 0 {
+				q++
+				extra[t]--
+			}
+			from := next[t]
+			to := min(from+q, size)
+			next[t] = to
+			if to > from {
+				spans = append(spans, span{sp.off[t] + from, sp.off[t] + to})
+				total += int(to - from)
+			}
+		}
+		// The same ranges as before give back the previous set itself.
+		same := total == len(m.prevIn) && len(m.prev) == total
+		for _, s := range spans {
+			for at := s.from; at < s.to; at++ {
+				sp.owner[at] = int32(i) + 1
+			}
+		}
+		for _, at := range m.prev {
+			if !same {
+				break
+			}
+			same = sp.owner[at] == int32(i)+1
+		}
+		if same && m.prevIn != nil {
+			out[m.id] = m.prevIn
+			continue
+		}
+		got := make(Parts, total)
+		for _, s := range spans {
+			for at := s.from; at < s.to; at++ {
+				got[sp.tp(at)] = struct{}{}
+			}
+		}
+		out[m.id] = got
+	}
+	return out
 }

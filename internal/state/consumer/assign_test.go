@@ -166,6 +166,58 @@ func TestRangeIsContiguous(t *testing.T) {
 	}
 }
 
+// Kafka 4.4's range is not sticky: a member that sorts first takes the first range and shifts
+// everybody else's, whatever they held before.
+func TestRangeShiftsRangesLikeKafka(t *testing.T) {
+	sub := [][16]byte{tid("t")}
+	in := AssignInput{Topics: map[[16]byte]int32{tid("t"): 5}, Members: []AssignMember{
+		{ID: "a", Topics: sub, Previous: parts("t", 0, 1, 2)},
+		{ID: "b", Topics: sub, Previous: parts("t", 3, 4)},
+		{ID: "0", Topics: sub},
+	}}
+	out := rangeAssign(in)
+	if !out["0"].Equal(parts("t", 0, 1)) || !out["a"].Equal(parts("t", 2, 3)) || !out["b"].Equal(parts("t", 4)) {
+		t.Fatalf("got %v", out)
+	}
+}
+
+// Static members come first, by instance id, then the others by member id, so a rolling
+// restart of static members (new member ids) gives each instance its ranges back.
+func TestRangeOrdersStaticMembersByInstanceID(t *testing.T) {
+	sub := [][16]byte{tid("t"), tid("u")}
+	in := AssignInput{Topics: map[[16]byte]int32{tid("t"): 3, tid("u"): 2}, Members: []AssignMember{
+		{ID: "m1", InstanceID: "z", Topics: sub},
+		{ID: "m0", Topics: sub},
+		{ID: "m2", InstanceID: "a", Topics: sub},
+	}}
+	out := rangeAssign(in)
+	want := map[string]Parts{"m2": parts("t", 0), "m1": parts("t", 1), "m0": parts("t", 2)}
+	want["m2"][TP{Topic: tid("u"), Partition: 0}] = struct{}{}
+	want["m1"][TP{Topic: tid("u"), Partition: 1}] = struct{}{}
+	for id, w := range want {
+		if !out[id].Equal(w) {
+			t.Fatalf("%s got %v, want %v", id, out[id], w)
+		}
+	}
+}
+
+// With different subscriptions each topic is shared among its own subscribers, in the same
+// member order.
+func TestRangeHeterogeneous(t *testing.T) {
+	in := AssignInput{Topics: map[[16]byte]int32{tid("t"): 4, tid("u"): 3}, Members: []AssignMember{
+		{ID: "a", Topics: [][16]byte{tid("t")}},
+		{ID: "b", Topics: [][16]byte{tid("t"), tid("u")}},
+		{ID: "c", Topics: [][16]byte{tid("u")}},
+	}}
+	out := rangeAssign(in)
+	wantB := parts("t", 2, 3)
+	wantB[TP{Topic: tid("u"), Partition: 0}] = struct{}{}
+	wantB[TP{Topic: tid("u"), Partition: 1}] = struct{}{}
+	if !out["a"].Equal(parts("t", 0, 1)) || !out["b"].Equal(wantB) || !out["c"].Equal(parts("u", 2)) {
+		t.Fatalf("got %v", out)
+	}
+}
+
 // assignInput is the benchmarks' group: 50 topics of members/5+1 partitions (100 000
 // partitions at 10 000 members, as Kafka's assignor benchmark), every member on all of them, or
 // with heterogeneous set, member i on the topics t with t%4 != i%4 (four subscriptions).

@@ -690,7 +690,11 @@ func computeTargets(members map[string]*Member, prev map[string]Parts, assignor 
 			}
 			resolved[string(key)] = topics
 		}
-		in.Members = append(in.Members, AssignMember{ID: id, Topics: topics, Previous: prev[id]})
+		am := AssignMember{ID: id, Topics: topics, Previous: prev[id]}
+		if m.InstanceID != nil {
+			am.InstanceID = *m.InstanceID
+		}
+		in.Members = append(in.Members, am)
 	}
 	return Assign(assignor, in)
 }
