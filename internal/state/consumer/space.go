@@ -314,7 +314,7 @@ func (sp *space) heterogeneous() {
 			}
 		}
 	}
-	for moved := true; moved; {
+	for moved := true; moved && countSpread(cnt) > 1; { // a move needs counts two apart
 		moved = false
 		for t := range sp.ids {
 			for at := sp.off[t]; at < sp.off[t+1]; at++ {
@@ -355,3 +355,11 @@ func (h *loadHeap) Push(x any)   { h.pos[x.(int32)] = len(h.ms); h.ms = append(h
 func (h *loadHeap) Pop() any     { x := h.ms[len(h.ms)-1]; h.ms = h.ms[:len(h.ms)-1]; return x }
 func (h *loadHeap) push(m int32) { heap.Push(h, m) }
 func (h *loadHeap) fix(m int32)  { heap.Fix(h, h.pos[m]) }
+
+func countSpread(cnt []int32) int32 {
+	lo, hi := cnt[0], cnt[0]
+	for _, c := range cnt {
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	return hi - lo
+}
