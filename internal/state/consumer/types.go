@@ -25,13 +25,6 @@ type Parts map[TP]struct{}
 
 func (p Parts) has(tp TP) bool { _, ok := p[tp]; return ok }
 
-func (p Parts) add(tp TP) Parts {
-	if p == nil {
-		p = Parts{}
-	}
-	p[tp] = struct{}{}
-	return p
-}
 
 // Equal compares two sets.
 func (p Parts) Equal(o Parts) bool {
