@@ -25,7 +25,6 @@ type Parts map[TP]struct{}
 
 func (p Parts) has(tp TP) bool { _, ok := p[tp]; return ok }
 
-
 // Equal compares two sets.
 func (p Parts) Equal(o Parts) bool {
 	if len(p) != len(o) {
