@@ -669,18 +669,32 @@ func preferredAssignor(members map[string]*Member, cfg Config) string {
 
 func computeTargets(members map[string]*Member, prev map[string]Parts, assignor string, cat Catalog, g *Group, s *State) (map[string]Parts, error) {
 	in := AssignInput{Topics: map[[16]byte]int32{}}
+	// Large groups mostly share a handful of subscriptions: each is resolved once and its
+	// members share the slice, which the assignors then resolve once too.
+	resolved := map[string][][16]byte{}
+	var key []byte
 	for _, id := range sortedIDs(members) {
 		m := members[id]
-		var topics [][16]byte
-		if cat != nil {
+		key = key[:0]
+		for _, n := range m.SubscribedTopicNames {
+			key = append(append(key, n...), 0)
+		}
+		key = append(append(key, 1), m.SubscribedTopicRegex...)
+		topics, ok := resolved[string(key)]
+		if !ok && cat != nil {
 			topics = memberTopics(m, cat, g)
-		}
-		for _, t := range topics {
-			if tp, ok := cat.TopicByID(t); ok {
-				in.Topics[t] = tp.Partitions
+			for _, t := range topics {
+				if tp, ok := cat.TopicByID(t); ok {
+					in.Topics[t] = tp.Partitions
+				}
 			}
+			resolved[string(key)] = topics
 		}
-		in.Members = append(in.Members, AssignMember{ID: id, Topics: topics, Previous: prev[id]})
+		am := AssignMember{ID: id, Topics: topics, Previous: prev[id]}
+		if m.InstanceID != nil {
+			am.InstanceID = *m.InstanceID
+		}
+		in.Members = append(in.Members, am)
 	}
 	return Assign(assignor, in)
 }
