@@ -93,7 +93,7 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 	s.groups = shard.NewSet(shard.SetOptions{
 		Count: cfg.ShardCount, Backend: groupStore, Logger: log, Metrics: metrics, LoadSlots: slots,
 		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg), Classic: classicConfig(cfg), Consumer: consumerConfig(cfg),
-		OnMigration: migrationObserver(log, reg),
+		OnMigration:  migrationObserver(log, reg),
 		GroupMetrics: shard.NewGroupMetrics(reg),
 		OnLoaded: func(c *rt.Ctx[*shard.Machine], _ *shard.Machine) {
 			shard.ArmRetention(c, retention)
