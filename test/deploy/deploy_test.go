@@ -368,3 +368,45 @@ func TestConfigMapPassesConfigCheck(t *testing.T) {
 		t.Fatalf("coordinatord config check on the ConfigMap: %v\n%s", err, out)
 	}
 }
+
+// The compose files pass Compose's own validation (docker-compose config, which also checks that
+// every build context exists), and the gateway set-up's coordinatord arguments pass `config
+// check` on top of the image's entrypoint settings.
+func TestComposeFilesValidate(t *testing.T) {
+	bin := tool(t, "docker-compose")
+	for _, f := range []string{"../../deploy/docker-compose.yml", "../../deploy/compose/docker-compose.yml"} {
+		if out, err := run(t, bin, "-f", f, "config", "-q"); err != nil {
+			t.Fatalf("docker-compose config %s: %v\n%s", f, err, out)
+		}
+	}
+	b, err := os.ReadFile("../../deploy/compose/docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	inService, inCommand := false, false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case line == "  coordinatord:":
+			inService = true
+		case inService && strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "    "):
+			inService = false
+		case inService && line == "    command:":
+			inCommand = true
+		case inCommand && strings.HasPrefix(line, "      - "):
+			args = append(args, strings.TrimPrefix(line, "      - "))
+		case inCommand && strings.HasPrefix(strings.TrimSpace(line), "#"):
+		case inCommand:
+			inCommand = false
+		}
+	}
+	if len(args) == 0 || !slices.Contains(args, "upstream.bootstrap.servers=kafka:19092") {
+		t.Fatalf("no gateway-mode command found for coordinatord in the compose file: %v", args)
+	}
+	// The Dockerfile's entrypoint: config file, data directory, listeners, admin listener.
+	check := append([]string{"run", "../../cmd/coordinatord", "config", "check", "--config", "../../configs/coordinatord.properties",
+		"--set", "log.dirs=" + t.TempDir(), "--set", "listeners=PLAINTEXT://0.0.0.0:9092", "--set", "admin.listener=0.0.0.0:9644"}, args...)
+	if out, err := run(t, "go", check...); err != nil {
+		t.Fatalf("coordinatord config check with the compose file's arguments: %v\n%s", err, out)
+	}
+}
