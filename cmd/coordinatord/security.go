@@ -82,8 +82,8 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 }
 
 // secretKey says whether a key's value is a secret that `config check` must not print: inline
-// private keys and passwords.
+// private keys, passwords and JAAS lines (which hold one).
 func secretKey(key string) bool {
 	k := strings.ToLower(key)
-	return strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "password")
+	return strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "password") || strings.HasSuffix(k, "sasl.jaas.config")
 }

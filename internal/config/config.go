@@ -97,8 +97,11 @@ type Config struct {
 	SASL SASLConfig
 
 	// values and sources of every key, for `config check`.
-	values  map[string]string
-	sources map[string]Source
+	values map[string]string
+	// upstreamUser and upstreamPassword are upstream.sasl.username/password until validation
+	// moves them into Gateway.Security.
+	upstreamUser, upstreamPassword string
+	sources                        map[string]Source
 }
 
 // Entry is one effective key for display.
@@ -424,6 +427,9 @@ func (c *Config) validate() error {
 		if !found {
 			return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"], Reason: "listener name " + a.Name + " is not in listeners"}
 		}
+	}
+	if err := c.validateUpstreamSecurity(); err != nil {
+		return err
 	}
 	return c.validateGateway()
 }

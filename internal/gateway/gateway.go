@@ -42,6 +42,10 @@ type Options struct {
 	// WriteFileDurable replaces a file so that a crash leaves the old or the new content.
 	WriteFileDurable func(path string, data []byte) error
 	ConnectTimeout   time.Duration
+	// Security secures each upstream connection (upstream.security.protocol, upstream.ssl.*,
+	// upstream.sasl.*); UpstreamClientID names coordinatord's own login requests.
+	Security         upstream.Security
+	UpstreamClientID string
 	// MaxResponseBytes bounds one upstream response frame.
 	MaxResponseBytes int32
 	Logger           *zap.Logger
