@@ -271,8 +271,8 @@ func (c *Config) validateSecurity() error {
 				}
 			}
 		}
-		if proto != ProtocolPlaintext && c.Gateway.Enabled() {
-			return &KeyError{Key: "listeners", Value: c.values["listeners"], Reason: "listener " + l.Name + " is " + proto + ": gateway mode serves PLAINTEXT listeners only so far"}
+		if sec.SASL() && c.Gateway.Enabled() {
+			return &KeyError{Key: "listeners", Value: c.values["listeners"], Reason: "listener " + l.Name + " is " + proto + ": gateway mode serves PLAINTEXT and SSL listeners only so far"}
 		}
 		l.Security = sec
 	}

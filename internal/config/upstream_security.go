@@ -154,6 +154,13 @@ func (c *Config) validateUpstreamSecurity() error {
 		return &KeyError{Key: "upstream.ssl.truststore.location", Reason: "set either upstream.ssl.truststore.location or upstream.ssl.truststore.certificates, not both"}
 	}
 	for _, l := range c.Listeners {
+		if first := c.Listeners[0]; l.Security.Protocol != first.Security.Protocol {
+			// The per-upstream-broker ports are given to every client, whichever listener it
+			// bootstrapped on, and serve one protocol: a client must be able to use them.
+			return &KeyError{Key: "listeners", Value: c.values["listeners"],
+				Reason: fmt.Sprintf("in gateway mode every listener uses one security protocol, which the per-upstream-broker ports serve too: %s is %s, %s is %s",
+					first.Name, first.Security.Protocol, l.Name, l.Security.Protocol)}
+		}
 		if l.Security.SASL() && !s.SASL() {
 			// Relaying is the only way SASL clients are authenticated in gateway mode: the
 			// upstream verifies their credentials, and a PLAINTEXT or SSL upstream has none.

@@ -53,11 +53,21 @@ func TestUpstreamSecurityKeysAreValidated(t *testing.T) {
 		{[]string{gw, "upstream.ssl.truststore.location=/a", "upstream.ssl.truststore.certificates=x"}, "upstream.ssl.truststore.location", "not both"},
 		{[]string{gw, "upstream.ssl.keystore.key=x"}, "upstream.ssl.keystore.key", "go together"},
 		{[]string{gw, "upstream.ssl.keystore.location=/k", "upstream.ssl.keystore.key=x"}, "upstream.ssl.keystore.location", "not both"},
+		{[]string{gw, "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.location=/k.pem"}, "listeners", "one security protocol"},
 		{[]string{gw, "upstream.ssl.endpoint.identification.algorithm=none"}, "upstream.ssl.endpoint.identification.algorithm", "https or empty"},
 	} {
 		_, err := Load("", tc.set)
 		if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one naming %s (%s)", tc.set, err, tc.key, tc.want)
 		}
+	}
+}
+
+// SSL listeners are served in gateway mode (the per-broker ports inherit the protocol).
+func TestGatewayAcceptsSSLListeners(t *testing.T) {
+	c, err := Load("", []string{"upstream.bootstrap.servers=kafka-1:9093", "listeners=SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+		"listener.security.protocol.map=SSL:SSL,INTERNAL:SSL", "ssl.keystore.location=/k.pem"})
+	if err != nil || c.Listeners[0].Security.Protocol != ProtocolSSL {
+		t.Fatalf("%+v, %v", c.Listeners, err)
 	}
 }

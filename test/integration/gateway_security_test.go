@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"crypto/tls"
+	"net"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // secureUpstream is a standalone coordinatord serving SASL_SSL, standing in for an upstream
@@ -41,5 +45,54 @@ func TestGatewayUpstreamOverTLSAndSCRAM(t *testing.T) {
 	topics, err := kadm.NewClient(up.client()).ListTopics(ctx, "through-gw")
 	if err != nil || topics.Error() != nil || len(topics["through-gw"].Partitions) != 2 {
 		t.Fatalf("upstream topics %v, %v", topics, err)
+	}
+}
+
+// In gateway mode an SSL listener terminates the client's TLS at coordinatord, and the
+// per-upstream-broker ports clients are sent to serve TLS with the same certificate: a client
+// that bootstrapped over TLS produces and consumes through them, and commits its offsets.
+func TestGatewaySSLListenerAndBrokerPorts(t *testing.T) {
+	p := newPKI(t)
+	up := secureUpstream(t, p)
+	gw := startDaemon(t, "node.id=1000",
+		"listeners=SSL://127.0.0.1:0",
+		"ssl.keystore.location="+p.serverKeystore("gateway"),
+		"upstream.bootstrap.servers="+up.Listeners["SASL_SSL"],
+		"upstream.security.protocol=SASL_SSL",
+		"upstream.ssl.truststore.location="+p.caFile,
+		"upstream.sasl.mechanism=SCRAM-SHA-256",
+		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret")
+	ctx := ctxT(t)
+	cl := gw.client(kgo.SeedBrokers(gw.Listeners["SSL"]), kgo.DialTLSConfig(p.clientTLS()))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "tls-t"); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil || len(brokers) == 0 {
+		t.Fatalf("ListBrokers: %v %v", brokers, err)
+	}
+	for _, b := range brokers {
+		addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		conn, err := tls.Dial("tcp", addr, p.clientTLS())
+		if err != nil {
+			t.Fatalf("broker port %s (node %d) does not serve TLS: %v", addr, b.NodeID, err)
+		}
+		conn.Close()
+	}
+	// Metadata through the broker port of the upstream's broker: a forwarded request whose
+	// client connection is TLS at the gateway's broker port.
+	bcl := gw.client(kgo.SeedBrokers(net.JoinHostPort(brokers[0].Host, strconv.Itoa(int(brokers[0].Port)))), kgo.DialTLSConfig(p.clientTLS()))
+	off := kadm.Offsets{}
+	off.AddOffset("tls-t", 0, 3, -1)
+	if _, err := kadm.NewClient(bcl).CommitOffsets(ctx, "tls-g", off); err != nil {
+		t.Fatalf("CommitOffsets over TLS: %v", err)
+	}
+	got, err := adm.FetchOffsets(ctx, "tls-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := got.Lookup("tls-t", 0); o.At != 3 {
+		t.Fatalf("committed offset %+v, want 3", o)
 	}
 }
