@@ -94,6 +94,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	}
 	gw, err := gateway.New(gateway.Options{
 		Security: sec, UpstreamClientID: g.ClientID,
+		SASLMechanisms: saslMechanisms(cfg), BrokerPortsListener: cfg.AdvertisedListeners[0].Name,
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port),
 		ListenHost: g.ListenHost, AdvertisedHost: g.AdvertisedHost, PortMin: g.PortMin, PortMax: g.PortMax,
 		DataDir: cfg.LogDirs, WriteFileDurable: func(path string, data []byte) error { return segment.WriteFileDurable(segment.OSFS{}, path, data) },
@@ -173,6 +174,17 @@ func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger, topicsDeleted f
 		log.Info("catalog follows the upstream", zap.Int("created", len(r.Created)), zap.Int("changed", len(r.Changed)),
 			zap.Strings("deleted", r.Deleted))
 	}
+}
+
+// saslMechanisms are sasl.enabled.mechanisms by SASL listener.
+func saslMechanisms(cfg *config.Config) map[string][]string {
+	m := map[string][]string{}
+	for _, l := range cfg.Listeners {
+		if l.Security.SASL() {
+			m[l.Name] = l.Security.SASLMechanisms
+		}
+	}
+	return m
 }
 
 // upstreamSecurity loads the upstream.ssl.* material and the gateway's own SASL login.

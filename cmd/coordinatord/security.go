@@ -71,7 +71,7 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 			}
 		}
 	}
-	if plain {
+	if plain && !cfg.Gateway.Enabled() { // in gateway mode the upstream checks PLAIN logins (relayed)
 		users, err := security.LoadPlainUsers(cfg.SASL.PlainUsersFile)
 		if err != nil {
 			return nil, sasl, &config.KeyError{Key: "sasl.plain.users.file", Value: cfg.SASL.PlainUsersFile, Reason: err.Error()}

@@ -72,6 +72,11 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 		}
 	case 32, 33, 44:
 		return p.splitConfigs(ctx, r)
+	case 17, 36:
+		if r.Conn.SASLRequired() {
+			return p.relaySASL(ctx, r)
+		}
+		// A listener without SASL: the table answers ILLEGAL_SASL_STATE, as Kafka does.
 	}
 	return p.g.opts.Local.Handle(ctx, r)
 }
@@ -82,7 +87,9 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 // everything else goes to the upstream broker of this port.
 func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 	switch {
-	case localKeys[h.Key], neverForwarded[h.Key]:
+	case localKeys[h.Key], neverForwarded[h.Key], h.Key == 17, h.Key == 36:
+		// SaslHandshake and SaslAuthenticate are relayed (sasl_relay.go) or refused, never
+		// passed on as bytes: the connection's SASL state must follow them.
 		return false
 	case h.Key == 10:
 		return findCoordinatorKeyType(h.Version, rest) == 1

@@ -2,12 +2,18 @@ package integration
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // secureUpstream is a standalone coordinatord serving SASL_SSL, standing in for an upstream
@@ -94,5 +100,87 @@ func TestGatewaySSLListenerAndBrokerPorts(t *testing.T) {
 	}
 	if o, _ := got.Lookup("tls-t", 0); o.At != 3 {
 		t.Fatalf("committed offset %+v, want 3", o)
+	}
+}
+
+// A client of a SASL listener logs in with the upstream, through the gateway: the upstream
+// checks its password (the gateway knows none of these users), its forwarded requests go
+// upstream under its own login, and group APIs answered by coordinatord work once it is in.
+// Wrong passwords and unknown users are refused with the upstream's SASL_AUTHENTICATION_FAILED.
+func TestGatewayRelaysSASLToTheUpstream(t *testing.T) {
+	p := newPKI(t)
+	up := secureUpstream(t, p)
+	res, err := kadm.NewClient(up.client()).AlterUserSCRAMs(ctxT(t), nil, []kadm.UpsertSCRAM{
+		{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-secret"},
+		{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-secret"},
+	})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	gw := startDaemon(t, "node.id=1000",
+		"listeners=SASL_SSL://127.0.0.1:0",
+		"ssl.keystore.location="+p.serverKeystore("gateway"),
+		"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+		"upstream.bootstrap.servers="+up.Listeners["SASL_SSL"],
+		"upstream.security.protocol=SASL_SSL",
+		"upstream.ssl.truststore.location="+p.caFile,
+		"upstream.sasl.mechanism=SCRAM-SHA-256",
+		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret")
+	ctx := ctxT(t)
+	login := func(mech sasl.Mechanism) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(gw.Listeners["SASL_SSL"]), kgo.DialTLSConfig(p.clientTLS()), kgo.SASL(mech),
+			kgo.RetryTimeout(time.Second), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		topic := "relay-" + mech.Name()
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return err
+		}
+		off := kadm.Offsets{}
+		off.AddOffset(topic, 0, 5, -1)
+		if _, err := adm.CommitOffsets(ctx, "relay-g-"+mech.Name(), off); err != nil {
+			return err
+		}
+		got, err := adm.FetchOffsets(ctx, "relay-g-"+mech.Name())
+		if err != nil {
+			return err
+		}
+		if o, _ := got.Lookup(topic, 0); o.At != 5 {
+			t.Errorf("%s: committed offset %+v, want 5", mech.Name(), o)
+		}
+		return nil
+	}
+	for _, ok := range []sasl.Mechanism{
+		scramSHA256("alice", "alice-secret"),
+		scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism(),
+		plain.Auth{User: "pat", Pass: "pat-secret"}.AsMechanism(),
+	} {
+		if err := login(ok); err != nil {
+			t.Fatalf("%s through the gateway: %v", ok.Name(), err)
+		}
+	}
+	for name, bad := range map[string]sasl.Mechanism{
+		"wrong password":       scramSHA256("alice", "nope"),
+		"unknown user":         scramSHA256("mallory", "alice-secret"),
+		"wrong PLAIN password": plain.Auth{User: "pat", Pass: "nope"}.AsMechanism(),
+		// The gateway's own user is not lent to clients: its password is checked like any other.
+		"gateway user, wrong password": scramSHA256("gw", "guess"),
+	} {
+		if err := login(bad); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Errorf("%s: err = %v, want SASL_AUTHENTICATION_FAILED", name, err)
+		}
+	}
+	// Nothing but ApiVersions and SaslHandshake before the login, on the gateway's port too.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(gw.Listeners["SASL_SSL"]), kgo.DialTLSConfig(p.clientTLS()),
+		kgo.RetryTimeout(time.Second), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).ListTopics(ctx); err == nil {
+		t.Error("a client without SASL listed topics through a SASL listener of the gateway")
 	}
 }
