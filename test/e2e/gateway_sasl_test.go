@@ -3,9 +3,18 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,16 +26,20 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// startSASLKafka starts a second reference broker with a SASL_PLAINTEXT listener (SCRAM-SHA-256)
-// and Kafka's StandardAuthorizer, denying what no ACL allows; its PLAINTEXT listener is the
-// administrator's (User:ANONYMOUS is a super user there). It returns both addresses.
-func startSASLKafka(t *testing.T) (admin, sasl string) {
+// startSASLKafka starts a second reference broker with a SASL_SSL listener (SCRAM-SHA-256, a
+// PEM keystore issued by a CA made here, whose file it returns) and Kafka's StandardAuthorizer,
+// denying what no ACL allows; its PLAINTEXT listener is the administrator's (User:ANONYMOUS is a
+// super user there). It returns both addresses.
+func startSASLKafka(t *testing.T) (admin, sasl, caFile string) {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(kafkaScript, "start", "--dir", dir, "--no-topology-plugin", "--no-warmup", "--listener", "SASL_PLAINTEXT",
-		"--config", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+	caFile, keystore := testCertificates(t, dir)
+	cmd := exec.Command(kafkaScript, "start", "--dir", dir, "--no-topology-plugin", "--no-warmup", "--listener", "SASL_SSL",
+		"--config", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
 		"--config", "sasl.enabled.mechanisms=SCRAM-SHA-256",
-		"--config", "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
+		"--config", "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
+		"--config", "listener.name.sasl_ssl.ssl.keystore.type=PEM",
+		"--config", "listener.name.sasl_ssl.ssl.keystore.location="+keystore,
 		"--config", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 		"--config", "super.users=User:ANONYMOUS",
 		"--config", "allow.everyone.if.no.acl.found=false",
@@ -45,23 +58,67 @@ func startSASLKafka(t *testing.T) (admin, sasl string) {
 		if v, ok := strings.CutPrefix(line, "KAFKA_ADDR="); ok {
 			admin = strings.TrimSpace(v)
 		}
-		if v, ok := strings.CutPrefix(line, "KAFKA_LISTENER_SASL_PLAINTEXT="); ok {
+		if v, ok := strings.CutPrefix(line, "KAFKA_LISTENER_SASL_SSL="); ok {
 			sasl = strings.TrimSpace(v)
 		}
 	}
 	if admin == "" || sasl == "" {
 		t.Fatalf("kafka.sh start printed no addresses:\n%s", stdout.String())
 	}
-	return admin, sasl
+	return admin, sasl, caFile
 }
 
-// A SCRAM client through the gateway to an upstream with SASL and an authorizer: the upstream
+// testCertificates writes a CA certificate and a server keystore for 127.0.0.1 (PKCS#8 key and
+// certificate in one PEM file, Kafka's ssl.keystore.type=PEM) into dir.
+func testCertificates(t *testing.T, dir string) (caFile, keystore string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kafka"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, keystore = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "kafka.pem")
+	ks := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keystore, ks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, keystore
+}
+
+// A SCRAM client through the gateway to an upstream with SASL over TLS and an authorizer
+// (the gateway verifies the upstream's certificate against upstream.ssl.truststore.location): the upstream
 // checks each client's password and applies each client's own ACLs to what is forwarded (alice
 // may write and read her topic, bob may not, although the gateway's own user could describe it),
 // while the group and its offsets live in coordinatord. A wrong password is refused.
 func TestGateway_SCRAMClientsRelayedToASASLUpstream(t *testing.T) {
 	requireE2E(t)
-	adminAddr, saslAddr := startSASLKafka(t)
+	adminAddr, saslAddr, caFile := startSASLKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -107,7 +164,8 @@ func TestGateway_SCRAMClientsRelayedToASASLUpstream(t *testing.T) {
 	g.PortMin, g.PortMax = base+1, base+10
 	g.sets = []string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
 		"upstream.bootstrap.servers=" + saslAddr,
-		"upstream.security.protocol=SASL_PLAINTEXT",
+		"upstream.security.protocol=SASL_SSL",
+		"upstream.ssl.truststore.location=" + caFile,
 		"upstream.sasl.mechanism=SCRAM-SHA-256",
 		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret"}
 	g.start()
