@@ -221,7 +221,7 @@ cmd_start() {
   local cport
   cport="$(free_port "$port")"
   local xl="" xa="" xenv="" ln lp
-  for ln in "${lnames[@]}"; do
+  for ln in ${lnames[@]+"${lnames[@]}"}; do
     [[ "$ln" =~ ^[A-Z0-9_]+$ ]] || die "bad --listener name '$ln'"
     lp="$(free_port "$cport")"
     xl+=",$ln://127.0.0.1:$lp"
