@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -163,5 +164,50 @@ func TestClaimedUser(t *testing.T) {
 		if user != tc.user || ok != tc.ok {
 			t.Errorf("%s %q: %q %v, want %q %v", tc.mech, tc.msg, user, ok, tc.user, tc.ok)
 		}
+	}
+}
+
+// A forwarded connection logged in as the gateway whose upstream session is about to end
+// (KIP-368) is replaced between two requests: the next request goes on a fresh connection
+// instead of one the upstream would close, with the client's connection, at its next use.
+func TestExpiredGatewayLoginIsReplacedBetweenRequests(t *testing.T) {
+	var accepted atomic.Int32
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		accepted.Add(1)
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			resp := kmsg.NewPtrMetadataResponse()
+			resp.SetVersion(12)
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+		}
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	conn := &wire.Conn{ID: 1, Listener: "PLAINTEXT"}
+	defer g.closeConn(conn)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	send := func(corr int32) {
+		t.Helper()
+		if _, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 3, Version: 12, CorrelationID: corr}, requestFrame(req, corr), func(int) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1)
+	send(2)
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("%d upstream connections for two requests, want 1", n)
+	}
+	v, _ := g.conns.Load(conn)
+	cc := v.(*clientConn)
+	cc.mu.Lock()
+	cc.ups[1].expires = time.Now().Add(-time.Millisecond)
+	cc.mu.Unlock()
+	send(3)
+	if n := accepted.Load(); n != 2 {
+		t.Fatalf("%d upstream connections after the login's session ended, want a second one", n)
 	}
 }
