@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"net"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +185,30 @@ func TestGatewayRelaysSASLToTheUpstream(t *testing.T) {
 	defer cl.Close()
 	if _, err := kadm.NewClient(cl).ListTopics(ctx); err == nil {
 		t.Error("a client without SASL listed topics through a SASL listener of the gateway")
+	}
+}
+
+// A gateway whose own upstream login is refused does not start, and says why.
+func TestGatewayRefusesToStartWithAWrongUpstreamPassword(t *testing.T) {
+	p := newPKI(t)
+	up := secureUpstream(t, p)
+	cmd := exec.Command(binaryPath, "serve",
+		"--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs="+t.TempDir(), "--set", "node.id=1000",
+		"--set", "upstream.bootstrap.servers="+up.Listeners["SASL_SSL"],
+		"--set", "upstream.security.protocol=SASL_SSL",
+		"--set", "upstream.ssl.truststore.location="+p.caFile,
+		"--set", "upstream.sasl.mechanism=SCRAM-SHA-256",
+		"--set", "upstream.sasl.username=gw", "--set", "upstream.sasl.password=wrong",
+		"--set", "upstream.startup.timeout.ms=1500")
+	cmd.Env = daemonEnv(binaryPath)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatal("coordinatord started although the upstream refused its login")
+	}
+	failIfRaced(t, cmd.ProcessState)
+	if msg := stderr.String(); !strings.Contains(msg, "gateway mode") || !strings.Contains(msg, "SASL_AUTHENTICATION_FAILED") {
+		t.Errorf("the refusal does not say the login failed: %q", msg)
 	}
 }
