@@ -88,7 +88,13 @@ func (m *gatewayMode) close(ctx context.Context) {
 func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, local *handlers.Table,
 	st *state, self config.Listener, newServer func(name string, h wire.Handler) *wire.Server, ls *listenerSet) (*gatewayMode, error) {
 	g := cfg.Gateway
+	sec, err := upstreamSecurity(g.Security)
+	if err != nil {
+		return nil, err
+	}
 	gw, err := gateway.New(gateway.Options{
+		Security: sec, UpstreamClientID: g.ClientID,
+		SASLMechanisms: saslMechanisms(cfg), BrokerPortsListener: cfg.AdvertisedListeners[0].Name,
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port),
 		ListenHost: g.ListenHost, AdvertisedHost: g.AdvertisedHost, PortMin: g.PortMin, PortMax: g.PortMax,
 		DataDir: cfg.LogDirs, WriteFileDurable: func(path string, data []byte) error { return segment.WriteFileDurable(segment.OSFS{}, path, data) },
@@ -106,7 +112,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	var startErr error
 	up, err := upstream.New(upstream.Options{
 		Bootstrap: g.Bootstrap, ClientID: g.ClientID, RequestTimeout: g.RequestTimeout,
-		ConnectTimeout: g.ConnectTimeout, MaxAge: g.MetadataMaxAge, Logger: log.With(zap.String("component", "upstream")),
+		ConnectTimeout: g.ConnectTimeout, MaxAge: g.MetadataMaxAge, Security: sec, Logger: log.With(zap.String("component", "upstream")),
 		OnView: func(v *upstream.View) {
 			if err := gw.OnView(v); err != nil {
 				startMu.Lock()
@@ -168,6 +174,31 @@ func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger, topicsDeleted f
 		log.Info("catalog follows the upstream", zap.Int("created", len(r.Created)), zap.Int("changed", len(r.Changed)),
 			zap.Strings("deleted", r.Deleted))
 	}
+}
+
+// saslMechanisms are sasl.enabled.mechanisms by SASL listener.
+func saslMechanisms(cfg *config.Config) map[string][]string {
+	m := map[string][]string{}
+	for _, l := range cfg.Listeners {
+		if l.Security.SASL() {
+			m[l.Name] = l.Security.SASLMechanisms
+		}
+	}
+	return m
+}
+
+// upstreamSecurity loads the upstream.ssl.* material and the gateway's own SASL login.
+func upstreamSecurity(s config.UpstreamSecurity) (upstream.Security, error) {
+	sec, err := upstream.NewSecurity(upstream.SecurityConfig{
+		TLS: s.TLS(), SASL: s.SASL(),
+		TruststoreLocation: s.TruststoreLocation, TruststoreCertificates: s.TruststoreCertificates,
+		KeystoreLocation: s.KeystoreLocation, KeystoreCertificateChain: s.KeystoreCertificateChain, KeystoreKey: s.KeystoreKey,
+		VerifyHostname: s.VerifyHostname, Mechanism: s.Mechanism, Username: s.Username, Password: s.Password,
+	})
+	if err != nil {
+		return sec, &config.KeyError{Key: "upstream.security.protocol", Value: s.Protocol, Reason: err.Error()}
+	}
+	return sec, nil
 }
 
 func gatewayError(err error) error { return fmt.Errorf("gateway mode: %w", err) }

@@ -86,6 +86,11 @@ func newConfigCommand() *cobra.Command {
 			if _, _, err := setupSecurity(cfg, zap.NewNop()); err != nil {
 				return configError(err)
 			}
+			if cfg.Gateway.Enabled() {
+				if _, err := upstreamSecurity(cfg.Gateway.Security); err != nil {
+					return configError(err)
+				}
+			}
 			w := cmd.OutOrStdout()
 			for _, e := range cfg.Entries() {
 				v := e.Value

@@ -71,7 +71,7 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 			}
 		}
 	}
-	if plain {
+	if plain && !cfg.Gateway.Enabled() { // in gateway mode the upstream checks PLAIN logins (relayed)
 		users, err := security.LoadPlainUsers(cfg.SASL.PlainUsersFile)
 		if err != nil {
 			return nil, sasl, &config.KeyError{Key: "sasl.plain.users.file", Value: cfg.SASL.PlainUsersFile, Reason: err.Error()}
@@ -82,8 +82,8 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 }
 
 // secretKey says whether a key's value is a secret that `config check` must not print: inline
-// private keys and passwords.
+// private keys, passwords and JAAS lines (which hold one).
 func secretKey(key string) bool {
 	k := strings.ToLower(key)
-	return strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "password")
+	return strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "password") || strings.HasSuffix(k, "sasl.jaas.config")
 }

@@ -222,6 +222,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 		if apply, ok := secOpts[name]; ok {
 			apply(&opts)
+		} else if apply, ok := secOpts[cfg.AdvertisedListeners[0].Name]; ok && cfg.Gateway.Enabled() {
+			// A per-upstream-broker port (gateway mode) serves as the listener whose host it
+			// is advertised with: same protocol (config check makes every listener's the
+			// same), certificates and SASL settings.
+			apply(&opts)
 		}
 		return wire.NewServer(opts, h)
 	}

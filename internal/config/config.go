@@ -99,8 +99,11 @@ type Config struct {
 	Authorizer AuthorizerConfig
 
 	// values and sources of every key, for `config check`.
-	values  map[string]string
-	sources map[string]Source
+	values map[string]string
+	// upstreamUser and upstreamPassword are upstream.sasl.username/password until validation
+	// moves them into Gateway.Security.
+	upstreamUser, upstreamPassword string
+	sources                        map[string]Source
 }
 
 // Entry is one effective key for display.
@@ -428,6 +431,9 @@ func (c *Config) validate() error {
 		}
 	}
 	if err := c.validateAuthorizer(); err != nil {
+		return err
+	}
+	if err := c.validateUpstreamSecurity(); err != nil {
 		return err
 	}
 	return c.validateGateway()

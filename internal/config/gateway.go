@@ -29,6 +29,8 @@ type GatewayConfig struct {
 	// PortMin..PortMax is the range broker listeners take their ports from; 0..0 lets the
 	// kernel pick (ports then stay stable only while the process runs).
 	PortMin, PortMax int
+	// Security is the upstream.security.protocol, upstream.ssl.* and upstream.sasl.* keys.
+	Security UpstreamSecurity
 }
 
 // Enabled says whether gateway mode is on.

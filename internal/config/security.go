@@ -266,13 +266,11 @@ func (c *Config) validateSecurity() error {
 			}
 			sec.SASLMechanisms = ms
 			for _, m := range ms {
-				if m == "PLAIN" && c.SASL.PlainUsersFile == "" {
+				if m == "PLAIN" && c.SASL.PlainUsersFile == "" && !c.Gateway.Enabled() {
+					// (In gateway mode the upstream checks PLAIN passwords: the login is relayed.)
 					return &KeyError{Key: "sasl.plain.users.file", Reason: "listener " + l.Name + " enables PLAIN, which needs a users file"}
 				}
 			}
-		}
-		if proto != ProtocolPlaintext && c.Gateway.Enabled() {
-			return &KeyError{Key: "listeners", Value: c.values["listeners"], Reason: "listener " + l.Name + " is " + proto + ": gateway mode serves PLAINTEXT listeners only so far"}
 		}
 		l.Security = sec
 	}

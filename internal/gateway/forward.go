@@ -34,6 +34,9 @@ type clientConn struct {
 type upConn struct {
 	nc net.Conn
 	br *bufio.Reader
+	// expires is when the upstream ends the session of coordinatord's own SASL login on this
+	// connection (KIP-368); zero: never, or the client's relayed login, which the client renews.
+	expires time.Time
 }
 
 func (c *clientConn) close() {
@@ -60,7 +63,13 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 		return nil, errors.New("client connection closed")
 	}
 	if u, ok := cc.ups[id]; ok {
-		return u, nil
+		if u.expires.IsZero() || time.Now().Before(u.expires) {
+			return u, nil
+		}
+		// The upstream would close the connection at its next request: nothing is in flight
+		// between two requests, so a fresh login costs the client nothing.
+		u.nc.Close()
+		delete(cc.ups, id)
 	}
 	view := g.View()
 	if view == nil {
@@ -72,12 +81,17 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 		return nil, fmt.Errorf("upstream broker %d is not in the upstream's metadata", id)
 	}
 	d := net.Dialer{Timeout: g.opts.ConnectTimeout}
-	nc, err := d.DialContext(ctx, "tcp", b.Addr())
+	// A client of a SASL listener logs in itself, relayed on this connection (sasl_relay.go);
+	// any other client's requests go upstream under coordinatord's own login.
+	nc, expires, err := g.opts.Security.Dial(ctx, &d, b.Addr(), g.opts.UpstreamClientID, !c.SASLRequired())
 	if err != nil {
 		g.opts.Metrics.dialFailed(id)
 		return nil, fmt.Errorf("connecting to upstream broker %d: %w", id, err)
 	}
-	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10)}
+	if !expires.IsZero() {
+		expires = expires.Add(-time.Until(expires) / 10) // renew a little before the upstream's end
+	}
+	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), expires: expires}
 	cc.ups[id] = u
 	return u, nil
 }

@@ -45,6 +45,15 @@ type Options struct {
 	// RequestTimeout bounds the wait for a forwarded request's answer beyond the wait the
 	// request itself asks of the broker (upstream.request.timeout.ms); 0: unbounded.
 	RequestTimeout time.Duration
+	// Security secures each upstream connection (upstream.security.protocol, upstream.ssl.*,
+	// upstream.sasl.*); UpstreamClientID names coordinatord's own login requests.
+	Security         upstream.Security
+	UpstreamClientID string
+	// SASLMechanisms are the mechanisms relayed to the upstream, by listener name
+	// (sasl.enabled.mechanisms of SASL listeners); the per-upstream-broker ports use those of
+	// BrokerPortsListener, the listener whose settings they serve with.
+	SASLMechanisms      map[string][]string
+	BrokerPortsListener string
 	// MaxResponseBytes bounds one upstream response frame.
 	MaxResponseBytes int32
 	Logger           *zap.Logger
@@ -170,6 +179,14 @@ func (g *Gateway) ensureListener(id int32) (int32, error) {
 	g.lg.Info("listening for upstream broker", zap.Int32("node_id", id), zap.String("addr", ln.Addr().String()))
 	g.opts.Serve(fmt.Sprintf("BROKER-%d", id), ln, &portHandler{g: g, node: id})
 	return int32(port), nil
+}
+
+// mechanisms are the SASL mechanisms relayed on listener.
+func (g *Gateway) mechanisms(listener string) []string {
+	if m, ok := g.opts.SASLMechanisms[listener]; ok {
+		return m
+	}
+	return g.opts.SASLMechanisms[g.opts.BrokerPortsListener]
 }
 
 // address returns what clients are told for node id; ok=false when no listener could be bound.

@@ -80,6 +80,11 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 		if p.node < 0 {
 			return p.ownNode(r)
 		}
+	case 17, 36:
+		if r.Conn.SASLRequired() {
+			return p.relaySASL(ctx, r)
+		}
+		// A listener without SASL: the table answers ILLEGAL_SASL_STATE, as Kafka does.
 	}
 	return p.g.opts.Local.Handle(ctx, r)
 }
@@ -90,7 +95,9 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 // everything else goes to the upstream broker of this port.
 func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 	switch {
-	case localKeys[h.Key], neverForwarded[h.Key]:
+	case localKeys[h.Key], neverForwarded[h.Key], h.Key == 17, h.Key == 36:
+		// SaslHandshake and SaslAuthenticate are relayed (sasl_relay.go) or refused, never
+		// passed on as bytes: the connection's SASL state must follow them.
 		return false
 	case ownNodeKeys[h.Key] && p.node < 0:
 		return false

@@ -81,7 +81,9 @@ type Options struct {
 	RequestTimeout time.Duration
 	ConnectTimeout time.Duration
 	MaxAge         time.Duration
-	Logger         *zap.Logger
+	// Security secures coordinatord's own connections (TLS, its SASL login).
+	Security Security
+	Logger   *zap.Logger
 	// OnView is called (from the refresh goroutine) with every new view, before Current
 	// returns it; the gateway binds listeners for new brokers there.
 	OnView func(*View)
@@ -111,12 +113,20 @@ func New(opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	kc, err := kgo.NewClient(
+	kopts := []kgo.Opt{
 		kgo.SeedBrokers(opts.Bootstrap...),
 		kgo.ClientID(opts.ClientID),
 		kgo.RequestTimeoutOverhead(opts.RequestTimeout),
 		kgo.DialTimeout(opts.ConnectTimeout),
-	)
+	}
+	if opts.Security.TLS != nil {
+		// kgo sets the ServerName per broker when the config leaves it empty.
+		kopts = append(kopts, kgo.DialTLSConfig(opts.Security.TLS.Clone()))
+	}
+	if opts.Security.SASL != nil {
+		kopts = append(kopts, kgo.SASL(opts.Security.SASL))
+	}
+	kc, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, err
 	}

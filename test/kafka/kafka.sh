@@ -5,7 +5,11 @@
 #
 #   kafka.sh fetch                      resolve the broker jars into .cache/lib
 #   kafka.sh start [--port P] [--dir D] [--config key=value]... [--no-warmup]
-#                  [--no-topology-plugin]
+#                  [--no-topology-plugin] [--listener NAME]...
+#     --listener NAME adds NAME://127.0.0.1:<free port> to listeners and
+#     advertised.listeners (map its protocol with --config
+#     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,NAME:...)
+#     and prints KAFKA_LISTENER_NAME=127.0.0.1:<port>.
 #   kafka.sh stop  [--dir D]
 #   kafka.sh status [--dir D]
 #
@@ -183,7 +187,7 @@ random_cluster_id() { # 16 random bytes, base64url without padding (Kafka Uuid f
 
 cmd_start() {
   local port="" dir="$DEFAULT_DIR" warmup=1 plugin=1
-  local -a extra=()
+  local -a extra=() lnames=()
   while (( $# )); do
     case "$1" in
       --port) port="${2:?--port needs a value}"; shift 2 ;;
@@ -192,6 +196,7 @@ cmd_start() {
       --dir=*) dir="${1#*=}"; shift ;;
       --config) extra+=("${2:?--config needs key=value}"); shift 2 ;;
       --config=*) extra+=("${1#*=}"); shift ;;
+      --listener) lnames+=("${2:?--listener needs a name}"); shift 2 ;;
       --no-warmup) warmup=0; shift ;;
       --no-topology-plugin) plugin=0; shift ;;
       -h|--help) usage ;;
@@ -215,6 +220,14 @@ cmd_start() {
   fi
   local cport
   cport="$(free_port "$port")"
+  local xl="" xa="" xenv="" ln lp
+  for ln in ${lnames[@]+"${lnames[@]}"}; do
+    [[ "$ln" =~ ^[A-Z0-9_]+$ ]] || die "bad --listener name '$ln'"
+    lp="$(free_port "$cport")"
+    xl+=",$ln://127.0.0.1:$lp"
+    xa+=",$ln://127.0.0.1:$lp"
+    xenv+="KAFKA_LISTENER_$ln=127.0.0.1:$lp"$'\n'
+  done
 
   # Fresh cluster on every start: only our own files in $dir are removed.
   rm -rf "$dir/data" "$dir/kafka.log" "$dir/format.log" "$dir/kafka.pid" \
@@ -227,8 +240,8 @@ cmd_start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport$xl
+advertised.listeners=PLAINTEXT://127.0.0.1:$port$xa
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
@@ -336,6 +349,7 @@ EOF
     echo "KAFKA_ADDR=127.0.0.1:$port"
     echo "KAFKA_PID=$pid"
     echo "KAFKA_DIR=$dir"
+    printf '%s' "$xenv"
   } | tee "$dir/kafka.env"
   log "broker ready on 127.0.0.1:$port (controller 127.0.0.1:$cport, cluster $cid) in ${ms} ms"
 }
