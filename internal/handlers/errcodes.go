@@ -107,6 +107,23 @@ var errorDocs = concatDocs(
 		{kmsg.DeleteGroups, kerr.NonEmptyGroup.Code, 0, 0, "the group has members"},
 		{kmsg.DeleteGroups, kerr.GroupDeletionFailed.Code, 0, 0, "the topology description plugin could not delete the group's description"},
 	},
+	// Authorization (internal/acl, authorizations in authz.go): the checks come before any
+	// state is read, so these answer whatever the group's state.
+	[]errorDoc{
+		{kmsg.TxnOffsetCommit, kerr.TransactionalIDAuthorizationFailed.Code, 0, 0, "no TRANSACTIONAL_ID WRITE on the transactional id (every partition)"},
+		{kmsg.TxnOffsetCommit, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group (every partition)"},
+		{kmsg.TxnOffsetCommit, kerr.TopicAuthorizationFailed.Code, 0, 0, "no TOPIC READ on the topic (its partitions)"},
+		{kmsg.OffsetFetch, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP DESCRIBE on the group (v1: in every partition; v8+: per group)"},
+		{kmsg.OffsetFetch, kerr.TopicAuthorizationFailed.Code, 0, 0, "no TOPIC DESCRIBE on a named topic (its partitions); fetching all offsets leaves such topics out instead"},
+		{kmsg.OffsetCommit, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group (every partition)"},
+		{kmsg.OffsetCommit, kerr.TopicAuthorizationFailed.Code, 0, 0, "no TOPIC READ on the topic (its partitions)"},
+		{kmsg.JoinGroup, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group"},
+		{kmsg.SyncGroup, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group (checked after the v5 protocol type and name)"},
+		{kmsg.Heartbeat, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group"},
+		{kmsg.LeaveGroup, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group"},
+		{kmsg.DescribeGroups, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP DESCRIBE on the group (per group)"},
+		{kmsg.DeleteGroups, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP DELETE on the group (per group)"},
+	},
 	availabilityDocs(kmsg.JoinGroup), availabilityDocs(kmsg.SyncGroup), availabilityDocs(kmsg.LeaveGroup),
 	availabilityDocs(kmsg.DescribeGroups), availabilityDocs(kmsg.ListGroups), availabilityDocs(kmsg.DeleteGroups),
 	[]errorDoc{
