@@ -42,6 +42,12 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 	in := consumer.HeartbeatInput{
 		Req: req, ClientID: r.ClientID, ClientHost: clientHost(r), Catalog: snap, Config: t.deps.Consumer,
 	}
+	if t.deps.Authorizer.Enabled() {
+		p, host := who(r)
+		in.Describable = func(topic string) bool {
+			return t.deps.Authorizer.Allowed(p, host, acl.ResourceTopic, topic, acl.OpDescribe)
+		}
+	}
 	if req.MemberID == "" && req.MemberEpoch == 0 {
 		in.NewMemberID = newConsumerMemberID() // v0: the server names the member
 	}

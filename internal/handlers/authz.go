@@ -42,7 +42,7 @@ var authorizations = map[int16]string{
 	48: "CLUSTER DESCRIBE_CONFIGS (top-level CLUSTER_AUTHORIZATION_FAILED, null entries)",
 	50: "CLUSTER DESCRIBE (top-level CLUSTER_AUTHORIZATION_FAILED, and in one result per requested user)",
 	51: "CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED for every user named)",
-	68: "GROUP READ (GROUP_AUTHORIZATION_FAILED); TOPIC DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED if any is denied)",
+	68: "GROUP READ (GROUP_AUTHORIZATION_FAILED); TOPIC DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED if any is denied); a regex resolved by the heartbeat keeps only topics its client may describe",
 	69: "GROUP DESCRIBE per group (GROUP_AUTHORIZATION_FAILED); TOPIC DESCRIBE on every topic of the members' current and target assignments (the group answers TOPIC_AUTHORIZATION_FAILED); bitfield: GROUP authorized operations",
 	74: "CLUSTER DESCRIBE_CONFIGS (top-level CLUSTER_AUTHORIZATION_FAILED)",
 	88: "GROUP READ (GROUP_AUTHORIZATION_FAILED); TOPIC DESCRIBE on every topology topic (TOPIC_AUTHORIZATION_FAILED); CLUSTER CREATE, else TOPIC CREATE on each internal topic to create (a status detail)",

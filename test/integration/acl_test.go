@@ -790,3 +790,30 @@ func TestACLsScramQuotaAndConsumerGroupAnswers(t *testing.T) {
 			kerr.ErrorForCode(g.ErrorCode), len(g.Members), g.AuthorizedOperations)
 	}
 }
+
+// A regex subscription resolves only to topics the heartbeating client may describe (Kafka
+// 4.4 filters its regex refresh so): the member is not assigned part1, which it cannot see.
+func TestACLsConsumerRegexResolvesOnlyDescribableTopics(t *testing.T) {
+	d, admin := startACLDaemon(t)
+	client := dialFrom(t, d.Addr, clientHost)
+	admin.grant(clientHost, grp("rg", kmsg.ACLOperationRead), tpc("t1", kmsg.ACLOperationDescribe))
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.RebalanceTimeoutMillis, hb.SubscribedTopicRegex = "rg", 10000, strp("t1|part1")
+	hb.MemberID, hb.Topics = "AAAAAAAAAAAAAAAAAAAAAA", []kmsg.ConsumerGroupHeartbeatRequestTopic{} // v1: the client names the member
+	if r := client.do(hb, 1).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("regex join: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{"rg"}
+	g := admin.do(req, 0).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	if g.ErrorCode != 0 || len(g.Members) != 1 {
+		t.Fatalf("describe as super user: %v, %d members", kerr.ErrorForCode(g.ErrorCode), len(g.Members))
+	}
+	var topics []string
+	for _, tp := range g.Members[0].TargetAssignment.TopicPartitions {
+		topics = append(topics, tp.Topic)
+	}
+	if !slices.Equal(topics, []string{"t1"}) {
+		t.Errorf("regex t1|part1 with DESCRIBE on t1 only resolved to %v; want [t1]", topics)
+	}
+}
