@@ -3,7 +3,9 @@ package handlers
 import (
 	"context"
 
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -13,7 +15,11 @@ import (
 func (t *Table) describeClientQuotas(_ context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.DescribeClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
-	// ACL hook (issue 13 item 4): Kafka requires CLUSTER DESCRIBE_CONFIGS here.
+	if !t.clusterAllowed(r, acl.OpDescribeConfigs) {
+		// Kafka's error answer: null entries and the exception's (default) message.
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, strPtr(clusterAuthorizationFailedMessage)
+		return resp
+	}
 	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	resp.ErrorMessage = kmsg.StringPtr("") // as Kafka 4.4
 	return resp

@@ -2,10 +2,13 @@ package handlers
 
 import (
 	"context"
+	"slices"
 
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/security"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -15,8 +18,17 @@ import (
 func (t *Table) alterUserScramCredentials(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-	// ACL hook (issue 13 item 4): Kafka requires CLUSTER ALTER here; denied answers every user
-	// with CLUSTER_AUTHORIZATION_FAILED.
+	if !t.clusterAllowed(r, acl.OpAlter) {
+		// As Kafka's error answer: every distinct user named, sorted, with the code. Kafka's
+		// message quotes its internal request object; none is sent rather than an imitation.
+		names := slices.Compact(slices.Sorted(slices.Values(append(namesOfDeletions(req), namesOfUpsertions(req)...))))
+		for _, name := range names {
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User, res.ErrorCode = name, kerr.ClusterAuthorizationFailed.Code
+			resp.Results = append(resp.Results, res)
+		}
+		return resp
+	}
 	dels := make([]meta.ScramDeletion, len(req.Deletions))
 	for i, d := range req.Deletions {
 		dels[i] = meta.ScramDeletion{User: d.Name, Mechanism: d.Mechanism}

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,10 +17,11 @@ func (t *Table) consumerGroupDescribe(ctx context.Context, r *wire.Request) kmsg
 	snap, catErr := t.catalog(ctx)
 	ids, at := distinctGroups(req.Groups)
 	for _, id := range ids {
-		// authz: GROUP DESCRIBE on id (Kafka checks it per group: GROUP_AUTHORIZATION_FAILED; then TOPIC DESCRIBE of every assigned topic: TOPIC_AUTHORIZATION_FAILED)
 		g := kmsg.NewConsumerGroupDescribeResponseGroup()
 		g.Group = id
 		switch {
+		case !t.groupAllowed(r, id, acl.OpDescribe):
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code // no message, as Kafka
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
 		case catErr != nil:
@@ -30,12 +32,47 @@ func (t *Table) consumerGroupDescribe(ctx context.Context, r *wire.Request) kmsg
 				g.ErrorCode = availabilityCode(err)
 			} else {
 				g = v.([]kmsg.ConsumerGroupDescribeResponseGroup)[0]
+				if g.ErrorCode == 0 && req.IncludeAuthorizedOperations {
+					g.AuthorizedOperations = t.authorizedOps(r, acl.ResourceGroup, id)
+				}
+				if t.deps.Authorizer.Enabled() && !t.assignmentsDescribable(r, g.Members) {
+					// Kafka replaces the whole group: the members' assignments would
+					// reveal topics the client may not see.
+					g = kmsg.NewConsumerGroupDescribeResponseGroup()
+					g.Group, g.ErrorCode = id, kerr.TopicAuthorizationFailed.Code
+					g.ErrorMessage = strPtr("The group has described topic(s) that the client is not authorized to describe.")
+					g.Members = []kmsg.ConsumerGroupDescribeResponseGroupMember{}
+				}
 			}
 		}
 		resp.Groups = append(resp.Groups, g)
 	}
 	resp.Groups = expandAnswers(resp.Groups, at)
 	return resp
+}
+
+// assignmentsDescribable reports whether every topic of the members' current and target
+// assignments may be described.
+func (t *Table) assignmentsDescribable(r *wire.Request, members []kmsg.ConsumerGroupDescribeResponseGroupMember) bool {
+	seen := map[string]bool{}
+	check := func(tps []kmsg.AssignmentTopicPartition) bool {
+		for _, tp := range tps {
+			if seen[tp.Topic] {
+				continue
+			}
+			seen[tp.Topic] = true
+			if !t.topicAllowed(r, tp.Topic, acl.OpDescribe) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, m := range members {
+		if !check(m.Assignment.TopicPartitions) || !check(m.TargetAssignment.TopicPartitions) {
+			return false
+		}
+	}
+	return true
 }
 
 // isConsumerGroup reports whether a consumer group has the id (DescribeGroups, DeleteGroups).

@@ -23,6 +23,7 @@ var authorizations = map[int16]string{
 	14: "GROUP READ (GROUP_AUTHORIZATION_FAILED), after the v5 protocol type/name check as Kafka",
 	15: "GROUP DESCRIBE per group (GROUP_AUTHORIZATION_FAILED); v3+ bitfield: GROUP authorized operations",
 	16: "CLUSTER DESCRIBE lists every group, else only groups with GROUP DESCRIBE (never an error)",
+	17: "none: SaslHandshake is authentication, answered before a principal exists (as Kafka)",
 	18: "none (before authentication too)",
 	19: "CLUSTER CREATE, else TOPIC CREATE per topic (TOPIC_AUTHORIZATION_FAILED); configs in the answer need TOPIC DESCRIBE_CONFIGS (else TOPIC_AUTHORIZATION_FAILED as the configs error)",
 	20: "TOPIC DELETE per topic (TOPIC_AUTHORIZATION_FAILED); by id, unauthorized ids answer TOPIC_AUTHORIZATION_FAILED",
@@ -33,15 +34,25 @@ var authorizations = map[int16]string{
 	31: "CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED in every filter result); SECURITY_DISABLED without an authorizer",
 	32: "TOPIC DESCRIBE_CONFIGS, GROUP DESCRIBE_CONFIGS or CLUSTER DESCRIBE_CONFIGS per resource (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED)",
 	33: "TOPIC ALTER_CONFIGS, GROUP ALTER_CONFIGS or CLUSTER ALTER_CONFIGS per resource (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED)",
+	36: "none: SaslAuthenticate is authentication, answered before a principal exists (as Kafka)",
 	37: "TOPIC ALTER per topic (TOPIC_AUTHORIZATION_FAILED)",
 	42: "GROUP DELETE per group (GROUP_AUTHORIZATION_FAILED)",
 	44: "TOPIC ALTER_CONFIGS, GROUP ALTER_CONFIGS or CLUSTER ALTER_CONFIGS per resource (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED)",
 	47: "GROUP DELETE (GROUP_AUTHORIZATION_FAILED); TOPIC READ per topic (its partitions TOPIC_AUTHORIZATION_FAILED)",
+	48: "CLUSTER DESCRIBE_CONFIGS (top-level CLUSTER_AUTHORIZATION_FAILED, null entries)",
+	50: "CLUSTER DESCRIBE (top-level CLUSTER_AUTHORIZATION_FAILED, and in one result per requested user)",
+	51: "CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED for every user named)",
+	68: "GROUP READ (GROUP_AUTHORIZATION_FAILED); TOPIC DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED if any is denied); a regex resolved by the heartbeat keeps only topics its client may describe",
+	69: "GROUP DESCRIBE per group (GROUP_AUTHORIZATION_FAILED); TOPIC DESCRIBE on every topic of the members' current and target assignments (the group answers TOPIC_AUTHORIZATION_FAILED); bitfield: GROUP authorized operations",
 	74: "CLUSTER DESCRIBE_CONFIGS (top-level CLUSTER_AUTHORIZATION_FAILED)",
 	88: "GROUP READ (GROUP_AUTHORIZATION_FAILED); TOPIC DESCRIBE on every topology topic (TOPIC_AUTHORIZATION_FAILED); CLUSTER CREATE, else TOPIC CREATE on each internal topic to create (a status detail)",
 	89: "GROUP DESCRIBE per group (GROUP_AUTHORIZATION_FAILED); TOPIC DESCRIBE on the group's topology topics (TOPIC_AUTHORIZATION_FAILED); bitfield: GROUP authorized operations",
 	93: "GROUP READ (GROUP_AUTHORIZATION_FAILED)",
 }
+
+// clusterAuthorizationFailedMessage is the message Kafka's default ClusterAuthorizationException
+// carries into the error answers that have a message field.
+const clusterAuthorizationFailedMessage = "Cluster authorization failed."
 
 // principal and host of a request, as the authorizer matches them.
 func who(r *wire.Request) (acl.Principal, string) {

@@ -107,6 +107,23 @@ var errorDocs = concatDocs(
 		{kmsg.DeleteGroups, kerr.NonEmptyGroup.Code, 0, 0, "the group has members"},
 		{kmsg.DeleteGroups, kerr.GroupDeletionFailed.Code, 0, 0, "the topology description plugin could not delete the group's description"},
 	},
+	// Authorization (internal/acl, authorizations in authz.go): the checks come before any
+	// state is read, so these answer whatever the group's state.
+	[]errorDoc{
+		{kmsg.TxnOffsetCommit, kerr.TransactionalIDAuthorizationFailed.Code, 0, 0, "no TRANSACTIONAL_ID WRITE on the transactional id (every partition)"},
+		{kmsg.TxnOffsetCommit, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group (every partition)"},
+		{kmsg.TxnOffsetCommit, kerr.TopicAuthorizationFailed.Code, 0, 0, "no TOPIC READ on the topic (its partitions)"},
+		{kmsg.OffsetFetch, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP DESCRIBE on the group (v1: in every partition; v8+: per group)"},
+		{kmsg.OffsetFetch, kerr.TopicAuthorizationFailed.Code, 0, 0, "no TOPIC DESCRIBE on a named topic (its partitions); fetching all offsets leaves such topics out instead"},
+		{kmsg.OffsetCommit, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group (every partition)"},
+		{kmsg.OffsetCommit, kerr.TopicAuthorizationFailed.Code, 0, 0, "no TOPIC READ on the topic (its partitions)"},
+		{kmsg.JoinGroup, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group"},
+		{kmsg.SyncGroup, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group (checked after the v5 protocol type and name)"},
+		{kmsg.Heartbeat, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group"},
+		{kmsg.LeaveGroup, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group"},
+		{kmsg.DescribeGroups, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP DESCRIBE on the group (per group)"},
+		{kmsg.DeleteGroups, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP DELETE on the group (per group)"},
+	},
 	availabilityDocs(kmsg.JoinGroup), availabilityDocs(kmsg.SyncGroup), availabilityDocs(kmsg.LeaveGroup),
 	availabilityDocs(kmsg.DescribeGroups), availabilityDocs(kmsg.ListGroups), availabilityDocs(kmsg.DeleteGroups),
 	[]errorDoc{
@@ -114,7 +131,51 @@ var errorDocs = concatDocs(
 		{kmsg.Heartbeat, kerr.CoordinatorNotAvailable.Code, 0, 0, "the shard is closed or overloaded, or the write was not made durable"},
 	},
 	availabilityDocs(kmsg.OffsetCommit),
+	[]errorDoc{
+		{kmsg.SASLHandshake, kerr.IllegalSaslState.Code, 0, 0, "the listener has no SASL; or a re-authentication changes the mechanism or uses v0"},
+		{kmsg.SASLHandshake, kerr.UnsupportedSaslMechanism.Code, 0, 0, "the mechanism is not enabled on the listener"},
+		{kmsg.SASLAuthenticate, kerr.IllegalSaslState.Code, 0, 0, "no SASL exchange is in progress (no handshake, a listener without SASL, or after it completed)"},
+		{kmsg.SASLAuthenticate, kerr.SaslAuthenticationFailed.Code, 0, 0, "wrong credentials or a malformed exchange"},
+
+		{kmsg.DescribeClientQuotas, kerr.ClusterAuthorizationFailed.Code, 0, 0, "no CLUSTER DESCRIBE_CONFIGS"},
+		{kmsg.DescribeUserSCRAMCredentials, kerr.ClusterAuthorizationFailed.Code, 0, 0, "no CLUSTER DESCRIBE (top level and every requested user)"},
+		{kmsg.DescribeUserSCRAMCredentials, kerr.DuplicateResource.Code, 0, 0, "a user named twice (that user)"},
+		{kmsg.DescribeUserSCRAMCredentials, kerr.ResourceNotFound.Code, 0, 0, "a named user has no credential (that user)"},
+		{kmsg.AlterUserSCRAMCredentials, kerr.ClusterAuthorizationFailed.Code, 0, 0, "no CLUSTER ALTER (every user)"},
+		{kmsg.AlterUserSCRAMCredentials, kerr.UnacceptableCredential.Code, 0, 0, "empty user name, or iterations outside the mechanism's bounds (that user)"},
+		{kmsg.AlterUserSCRAMCredentials, kerr.UnsupportedSaslMechanism.Code, 0, 0, "unknown SCRAM mechanism (that user)"},
+		{kmsg.AlterUserSCRAMCredentials, kerr.DuplicateResource.Code, 0, 0, "a user's credential altered twice in the request (that user)"},
+		{kmsg.AlterUserSCRAMCredentials, kerr.ResourceNotFound.Code, 0, 0, "deletion of a credential that does not exist (that user)"},
+
+		{kmsg.ConsumerGroupHeartbeat, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP READ on the group"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.TopicAuthorizationFailed.Code, 0, 0, "no TOPIC DESCRIBE on a subscribed topic name"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.InvalidRequest.Code, 0, 0, "a required field missing or blank, or inconsistent with the member epoch"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.UnsupportedAssignor.Code, 0, 0, "ServerAssignor names an assignor that is not configured"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.InvalidRegularExpression.Code, 0, 0, "SubscribedTopicRegex does not compile (RE2 syntax)"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.GroupIDNotFound.Code, 0, 0, "no such consumer group for a member epoch other than 0, or another group type owns the id"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.UnknownMemberID.Code, 0, 0, "member or instance id unknown"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.FencedInstanceID.Code, 0, 0, "instance id held by another member"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.UnreleasedInstanceID.Code, 0, 0, "a static member joins with an instance id another member still holds"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.FencedMemberEpoch.Code, 0, 0, "member epoch not the member's, or owned partitions inconsistent with it"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.GroupMaxSizeReached.Code, 0, 0, "a new member beyond group.consumer.max.size"},
+		{kmsg.ConsumerGroupHeartbeat, kerr.UnknownServerError.Code, 0, 0, "the assignor failed"},
+		{kmsg.ConsumerGroupDescribe, kerr.GroupAuthorizationFailed.Code, 0, 0, "no GROUP DESCRIBE on the group (per group)"},
+		{kmsg.ConsumerGroupDescribe, kerr.TopicAuthorizationFailed.Code, 0, 0, "a member's current or target assignment names a topic without TOPIC DESCRIBE (the group)"},
+		{kmsg.ConsumerGroupDescribe, kerr.InvalidGroupID.Code, 0, 0, "empty group id"},
+		{kmsg.ConsumerGroupDescribe, kerr.GroupIDNotFound.Code, 0, 0, "no such consumer group (or another group type owns the id)"},
+	},
+	metaAvailabilityDocs(kmsg.DescribeUserSCRAMCredentials), metaAvailabilityDocs(kmsg.AlterUserSCRAMCredentials),
+	availabilityDocs(kmsg.ConsumerGroupHeartbeat), availabilityDocs(kmsg.ConsumerGroupDescribe),
 )
+
+// metaAvailabilityDocs are availabilityDocs for the APIs served by the metadata shard.
+func metaAvailabilityDocs(api kmsg.Key) []errorDoc {
+	return []errorDoc{
+		{api, kerr.CoordinatorLoadInProgress.Code, 0, 0, "the metadata shard is loading its log"},
+		{api, kerr.NotCoordinator.Code, 0, 0, "the metadata shard FAILED (a bug recovered on its goroutine)"},
+		{api, kerr.CoordinatorNotAvailable.Code, 0, 0, "the metadata shard is closed or overloaded, or the write was not made durable"},
+	}
+}
 
 func concatDocs(parts ...[]errorDoc) []errorDoc {
 	var out []errorDoc

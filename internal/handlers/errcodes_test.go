@@ -55,12 +55,18 @@ var docSources = []string{
 	"015_describe_groups.go", "016_list_groups.go", "042_delete_groups.go",
 	"../state/shard/offsets_ops.go", "../state/shard/offsets_txn.go", "../offsets/txn.go",
 	"../state/classic/logic.go",
+	"017_sasl_handshake.go", "036_sasl_authenticate.go", "048_describe_client_quotas.go",
+	"050_describe_user_scram_credentials.go", "051_alter_user_scram_credentials.go",
+	"068_consumer_group_heartbeat.go", "069_consumer_group_describe.go",
+	"../state/consumer/heartbeat.go", "../state/consumer/ops.go", "../state/meta/scram.go",
 }
 
 // docAPIs are the documented APIs, in the order of docs/errors.md.
 var docAPIs = []kmsg.Key{
 	kmsg.TxnOffsetCommit, kmsg.OffsetFetch, kmsg.OffsetCommit, kmsg.JoinGroup, kmsg.SyncGroup,
 	kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.DescribeGroups, kmsg.ListGroups, kmsg.DeleteGroups,
+	kmsg.SASLHandshake, kmsg.SASLAuthenticate, kmsg.DescribeClientQuotas, kmsg.DescribeUserSCRAMCredentials,
+	kmsg.AlterUserSCRAMCredentials, kmsg.ConsumerGroupHeartbeat, kmsg.ConsumerGroupDescribe,
 }
 
 func versionRange(t *testing.T) map[kmsg.Key][2]int16 {

@@ -376,6 +376,32 @@ var aclCases = []aclCase{
 		req.Group, req.MemberID = "sg", "m1"
 		return c.do(req, 0).(*kmsg.StreamsGroupTopologyDescriptionUpdateResponse).ErrorCode
 	}, []aclStep{{nil, gfail, false}, {[]grant{grp("sg", kmsg.ACLOperationRead)}, gfail, true}}},
+	{48, "DescribeClientQuotas", func(c *aclConn) int16 {
+		return c.do(kmsg.NewPtrDescribeClientQuotasRequest(), 1).(*kmsg.DescribeClientQuotasResponse).ErrorCode
+	}, []aclStep{{nil, cfail, false}, {[]grant{cluster(kmsg.ACLOperationDescribeConfigs)}, 0, false}}},
+	{51, "AlterUserScramCredentials", func(c *aclConn) int16 {
+		req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		u.Name, u.Mechanism, u.Iterations = "scram-user", 1, 4096
+		u.Salt, u.SaltedPassword = []byte("salt-of-sixteen!"), make([]byte, 32)
+		req.Upsertions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{u}
+		return c.do(req, 0).(*kmsg.AlterUserSCRAMCredentialsResponse).Results[0].ErrorCode
+	}, []aclStep{{nil, cfail, false}, {[]grant{cluster(kmsg.ACLOperationAlter)}, 0, false}}},
+	{50, "DescribeUserScramCredentials", func(c *aclConn) int16 {
+		return c.do(kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), 0).(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode
+	}, []aclStep{{nil, cfail, false}, {[]grant{cluster(kmsg.ACLOperationDescribe)}, 0, false}}},
+	// The join assigns t1's partition to the member, which the describe case below relies on.
+	{68, "ConsumerGroupHeartbeat", func(c *aclConn) int16 {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberEpoch, req.RebalanceTimeoutMillis = "cg", 0, 10000
+		req.SubscribedTopicNames, req.Topics = []string{"t1"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return c.do(req, 0).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode
+	}, []aclStep{{nil, gfail, false}, {[]grant{grp("cg", kmsg.ACLOperationRead)}, tfail, false}, {[]grant{tpc("t1", kmsg.ACLOperationDescribe)}, 0, false}}},
+	{69, "ConsumerGroupDescribe", func(c *aclConn) int16 {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"cg"}
+		return c.do(req, 0).(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode
+	}, []aclStep{{nil, gfail, false}, {[]grant{grp("cg", kmsg.ACLOperationDescribe)}, tfail, false}, {[]grant{tpc("t1", kmsg.ACLOperationDescribe)}, 0, false}}},
 	{47, "OffsetDelete", func(c *aclConn) int16 {
 		req := kmsg.NewPtrOffsetDeleteRequest()
 		req.Group = "g1"
@@ -403,7 +429,9 @@ var aclCases = []aclCase{
 func TestACLsEveryAPIDeniedWithoutAndAllowedWithExactlyKafkasACL(t *testing.T) {
 	d, admin := startACLDaemon(t)
 	client := dialFrom(t, d.Addr, clientHost)
-	covered := map[int16]bool{18: true} // ApiVersions is never authorized
+	// ApiVersions, SaslHandshake and SaslAuthenticate are never authorized: they are answered
+	// before a principal exists, as in Kafka.
+	covered := map[int16]bool{17: true, 18: true, 36: true}
 	for _, c := range aclCases {
 		covered[c.key] = true
 		for i, s := range c.steps {
@@ -674,5 +702,118 @@ func TestACLsDeleteTopicByIDNeedsDescribe(t *testing.T) {
 	admin.grant(clientHost, tpc("del1", kmsg.ACLOperationDelete))
 	if r := del(); r.ErrorCode != 0 || r.Topic == nil || *r.Topic != "del1" {
 		t.Fatalf("by id with DELETE: %v, name %v", kerr.ErrorForCode(r.ErrorCode), r.Topic)
+	}
+}
+
+// The answers of the SCRAM, quota and KIP-848 APIs to a denied client have Kafka 4.4's shape
+// (its error answers), and ConsumerGroupDescribe's AuthorizedOperations come from the ACLs:
+// a tool reading them sees what it may do, not everything.
+func TestACLsScramQuotaAndConsumerGroupAnswers(t *testing.T) {
+	d, admin := startACLDaemon(t)
+	client := dialFrom(t, d.Addr, clientHost)
+	const clusterMsg = "Cluster authorization failed."
+
+	q := client.do(kmsg.NewPtrDescribeClientQuotasRequest(), 1).(*kmsg.DescribeClientQuotasResponse)
+	if q.ErrorCode != cfail || q.ErrorMessage == nil || *q.ErrorMessage != clusterMsg || q.Entries != nil {
+		t.Errorf("DescribeClientQuotas denied: %v %v entries %v; want CLUSTER_AUTHORIZATION_FAILED %q, null entries", kerr.ErrorForCode(q.ErrorCode), q.ErrorMessage, q.Entries, clusterMsg)
+	}
+
+	dreq := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	for _, u := range []string{"alice", "bob"} {
+		ru := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+		ru.Name = u
+		dreq.Users = append(dreq.Users, ru)
+	}
+	ds := client.do(dreq, 0).(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if ds.ErrorCode != cfail || ds.ErrorMessage == nil || *ds.ErrorMessage != clusterMsg || len(ds.Results) != 2 {
+		t.Fatalf("DescribeUserScramCredentials denied: %v %v, %d results; want CLUSTER_AUTHORIZATION_FAILED %q and one result per user", kerr.ErrorForCode(ds.ErrorCode), ds.ErrorMessage, len(ds.Results), clusterMsg)
+	}
+	for _, r := range ds.Results {
+		if r.ErrorCode != cfail || r.User != "" || r.ErrorMessage == nil || *r.ErrorMessage != clusterMsg {
+			t.Errorf("DescribeUserScramCredentials denied result %+v; want CLUSTER_AUTHORIZATION_FAILED, no user (as Kafka)", r)
+		}
+	}
+
+	areq := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	for _, u := range []string{"carol", "alice", "carol"} {
+		up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = u, 1, 4096, []byte("salt-of-sixteen!"), make([]byte, 32)
+		areq.Upsertions = append(areq.Upsertions, up)
+	}
+	del := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+	del.Name, del.Mechanism = "bob", 2
+	areq.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{del}
+	var users []string
+	for _, r := range client.do(areq, 0).(*kmsg.AlterUserSCRAMCredentialsResponse).Results {
+		if r.ErrorCode != cfail {
+			t.Errorf("AlterUserScramCredentials denied: %s got %v", r.User, kerr.ErrorForCode(r.ErrorCode))
+		}
+		users = append(users, r.User)
+	}
+	if !slices.Equal(users, []string{"alice", "bob", "carol"}) {
+		t.Errorf("AlterUserScramCredentials denied results for %v; want each user once, sorted, as Kafka", users)
+	}
+	if ds := admin.do(kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), 0).(*kmsg.DescribeUserSCRAMCredentialsResponse); len(ds.Results) != 0 {
+		t.Errorf("a denied AlterUserScramCredentials stored credentials: %+v", ds.Results)
+	}
+
+	// A member (the super user's) holds t1's partition in group cg.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.RebalanceTimeoutMillis = "cg", 10000
+	hb.SubscribedTopicNames, hb.Topics = []string{"t1"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if r := admin.do(hb, 0).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("join as super user: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	admin.grant(clientHost, grp("cg", kmsg.ACLOperationRead))
+	if r := client.do(hb, 0).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != tfail || r.ErrorMessage != nil {
+		t.Errorf("ConsumerGroupHeartbeat without TOPIC DESCRIBE on t1: %v %v; want TOPIC_AUTHORIZATION_FAILED, no message", kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+	}
+	admin.revokeHost(clientHost)
+
+	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups, req.IncludeAuthorizedOperations = []string{"cg"}, true
+		return client.do(req, 0).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	}
+	if g := describe(); g.ErrorCode != gfail || g.ErrorMessage != nil {
+		t.Errorf("ConsumerGroupDescribe without GROUP DESCRIBE: %v %v; want GROUP_AUTHORIZATION_FAILED, no message", kerr.ErrorForCode(g.ErrorCode), g.ErrorMessage)
+	}
+	admin.grant(clientHost, grp("cg", kmsg.ACLOperationDescribe))
+	const topicMsg = "The group has described topic(s) that the client is not authorized to describe."
+	if g := describe(); g.ErrorCode != tfail || g.ErrorMessage == nil || *g.ErrorMessage != topicMsg || len(g.Members) != 0 || g.State != "" {
+		t.Errorf("ConsumerGroupDescribe of a group assigned t1 without TOPIC DESCRIBE on it: %v %v, %d members, state %q; want TOPIC_AUTHORIZATION_FAILED %q and nothing of the group",
+			kerr.ErrorForCode(g.ErrorCode), g.ErrorMessage, len(g.Members), g.State, topicMsg)
+	}
+	admin.grant(clientHost, tpc("t1", kmsg.ACLOperationDescribe))
+	if g := describe(); g.ErrorCode != 0 || len(g.Members) != 1 || g.AuthorizedOperations != 1<<8 {
+		t.Errorf("ConsumerGroupDescribe with GROUP and TOPIC DESCRIBE: %v, %d members, authorized operations %d; want NONE, 1 member, DESCRIBE only (256)",
+			kerr.ErrorForCode(g.ErrorCode), len(g.Members), g.AuthorizedOperations)
+	}
+}
+
+// A regex subscription resolves only to topics the heartbeating client may describe (Kafka
+// 4.4 filters its regex refresh so): the member is not assigned part1, which it cannot see.
+func TestACLsConsumerRegexResolvesOnlyDescribableTopics(t *testing.T) {
+	d, admin := startACLDaemon(t)
+	client := dialFrom(t, d.Addr, clientHost)
+	admin.grant(clientHost, grp("rg", kmsg.ACLOperationRead), tpc("t1", kmsg.ACLOperationDescribe))
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.RebalanceTimeoutMillis, hb.SubscribedTopicRegex = "rg", 10000, strp("t1|part1")
+	hb.MemberID, hb.Topics = "AAAAAAAAAAAAAAAAAAAAAA", []kmsg.ConsumerGroupHeartbeatRequestTopic{} // v1: the client names the member
+	if r := client.do(hb, 1).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("regex join: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{"rg"}
+	g := admin.do(req, 0).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	if g.ErrorCode != 0 || len(g.Members) != 1 {
+		t.Fatalf("describe as super user: %v, %d members", kerr.ErrorForCode(g.ErrorCode), len(g.Members))
+	}
+	var topics []string
+	for _, tp := range g.Members[0].TargetAssignment.TopicPartitions {
+		topics = append(topics, tp.Topic)
+	}
+	if !slices.Equal(topics, []string{"t1"}) {
+		t.Errorf("regex t1|part1 with DESCRIBE on t1 only resolved to %v; want [t1]", topics)
 	}
 }

@@ -61,6 +61,10 @@ type HeartbeatInput struct {
 	Now        time.Time
 	// NewMemberID is the id given to a v0 joiner that sent none (the server generates it).
 	NewMemberID string
+	// Describable reports whether the heartbeating client may describe a topic; nil: every
+	// topic. A regex resolved by this heartbeat keeps only such topics, as Kafka 4.4 filters a
+	// regex refresh by the principal of the heartbeat that triggered it.
+	Describable func(topic string) bool
 	// Foreign reports whether another group type owns the id, whether that group is an empty
 	// classic group a join converts, and the records that delete it.
 	Foreign func(group string) (owned, convertible bool, tombstones []log.Record)
@@ -283,6 +287,9 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		}
 		g = newGroup(req.Group) // lives only in this operation until its records are replayed
 	}
+	// Only this operation's resolutions may use this client's filter.
+	g.describable = in.Describable
+	defer func() { g.describable = nil }()
 	memberID := req.MemberID
 	if memberID == "" {
 		memberID = in.NewMemberID
@@ -578,7 +585,9 @@ func (v *groupView) subscribedTopics(cat Catalog, s *State) map[string]*meta.Top
 	return out
 }
 
-// resolve lists the topics a regex matches, cached per catalog snapshot.
+// resolve lists the topics a regex matches and the heartbeating client may describe, cached
+// per catalog snapshot: as in Kafka, a resolution holds for the whole group until the topics
+// change, whichever member's heartbeat made it.
 func (g *Group) resolve(expr string, cat Catalog) []string {
 	snap, _ := cat.(*meta.Snapshot)
 	if snap != nil && g.soft.snap == snap {
@@ -592,7 +601,7 @@ func (g *Group) resolve(expr string, cat Catalog) []string {
 	var out []string
 	if err == nil {
 		for _, t := range cat.Topics() {
-			if re.MatchString(t.Name) {
+			if re.MatchString(t.Name) && (g.describable == nil || g.describable(t.Name)) {
 				out = append(out, t.Name)
 			}
 		}

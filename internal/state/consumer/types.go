@@ -156,6 +156,9 @@ type Group struct {
 
 	hasMetadata bool
 	soft        soft
+	// describable is the running heartbeat's topic filter (HeartbeatInput.Describable), set
+	// only while that operation runs on the shard goroutine.
+	describable func(topic string) bool
 }
 
 // soft caches what the group's subscriptions resolve to against one immutable catalog
