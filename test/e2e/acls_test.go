@@ -1,49 +1,15 @@
 package e2e
 
 import (
-	"net"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
-
-// startStandalone runs coordinatord without an upstream and returns its listener address.
-func startStandalone(t *testing.T, sets ...string) string {
-	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePortRange(t, 1))
-	args := []string{"serve", "--set", "listeners=PLAINTEXT://" + addr, "--set", "admin.listener=127.0.0.1:0",
-		"--set", "log.dirs=" + t.TempDir(), "--set", "shutdown.timeout.ms=5000"}
-	for _, s := range sets {
-		args = append(args, "--set", s)
-	}
-	cmd := exec.Command(binaryPath, args...)
-	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	// Listeners open only once every shard, and the ACLs, are loaded.
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("coordinatord did not listen within 60s")
-	return ""
-}
 
 // Apache Kafka 4.4's kafka-acls.sh (AclCommand) manages coordinatord's ACLs as a broker's:
 // add with prefixed patterns and hosts, list, remove.
 func TestStandalone_KafkaAclsToolWorks(t *testing.T) {
 	requireE2E(t)
-	addr := startStandalone(t, "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "super.users=User:ANONYMOUS")
+	addr := startStandalone(t, "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "super.users=User:ANONYMOUS").Addr
 	const tool = "org.apache.kafka.tools.AclCommand"
 	kafkaTool(t, tool, addr, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", "app-", "--resource-pattern-type", "prefixed")
 	kafkaTool(t, tool, addr, "--add", "--deny-principal", "User:bob", "--deny-host", "10.0.0.1", "--operation", "All", "--topic", "orders")
