@@ -96,6 +96,7 @@ func TestGateway_MigrationDocRunsAsWritten(t *testing.T) {
 	waitCountsAtLeast(t, ctx, g.Addr, r.out, r.expected)
 	runBlock(blocks[2])
 	c1.stop()
+	checkNoTaskProcessedTwice(t, c1, s1)
 }
 
 // docCommandBlocks returns the commands of each sh block of a page, block by block.
