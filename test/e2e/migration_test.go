@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +48,8 @@ func waitStreamsMembers(t *testing.T, ctx context.Context, cl *kgo.Client, group
 // turns the running classic group into a streams group; the classic instances are restarted one
 // by one with the streams protocol; then all three are restarted one by one back to the classic
 // protocol, the last streams instance's leave turning the group back into a classic group. Input
-// flows throughout and every input is reflected in the output (at-least-once).
+// flows throughout and every input is reflected in the output (at-least-once), and the
+// instances' own task-assignment logs show no task processed by two of them at the same time.
 func TestGateway_StreamsWordCountOnlineMigration(t *testing.T) {
 	requireE2E(t)
 	wordCountClasspath(t)
@@ -101,4 +105,111 @@ func TestGateway_StreamsWordCountOnlineMigration(t *testing.T) {
 	k1.stop()
 	k2.stop()
 	k3.stop()
+	checkNoTaskProcessedTwice(t, c1, c2, s3, s1, s2, k1, k2, k3)
+}
+
+// taskSpan is a time during which one instance processed one active task, from the word count's
+// own task-assignment log ("TASK + <task> <micros>" / "TASK - <task> <micros>").
+type taskSpan struct {
+	app, task string
+	from, to  int64 // microseconds; to is MaxInt64 while the log never reported the task stopped
+}
+
+// overlappingTasks reads the instances' task-assignment logs and returns every pair of spans in
+// which two instances processed the same task at the same time. A hand-over is not an overlap
+// when the old owner reports the stop no later than the new owner reports the start.
+func overlappingTasks(logs map[string][]string) (spans []taskSpan, overlaps []string) {
+	for app, lines := range logs {
+		open := map[string]int64{}
+		for _, line := range lines {
+			f := strings.Fields(line)
+			if len(f) != 4 || f[0] != "TASK" {
+				continue
+			}
+			at, err := strconv.ParseInt(f[3], 10, 64)
+			if err != nil {
+				overlaps = append(overlaps, fmt.Sprintf("%s: malformed %q", app, line))
+				continue
+			}
+			switch from, running := open[f[2]]; {
+			case f[1] == "+" && running:
+				overlaps = append(overlaps, fmt.Sprintf("%s started task %s twice (at %d and %d)", app, f[2], from, at))
+			case f[1] == "+":
+				open[f[2]] = at
+			case f[1] == "-" && running:
+				spans = append(spans, taskSpan{app, f[2], from, at})
+				delete(open, f[2])
+			}
+		}
+		for task, from := range open {
+			spans = append(spans, taskSpan{app, task, from, math.MaxInt64})
+		}
+	}
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if a.task == b.task && a.app != b.app && a.from < b.to && b.from < a.to {
+				overlaps = append(overlaps, fmt.Sprintf("task %s processed by %s [%d, %d) and %s [%d, %d)", a.task, a.app, a.from, a.to, b.app, b.from, b.to))
+			}
+		}
+	}
+	return spans, overlaps
+}
+
+// checkNoTaskProcessedTwice fails the test if, by the instances' own logs, two of them processed
+// one task at the same time, or if the logs show no hand-over at all (then the check checked
+// nothing).
+func checkNoTaskProcessedTwice(t *testing.T, apps ...*streamsApp) {
+	t.Helper()
+	logs := map[string][]string{}
+	for _, a := range apps {
+		logs[a.name] = strings.Split(a.output(), "\n")
+	}
+	spans, overlaps := overlappingTasks(logs)
+	if len(overlaps) > 0 {
+		t.Fatalf("tasks processed by two instances at once:\n%s", strings.Join(overlaps, "\n"))
+	}
+	owners := map[string]map[string]bool{}
+	for _, s := range spans {
+		if owners[s.task] == nil {
+			owners[s.task] = map[string]bool{}
+		}
+		owners[s.task][s.app] = true
+	}
+	moved := 0
+	for _, o := range owners {
+		if len(o) > 1 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("no task changed instance in the task-assignment logs: %v", spans)
+	}
+	t.Logf("%d task spans, %d of %d tasks moved between instances, none processed twice at once", len(spans), moved, len(owners))
+}
+
+// The check itself: a hand-over in order passes, touching spans pass, an overlap and a task
+// never reported stopped while another instance runs it are caught.
+func TestOverlappingTasks(t *testing.T) {
+	_, o := overlappingTasks(map[string][]string{
+		"a": {"STATE RUNNING", "TASK + 0_1 100", "TASK - 0_1 200", "TASK + 1_0 100"},
+		"b": {"TASK + 0_1 200", "TASK - 0_1 300"},
+		"c": {"TASK + 0_1 300"},
+	})
+	if len(o) != 0 {
+		t.Fatalf("in-order hand-overs reported: %v", o)
+	}
+	_, o = overlappingTasks(map[string][]string{
+		"a": {"TASK + 0_1 100", "TASK - 0_1 250"},
+		"b": {"TASK + 0_1 200", "TASK - 0_1 300"},
+	})
+	if len(o) != 1 {
+		t.Fatalf("overlap [100,250) and [200,300): %v", o)
+	}
+	_, o = overlappingTasks(map[string][]string{
+		"a": {"TASK + 1_2 100"},
+		"b": {"TASK + 1_2 500", "TASK - 1_2 600"},
+	})
+	if len(o) != 1 {
+		t.Fatalf("a task never stopped on a, started on b: %v", o)
+	}
 }

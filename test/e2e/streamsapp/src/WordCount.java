@@ -1,4 +1,5 @@
 import java.time.Duration;
+import java.time.Instant;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Properties;
@@ -11,14 +12,54 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.processor.TaskId;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessorSupplier;
+import org.apache.kafka.streams.processor.api.FixedKeyRecord;
 
 /**
  * Word count, the stateful Kafka Streams application coordinatord's end-to-end tests run: a
  * repartition topic (groupBy) and a changelog topic (the count store). Arguments: bootstrap
  * servers, application id, input topic, output topic, group protocol (streams or classic),
  * state directory, and optionally the processing guarantee (at_least_once by default). Prints "STATE <new>" on every state change and stops on stdin EOF or SIGTERM.
+ * Its task-assignment log: "TASK + <task> <micros>" when an active task starts processing (its
+ * processors are initialised) and "TASK - <task> <micros>" when it stops (they are closed, on
+ * revocation, loss or shutdown), with the wall clock in microseconds since the epoch, so that a
+ * test can check that no task is processed by two instances at once.
  */
 public final class WordCount {
+    /** A pass-through processor that logs when its task starts and stops processing. */
+    static <K, V> FixedKeyProcessorSupplier<K, V, V> tracked() {
+        return () -> new FixedKeyProcessor<K, V, V>() {
+            private FixedKeyProcessorContext<K, V> context;
+            private TaskId task;
+
+            @Override
+            public void init(FixedKeyProcessorContext<K, V> context) {
+                this.context = context;
+                this.task = context.taskId();
+                logTask("+", task);
+            }
+
+            @Override
+            public void process(FixedKeyRecord<K, V> record) {
+                context.forward(record);
+            }
+
+            @Override
+            public void close() {
+                logTask("-", task);
+            }
+        };
+    }
+
+    static synchronized void logTask(String op, TaskId task) {
+        Instant now = Instant.now();
+        System.out.println("TASK " + op + " " + task + " " + (now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000));
+        System.out.flush();
+    }
+
     public static void main(String[] args) throws Exception {
         Properties p = new Properties();
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
@@ -38,11 +79,13 @@ public final class WordCount {
 
         StreamsBuilder b = new StreamsBuilder();
         b.stream(args[2], Consumed.with(Serdes.String(), Serdes.String()))
+            .processValues(WordCount.<String, String>tracked())
             .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\W+")))
             .filter((k, word) -> !word.isEmpty())
             .groupBy((k, word) -> word)
             .count(Materialized.as("counts"))
             .toStream()
+            .processValues(WordCount.<String, Long>tracked())
             .to(args[3], Produced.with(Serdes.String(), Serdes.Long()));
 
         KafkaStreams streams = new KafkaStreams(b.build(), p);
