@@ -128,7 +128,7 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	// waiting; an upstream that never answers must not hold the connection's goroutine, and so
 	// the shutdown, forever.
 	stop := context.AfterFunc(ctx, func() { u.nc.Close() })
-	out, err := g.roundTrip(u, h, frame, reserve)
+	out, err := g.relay.around(ctx, h, frame, func() ([]byte, error) { return g.roundTrip(u, h, frame, reserve) })
 	stop()
 	if err != nil {
 		g.drop(c, node)
