@@ -126,7 +126,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		return nil, err
 	}
 	gw.SetUpstream(up.Refresh, up.RefreshUntil)
-	gw.SetTxnBackend(&txnBackend{groups: st.groups, up: func() *upstream.Client { return up }})
+	gw.SetTxnBackend(&txnBackend{groups: st.groups, up: func() *upstream.Client { return up }, lg: log.With(zap.String("component", "txn-relay"))})
 	log.Info("gateway mode: connecting to the upstream cluster", zap.Strings("upstream.bootstrap.servers", g.Bootstrap))
 	if err := up.Start(ctx, g.StartupTimeout); err != nil {
 		up.Close()
