@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/coordinatord/coordinatord/internal/gateway"
-	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"go.uber.org/zap"
 )
