@@ -73,8 +73,7 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 		return p.splitConfigs(ctx, r)
 	case 28:
 		if p.g.relay != nil {
-			q := r.Body.(*kmsg.TxnOffsetCommitRequest)
-			p.g.relay.stagedFor(q.TransactionalID, q.ProducerID, q.ProducerEpoch, q.Group)
+			return p.g.relay.txnOffsetCommit(ctx, r, p.g.opts.Local)
 		}
 	}
 	return p.g.opts.Local.Handle(ctx, r)

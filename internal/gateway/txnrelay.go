@@ -146,8 +146,28 @@ func (r *txnRelay) lock(ctx context.Context, txnID string) (*txnIDState, error) 
 	}
 }
 
-// stagedFor records, before a TxnOffsetCommit is staged, the shard it stages on: the relay must
-// know every shard holding the transaction's offsets when its outcome passes by.
+// txnOffsetCommit serves a TxnOffsetCommit and records the shard it staged on: the relay must
+// know every shard holding the transaction's offsets when its outcome passes by. Only a commit
+// that staged something is recorded, so what a client can make the relay hold is bounded by
+// the transactions the upstream verified (a crash in between is covered by recovery, which
+// reads the shards).
+func (r *txnRelay) txnOffsetCommit(ctx context.Context, req *wire.Request, local wire.Handler) kmsg.Response {
+	resp := local.Handle(ctx, req)
+	q := req.Body.(*kmsg.TxnOffsetCommitRequest)
+	if a, ok := resp.(*kmsg.TxnOffsetCommitResponse); ok {
+		for _, t := range a.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 {
+					r.stagedFor(q.TransactionalID, q.ProducerID, q.ProducerEpoch, q.Group)
+					return resp
+				}
+			}
+		}
+	}
+	return resp
+}
+
+// stagedFor records the shard a producer staged offsets on.
 func (r *txnRelay) stagedFor(txnID string, pid int64, epoch int16, group string) {
 	shard := r.b.ShardOf(group)
 	r.mu.Lock()

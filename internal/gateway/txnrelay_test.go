@@ -368,3 +368,51 @@ func TestRecoveryResolvesWhatARestartLeftStaged(t *testing.T) {
 	}
 	wantMarks(t, b.taken(), mark{2, 1, 5, true}, mark{3, 1, 5, true}, mark{4, 2, 1, false}, mark{6, 3, 7, true})
 }
+
+// stageAnswer is a local handler answering every TxnOffsetCommit partition with one code.
+type stageAnswer int16
+
+func (stageAnswer) NewRequest(key, version int16) (kmsg.Request, bool, bool) { return nil, false, false }
+
+func (c stageAnswer) Handle(_ context.Context, r *wire.Request) kmsg.Response {
+	q := r.Body.(*kmsg.TxnOffsetCommitRequest)
+	resp := q.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, t := range q.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, int16(c)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// A TxnOffsetCommit that staged names its shard for the outcome (even without an
+// AddOffsetsToTxn seen, as after a restart between the two); a refused one is not remembered,
+// so clients cannot make the relay hold ids no upstream transaction backs.
+func TestTxnOffsetCommitNamesItsShardOnlyWhenStaged(t *testing.T) {
+	b := &fakeTxnBackend{}
+	r := newTestRelay(t, b)
+	commit := func(group string, code int16) {
+		q := kmsg.NewPtrTxnOffsetCommitRequest()
+		q.SetVersion(4)
+		q.TransactionalID, q.ProducerID, q.ProducerEpoch, q.Group = tid, pid, ep, group
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "in"
+		rt.Partitions = append(rt.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+		q.Topics = append(q.Topics, rt)
+		r.txnOffsetCommit(context.Background(), &wire.Request{Header: wire.Header{Key: 28, Version: 4}, Body: q}, stageAnswer(code))
+	}
+	commit(grp2, kerr.TransactionAbortable.Code)
+	if len(r.ids) != 0 {
+		t.Fatalf("a refused commit is remembered: %d ids", len(r.ids))
+	}
+	commit(grp, 0)
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{10, pid, ep, true})
+}
