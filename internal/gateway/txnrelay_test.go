@@ -372,7 +372,9 @@ func TestRecoveryResolvesWhatARestartLeftStaged(t *testing.T) {
 // stageAnswer is a local handler answering every TxnOffsetCommit partition with one code.
 type stageAnswer int16
 
-func (stageAnswer) NewRequest(key, version int16) (kmsg.Request, bool, bool) { return nil, false, false }
+func (stageAnswer) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
+	return nil, false, false
+}
 
 func (c stageAnswer) Handle(_ context.Context, r *wire.Request) kmsg.Response {
 	q := r.Body.(*kmsg.TxnOffsetCommitRequest)
