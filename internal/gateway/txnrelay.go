@@ -68,6 +68,9 @@ type openTxn struct {
 	// commit and markEpoch are the decided outcome (phaseDecided).
 	commit    bool
 	markEpoch int16
+	// touched is when the relay last saw the transaction; the sweep asks the upstream about
+	// transactions idle for longer than sweepIdle.
+	touched time.Time
 }
 
 // txnIDState serializes the relay's work for one transactional id: a request is forwarded and its
@@ -81,6 +84,7 @@ type txnIDState struct {
 type txnRelay struct {
 	b     TxnBackend
 	lg    *zap.Logger
+	now   func() time.Time
 	ready chan struct{} // closed when recovery has resolved what a restart left staged
 
 	mu  sync.Mutex
@@ -88,7 +92,7 @@ type txnRelay struct {
 }
 
 func newTxnRelay(b TxnBackend, lg *zap.Logger) *txnRelay {
-	return &txnRelay{b: b, lg: lg, ready: make(chan struct{}), ids: map[string]*txnIDState{}}
+	return &txnRelay{b: b, lg: lg, now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}}
 }
 
 // SetTxnBackend turns the marker relay on; call before any broker port serves. Until Recover
@@ -101,8 +105,71 @@ func (g *Gateway) SetTxnBackend(b TxnBackend) {
 // cannot answer; relayed requests are held until it succeeds (a shutdown gives up on it, and
 // they stay held).
 func (g *Gateway) RecoverTxns(ctx context.Context) {
-	if g.relay != nil {
-		g.relay.recover(ctx)
+	if g.relay == nil {
+		return
+	}
+	g.relay.recover(ctx)
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.relay.sweep(ctx, sweepIdle)
+		}
+	}
+}
+
+// A transaction the upstream aborts by its timeout while its producer is gone shows on no
+// forwarded path; the sweep asks the upstream about transactions idle this long. Kafka's
+// largest transaction.timeout.ms default is 60 s (the producer's); Streams uses 10 s.
+const (
+	sweepEvery = 30 * time.Second
+	sweepIdle  = 2 * time.Minute
+)
+
+// sweep resolves open transactions the relay has not seen for idle. It is safe for the same
+// reason as the barrier: it holds the id, and an open transaction (no EndTxn forwarded) can only
+// be followed by another of the id after an InitProducerId, which the relay sees; so the
+// upstream's current transaction of the id is this one, or how it ended.
+func (r *txnRelay) sweep(ctx context.Context, idle time.Duration) {
+	now := r.now()
+	r.mu.Lock()
+	var due []string
+	for id, s := range r.ids {
+		if s.open != nil && now.Sub(s.open.touched) > idle {
+			due = append(due, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range due {
+		s := r.id(id)
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			continue // a request of the id is in flight: it is not idle
+		}
+		r.mu.Lock()
+		o := s.open
+		current := r.ids[id] == s
+		r.mu.Unlock()
+		if current && o != nil {
+			r.mu.Lock()
+			if o.phase == phaseOpen {
+				o.phase = phaseUnresolved
+			}
+			r.mu.Unlock()
+			// On an error the phase stays unresolved or decided: the id's next request, or the
+			// next sweep, tries again.
+			_ = r.settle(ctx, id, s)
+			r.mu.Lock()
+			if s.open == o {
+				o.touched = now
+			}
+			r.mu.Unlock()
+		}
+		r.release(id, s)
 	}
 }
 
@@ -192,6 +259,7 @@ func (r *txnRelay) addLocked(s *txnIDState, txnID string, pid int64, epoch int16
 	if s.open == nil {
 		s.open = &openTxn{pid: pid, epoch: epoch, shards: map[int32]bool{}}
 	}
+	s.open.touched = r.now()
 	if epoch > s.open.epoch {
 		s.open.epoch = epoch
 	}

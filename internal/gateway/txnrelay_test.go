@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -417,4 +418,32 @@ func TestTxnOffsetCommitNamesItsShardOnlyWhenStaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantMarks(t, b.taken(), mark{10, pid, ep, true})
+}
+
+// A transaction the upstream aborted by its timeout while its producer is gone is found by the
+// sweep once idle; one still ongoing stays open, and a busy one is not asked about.
+func TestSweepResolvesIdleTransactions(t *testing.T) {
+	b := &fakeTxnBackend{states: map[string]upstream.TxnState{tid: {State: "Ongoing", ProducerID: pid, ProducerEpoch: ep}}}
+	r := newTestRelay(t, b)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	addOffsets(t, r, grp, 0)
+
+	now = now.Add(time.Minute)
+	r.sweep(context.Background(), 2*time.Minute)
+	if b.describe != 0 {
+		t.Fatalf("a transaction active a minute ago was described %d times", b.describe)
+	}
+	now = now.Add(2 * time.Minute)
+	r.sweep(context.Background(), 2*time.Minute)
+	if b.describe != 1 || len(b.taken()) != 0 {
+		t.Fatalf("an ongoing idle transaction: %d describes, want 1 and no marker", b.describe)
+	}
+	b.states[tid] = upstream.TxnState{State: "CompleteAbort", ProducerID: pid, ProducerEpoch: ep + 1}
+	now = now.Add(3 * time.Minute)
+	r.sweep(context.Background(), 2*time.Minute)
+	wantMarks(t, b.taken(), mark{10, pid, ep + 1, false})
+	if len(r.ids) != 0 {
+		t.Fatalf("the relay still holds %d ids", len(r.ids))
+	}
 }
