@@ -68,6 +68,7 @@ type openTxn struct {
 	// commit and markEpoch are the decided outcome (phaseDecided).
 	commit    bool
 	markEpoch int16
+	source    string // where the outcome was learned, for the metric
 	// touched is when the relay last saw the transaction; the sweep asks the upstream about
 	// transactions idle for longer than sweepIdle.
 	touched time.Time
@@ -84,6 +85,7 @@ type txnIDState struct {
 type txnRelay struct {
 	b     TxnBackend
 	lg    *zap.Logger
+	m     *Metrics
 	now   func() time.Time
 	ready chan struct{} // closed when recovery has resolved what a restart left staged
 
@@ -92,13 +94,14 @@ type txnRelay struct {
 }
 
 func newTxnRelay(b TxnBackend, lg *zap.Logger) *txnRelay {
-	return &txnRelay{b: b, lg: lg, now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}}
+	return &txnRelay{b: b, lg: lg, m: NewMetrics(nil), now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}}
 }
 
 // SetTxnBackend turns the marker relay on; call before any broker port serves. Until Recover
 // has run, relayed requests wait.
 func (g *Gateway) SetTxnBackend(b TxnBackend) {
 	g.relay = newTxnRelay(b, g.lg.With(zap.String("part", "txn-relay")))
+	g.relay.m = g.opts.Metrics
 }
 
 // RecoverTxns resolves the staged offsets a previous run left, retrying while the upstream
@@ -388,7 +391,7 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 		if h.Version >= 5 && a.ProducerEpoch > epoch {
 			epoch = a.ProducerEpoch // transaction version 2 bumps the epoch at each end
 		}
-		if err := r.decide(ctx, q.txnID, s, q.pid, q.commit, epoch); err != nil {
+		if err := r.decide(ctx, q.txnID, s, q.pid, q.commit, epoch, "end_txn"); err != nil {
 			putBuffer(out)
 			return nil, err
 		}
@@ -409,7 +412,7 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 		if a.ProducerID == o.pid && a.ProducerEpoch > epoch {
 			epoch = a.ProducerEpoch
 		}
-		if err := r.decide(ctx, q.txnID, s, o.pid, false, epoch); err != nil {
+		if err := r.decide(ctx, q.txnID, s, o.pid, false, epoch, "init_producer_id"); err != nil {
 			putBuffer(out)
 			return nil, err
 		}
@@ -427,14 +430,14 @@ func (r *txnRelay) setPhase(s *txnIDState, pid int64, p txnPhase) {
 
 // decide records an outcome and applies it; on failure it stays decided, and the id's next
 // relayed request applies it again before anything else.
-func (r *txnRelay) decide(ctx context.Context, txnID string, s *txnIDState, pid int64, commit bool, epoch int16) error {
+func (r *txnRelay) decide(ctx context.Context, txnID string, s *txnIDState, pid int64, commit bool, epoch int16, source string) error {
 	r.mu.Lock()
 	o := s.open
 	if o == nil || o.pid != pid {
 		r.mu.Unlock()
 		return nil // nothing staged through this gateway for that producer
 	}
-	o.phase, o.commit, o.markEpoch = phaseDecided, commit, epoch
+	o.phase, o.commit, o.markEpoch, o.source = phaseDecided, commit, epoch, source
 	r.mu.Unlock()
 	return r.apply(ctx, txnID, s)
 }
@@ -447,7 +450,7 @@ func (r *txnRelay) apply(ctx context.Context, txnID string, s *txnIDState) error
 	for sh := range o.shards {
 		shards = append(shards, sh)
 	}
-	pid, epoch, commit := o.pid, o.markEpoch, o.commit
+	pid, epoch, commit, source := o.pid, o.markEpoch, o.commit, o.source
 	r.mu.Unlock()
 	for _, sh := range shards {
 		code, err := r.b.Mark(ctx, sh, pid, epoch, commit)
@@ -468,6 +471,11 @@ func (r *txnRelay) apply(ctx context.Context, txnID string, s *txnIDState) error
 		s.open = nil
 	}
 	r.mu.Unlock()
+	outcome := "abort"
+	if commit {
+		outcome = "commit"
+	}
+	r.m.txnOutcomes.WithLabelValues(outcome, source).Inc()
 	return nil
 }
 
@@ -508,7 +516,7 @@ func (r *txnRelay) settle(ctx context.Context, txnID string, s *txnIDState) erro
 		r.mu.Unlock()
 		return nil
 	}
-	return r.decide(ctx, txnID, s, pid, v.kind == verdictCommit, v.epoch)
+	return r.decide(ctx, txnID, s, pid, v.kind == verdictCommit, v.epoch, "upstream_state")
 }
 
 func (r *txnRelay) setPhaseAny(s *txnIDState, o *openTxn, p txnPhase) {
@@ -520,6 +528,7 @@ func (r *txnRelay) setPhaseAny(s *txnIDState, o *openTxn, p txnPhase) {
 }
 
 func (r *txnRelay) ambiguous(txnID string, pid int64, epoch int16, st upstream.TxnState, found bool) {
+	r.m.txnOutcomes.WithLabelValues("ambiguous", "upstream_state").Inc()
 	r.lg.Error("cannot tell how a transaction with staged offsets ended; they stay staged (RequireStable fetches of its partitions answer UNSTABLE_OFFSET_COMMIT). Operator path: check the transaction upstream and send WriteTxnMarkers for the producer to coordinatord (docs/transactions.md, Hanging transactions)",
 		zap.String("transactional_id", txnID), zap.Int64("producer_id", pid), zap.Int16("staged_epoch", epoch),
 		zap.Bool("upstream_knows_id", found), zap.String("upstream_state", st.State),
@@ -635,7 +644,7 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 			continue
 		}
 		r.mu.Lock()
-		o.phase, o.commit, o.markEpoch = phaseDecided, v.kind == verdictCommit, v.epoch
+		o.phase, o.commit, o.markEpoch, o.source = phaseDecided, v.kind == verdictCommit, v.epoch, "recovery"
 		r.mu.Unlock()
 		if err := r.apply(ctx, ids[0], s); err != nil {
 			return err

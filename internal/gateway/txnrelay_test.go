@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -368,6 +369,18 @@ func TestRecoveryResolvesWhatARestartLeftStaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantMarks(t, b.taken(), mark{2, 1, 5, true}, mark{3, 1, 5, true}, mark{4, 2, 1, false}, mark{6, 3, 7, true})
+	for _, c := range []struct {
+		outcome, source string
+		want            float64
+	}{{"commit", "recovery", 1}, {"abort", "recovery", 1}, {"commit", "end_txn", 1}, {"ambiguous", "upstream_state", 2}} {
+		var m dto.Metric
+		if err := r.m.txnOutcomes.WithLabelValues(c.outcome, c.source).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.GetCounter().GetValue(); got != c.want {
+			t.Errorf("coordinatord_gateway_txn_outcomes_total{outcome=%s,source=%s} = %v, want %v", c.outcome, c.source, got, c.want)
+		}
+	}
 }
 
 // stageAnswer is a local handler answering every TxnOffsetCommit partition with one code.
