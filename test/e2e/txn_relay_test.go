@@ -294,3 +294,61 @@ func TestGateway_TxnOutcomeResolvedAfterKill(t *testing.T) {
 		t.Fatalf("after EndTxn commit: stable=%v offsets=%v, want partition 0 at 7", stable, got)
 	}
 }
+
+// A producer fenced by a new instance of the same transactional id: the new instance's
+// InitProducerId through the gateway aborts the old transaction's staged offsets before it is
+// answered, and the zombie can neither commit them nor stage new ones.
+func TestGateway_FencedProducersOffsetsAreAborted(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic, group, txnID := "txf-"+run, "txf-g-"+run, "txf-id-"+run
+	cl := newClient(t, g.Addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	zombie := beginStagedTxn(t, ctx, cl, g.Addr, txnID, group, topic, 11, 60000)
+
+	retry(t, "InitProducerId of the new instance", func() int16 {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &txnID, 60000
+		resp, err := req.RequestWith(ctx, newClient(t, g.Addr))
+		if err != nil {
+			return -2
+		}
+		return resp.ErrorCode
+	})
+	got, stable := stableOffsets(t, ctx, cl, group, topic, 1)
+	if !stable || len(got) != 0 {
+		t.Fatalf("after the fencing InitProducerId: stable=%v offsets=%v, want the zombie's offsets aborted", stable, got)
+	}
+
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, zombie.pid, zombie.epoch, true
+	resp, err := end.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != kerr.ProducerFenced.Code && resp.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("the zombie's EndTxn: %v, want it fenced", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	c := dialWire(t, g.Addr)
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = txnID, group, zombie.pid, zombie.epoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	p.Offset = 12
+	rt.Partitions = append(rt.Partitions, p)
+	req.Topics = append(req.Topics, rt)
+	r, _ := c.roundTrip(req, 4)
+	if code := r.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("the zombie's TxnOffsetCommit: %v, want INVALID_PRODUCER_EPOCH", kerr.ErrorForCode(code))
+	}
+	got, stable = stableOffsets(t, ctx, cl, group, topic, 1)
+	if !stable || len(got) != 0 {
+		t.Fatalf("after the zombie: stable=%v offsets=%v, want nothing committed or staged", stable, got)
+	}
+}
