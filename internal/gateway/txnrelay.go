@@ -69,9 +69,10 @@ type openTxn struct {
 	commit    bool
 	markEpoch int16
 	source    string // where the outcome was learned, for the metric
-	// touched is when the relay last saw the transaction; the sweep asks the upstream about
-	// transactions idle for longer than sweepIdle.
+	// touched is when the relay last saw the transaction or asked the upstream about it;
+	// timeout is the transaction's timeout once the upstream named it (sweep).
 	touched time.Time
+	timeout time.Duration
 }
 
 // txnIDState serializes the relay's work for one transactional id: a request is forwarded and its
@@ -119,29 +120,35 @@ func (g *Gateway) RecoverTxns(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			g.relay.sweep(ctx, sweepIdle)
+			g.relay.sweep(ctx)
 		}
 	}
 }
 
 // A transaction the upstream aborts by its timeout while its producer is gone shows on no
-// forwarded path; the sweep asks the upstream about transactions idle this long. Kafka's
-// largest transaction.timeout.ms default is 60 s (the producer's); Streams uses 10 s.
+// forwarded path: the sweep asks the upstream about open transactions idle for sweepFirst, and
+// then each time they stay idle for their timeout (which the upstream's answer names) plus
+// sweepGrace, the period of Kafka's timed-out transaction check
+// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
 const (
-	sweepEvery = 30 * time.Second
-	sweepIdle  = 2 * time.Minute
+	sweepEvery = 5 * time.Second
+	sweepFirst = 15 * time.Second
+	sweepGrace = 10 * time.Second
 )
 
-// sweep resolves open transactions the relay has not seen for idle. It is safe for the same
-// reason as the barrier: it holds the id, and an open transaction (no EndTxn forwarded) can only
-// be followed by another of the id after an InitProducerId, which the relay sees; so the
-// upstream's current transaction of the id is this one, or how it ended.
-func (r *txnRelay) sweep(ctx context.Context, idle time.Duration) {
+func (r *txnRelay) sweep(ctx context.Context) {
 	now := r.now()
 	r.mu.Lock()
 	var due []string
 	for id, s := range r.ids {
-		if s.open != nil && now.Sub(s.open.touched) > idle {
+		if s.open == nil {
+			continue
+		}
+		idle := sweepFirst
+		if s.open.timeout > 0 {
+			idle = s.open.timeout + sweepGrace
+		}
+		if now.Sub(s.open.touched) > idle {
 			due = append(due, id)
 		}
 	}
@@ -505,7 +512,12 @@ func (r *txnRelay) settle(ctx context.Context, txnID string, s *txnIDState) erro
 	v := resolve(st, found, pid, epoch)
 	switch v.kind {
 	case verdictOpen:
-		r.setPhaseAny(s, o, phaseOpen)
+		r.mu.Lock()
+		if s.open == o {
+			o.phase = phaseOpen
+			o.timeout = time.Duration(st.TimeoutMs) * time.Millisecond
+		}
+		r.mu.Unlock()
 		return nil
 	case verdictAmbiguous:
 		r.ambiguous(txnID, pid, epoch, st, found)

@@ -434,27 +434,33 @@ func TestTxnOffsetCommitNamesItsShardOnlyWhenStaged(t *testing.T) {
 }
 
 // A transaction the upstream aborted by its timeout while its producer is gone is found by the
-// sweep once idle; one still ongoing stays open, and a busy one is not asked about.
+// sweep once idle past its timeout; one still ongoing stays open, and an active one is not asked
+// about.
 func TestSweepResolvesIdleTransactions(t *testing.T) {
-	b := &fakeTxnBackend{states: map[string]upstream.TxnState{tid: {State: "Ongoing", ProducerID: pid, ProducerEpoch: ep}}}
+	b := &fakeTxnBackend{states: map[string]upstream.TxnState{tid: {State: "Ongoing", ProducerID: pid, ProducerEpoch: ep, TimeoutMs: 60000}}}
 	r := newTestRelay(t, b)
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }
 	addOffsets(t, r, grp, 0)
-
-	now = now.Add(time.Minute)
-	r.sweep(context.Background(), 2*time.Minute)
-	if b.describe != 0 {
-		t.Fatalf("a transaction active a minute ago was described %d times", b.describe)
+	sweepAt := func(after time.Duration) {
+		now = now.Add(after)
+		r.sweep(context.Background())
 	}
-	now = now.Add(2 * time.Minute)
-	r.sweep(context.Background(), 2*time.Minute)
+
+	sweepAt(sweepFirst / 2)
+	if b.describe != 0 {
+		t.Fatalf("a transaction active %v ago was described %d times", sweepFirst/2, b.describe)
+	}
+	sweepAt(sweepFirst)
 	if b.describe != 1 || len(b.taken()) != 0 {
 		t.Fatalf("an ongoing idle transaction: %d describes, want 1 and no marker", b.describe)
 	}
+	sweepAt(30 * time.Second) // within its 60 s timeout: not asked again
+	if b.describe != 1 {
+		t.Fatalf("asked again within the transaction's timeout: %d describes", b.describe)
+	}
 	b.states[tid] = upstream.TxnState{State: "CompleteAbort", ProducerID: pid, ProducerEpoch: ep + 1}
-	now = now.Add(3 * time.Minute)
-	r.sweep(context.Background(), 2*time.Minute)
+	sweepAt(time.Minute)
 	wantMarks(t, b.taken(), mark{10, pid, ep + 1, false})
 	if len(r.ids) != 0 {
 		t.Fatalf("the relay still holds %d ids", len(r.ids))

@@ -14,6 +14,7 @@ type TxnState struct {
 	State           string // Empty, Ongoing, PrepareCommit, CompleteCommit, PrepareAbort, CompleteAbort, Dead, PrepareEpochFence
 	ProducerID      int64
 	ProducerEpoch   int16
+	TimeoutMs       int32
 }
 
 func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -44,7 +45,7 @@ func (c *Client) DescribeTxn(ctx context.Context, txnID string) (st TxnState, fo
 	if err := kerr.ErrorForCode(s.ErrorCode); err != nil {
 		return st, false, err
 	}
-	return TxnState{TransactionalID: s.TransactionalID, State: s.State, ProducerID: s.ProducerID, ProducerEpoch: s.ProducerEpoch}, true, nil
+	return TxnState{TransactionalID: s.TransactionalID, State: s.State, ProducerID: s.ProducerID, ProducerEpoch: s.ProducerEpoch, TimeoutMs: s.TimeoutMillis}, true, nil
 }
 
 // TxnIDsOf lists the transactional ids the upstream maps to a producer id (ListTransactions

@@ -331,7 +331,7 @@ func contains(list []string, s string) bool {
 // Kafka Streams 4.4 with processing.guarantee=exactly_once_v2 through the gateway, two
 // instances: its offsets are committed inside the producer's transactions, the gateway relays
 // each transaction's outcome to them, and the output read with read_committed has the exact
-// counts — across a kill -9 of coordinatord mid-run.
+// counts — across a kill -9 of coordinatord mid-run, then of one instance.
 func TestGateway_WordCountExactlyOnceV2(t *testing.T) {
 	requireE2E(t)
 	wordCountClasspath(t)
@@ -352,7 +352,16 @@ func TestGateway_WordCountExactlyOnceV2(t *testing.T) {
 	r.cl = newClient(t, g.Addr)
 	r.produce(t, ctx, 3)
 	waitCommittedCounts(t, ctx, g.Addr, r.out, r.expected)
-	for _, app := range []*streamsApp{a, b} {
+
+	// kill -9 of one instance mid-run: an open transaction of its producers is aborted upstream
+	// by its timeout, and the relay's sweep aborts its staged offsets.
+	r.produce(t, ctx, 4)
+	time.Sleep(300 * time.Millisecond)
+	b.cmd.Process.Kill()
+	<-b.exited
+	r.produce(t, ctx, 5)
+	waitCommittedCounts(t, ctx, g.Addr, r.out, r.expected)
+	for _, app := range []*streamsApp{a} {
 		select {
 		case <-app.exited:
 			t.Fatalf("%s exited:\n%s", app.name, app.output())
