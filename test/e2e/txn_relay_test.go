@@ -352,3 +352,32 @@ func TestGateway_FencedProducersOffsetsAreAborted(t *testing.T) {
 		t.Fatalf("after the zombie: stable=%v offsets=%v, want nothing committed or staged", stable, got)
 	}
 }
+
+// A producer that stages offsets and vanishes while coordinatord runs: the upstream aborts its
+// transaction by timeout, and the relay's sweep drops the staged offsets without any request of
+// the producer.
+func TestGateway_VanishedProducerAbortedByTimeout(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic, group := "txv-"+run, "txv-g-"+run
+	cl := newClient(t, g.Addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	beginStagedTxn(t, ctx, cl, g.Addr, "txv-id-"+run, group, topic, 5, 2000)
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		got, stable := stableOffsets(t, ctx, cl, group, topic, 1)
+		if stable {
+			if len(got) != 0 {
+				t.Fatalf("the timed-out transaction's offsets were committed: %v", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("offsets of a transaction the upstream timed out are still staged")
+		}
+	}
+}
