@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -335,6 +336,70 @@ func contains(list []string, s string) bool {
 func TestGateway_WordCountExactlyOnceV2(t *testing.T) {
 	requireE2E(t)
 	wordCountClasspath(t)
+	for _, tv := range []int16{2, 1} {
+		t.Run(fmt.Sprintf("upstream_transaction_version_%d", tv), func(t *testing.T) {
+			setUpstreamTransactionVersion(t, tv)
+			wordCountExactlyOnce(t)
+		})
+	}
+}
+
+// setUpstreamTransactionVersion finalizes transaction.version on the upstream (UpdateFeatures,
+// asked directly: the gateway never forwards it), restoring the level it had afterwards.
+func setUpstreamTransactionVersion(t *testing.T, level int16) {
+	t.Helper()
+	up := newClient(t, upstreamAddr)
+	ctx := context.Background() // each request is bounded by the client's own timeouts
+	current := func() int16 {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "e2e", "1.0"
+		resp, err := req.RequestWith(ctx, up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range resp.FinalizedFeatures {
+			if f.Name == "transaction.version" {
+				return f.MaxVersionLevel
+			}
+		}
+		return 0
+	}
+	set := func(level int16) {
+		req := kmsg.NewPtrUpdateFeaturesRequest()
+		fu := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		fu.Feature, fu.MaxVersionLevel = "transaction.version", level
+		fu.UpgradeType = 1 // upgrade
+		if level < current() {
+			fu.UpgradeType = 2 // safe downgrade
+		}
+		req.FeatureUpdates = append(req.FeatureUpdates, fu)
+		resp, err := req.RequestWith(ctx, up)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("UpdateFeatures transaction.version=%d: %v %v", level, kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+		}
+		for _, r := range resp.Results {
+			if r.ErrorCode != 0 {
+				t.Fatalf("UpdateFeatures transaction.version=%d: %v %v", level, kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+			}
+		}
+		for deadline := time.Now().Add(20 * time.Second); current() != level; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("transaction.version not finalized at %d upstream", level)
+			}
+		}
+	}
+	was := current()
+	if was == level {
+		return
+	}
+	set(level)
+	t.Cleanup(func() { set(was) }) // runs before up's Close, registered earlier
+}
+
+func wordCountExactlyOnce(t *testing.T) {
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
