@@ -132,6 +132,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		return nil, err
 	}
 	gw.SetUpstream(up.Refresh, up.RefreshUntil)
+	gw.SetTxnBackend(&txnBackend{groups: st.groups, up: func() *upstream.Client { return up }, lg: log.With(zap.String("component", "txn-relay"))})
 	log.Info("gateway mode: connecting to the upstream cluster", zap.Strings("upstream.bootstrap.servers", g.Bootstrap))
 	if err := up.Start(ctx, g.StartupTimeout); err != nil {
 		up.Close()
@@ -148,6 +149,8 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	v := up.Current()
 	log.Info("gateway mode: upstream reached", zap.String("upstream_cluster_id", v.ClusterID),
 		zap.Int("upstream_brokers", len(v.Brokers)), zap.Int("upstream_topics", len(v.Topics)), zap.Any("broker_ports", gw.Ports()))
+	// Transactional requests wait until what a previous run left staged is resolved.
+	go gw.RecoverTxns(ctx)
 	return &gatewayMode{gw: gw, up: up}, nil
 }
 

@@ -14,6 +14,13 @@ import (
 // keeps the feature map of the node with the highest epoch, so all ports must agree).
 var groupFeatures = map[string]bool{"group.version": true, "streams.version": true}
 
+// maxTransactionVersion caps the finalized transaction.version clients are told: under version 2
+// the group coordinator must add __consumer_offsets-N to the transaction upstream itself
+// (AddPartitionsToTxn's broker form, CLUSTER_ACTION), which the marker relay does not do yet,
+// and its outcome table is argued for version 1 only (docs/transactions.md). Clients then use
+// AddOffsetsToTxn, TxnOffsetCommit v4 and EndTxn v4, all of which the relay sees.
+const maxTransactionVersion = 1
+
 // coordinatordFeatures are coordinatord's own group feature levels: streams groups and KIP-848
 // consumer groups (group.version 1) are served.
 var coordinatordFeatures = []struct {
@@ -145,6 +152,9 @@ func mergeFeatures(resp *kmsg.ApiVersionsResponse, up *kmsg.ApiVersionsResponse,
 	resp.FinalizedFeatures = resp.FinalizedFeatures[:0]
 	for _, f := range up.FinalizedFeatures {
 		if !groupFeatures[f.Name] {
+			if f.Name == "transaction.version" {
+				f.MinVersionLevel, f.MaxVersionLevel = min(f.MinVersionLevel, maxTransactionVersion), min(f.MaxVersionLevel, maxTransactionVersion)
+			}
 			resp.FinalizedFeatures = append(resp.FinalizedFeatures, f)
 		}
 	}

@@ -145,7 +145,7 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	// the shutdown, forever.
 	stop := context.AfterFunc(ctx, func() { u.nc.Close() })
 	bound := g.answerBound(h, frame)
-	out, err := g.roundTrip(u, h, frame, reserve, bound)
+	out, err := g.relay.around(ctx, h, frame, func() ([]byte, error) { return g.roundTrip(u, h, frame, reserve, bound) })
 	stop()
 	if err != nil {
 		g.drop(c, node)

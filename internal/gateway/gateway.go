@@ -79,6 +79,9 @@ type Gateway struct {
 	// conns maps each client connection (*wire.Conn: ids are per listener, so they repeat
 	// across the gateway's listeners) to what it holds upstream (*clientConn).
 	conns sync.Map
+
+	// relay is the marker relay (txnrelay.go); nil until SetTxnBackend.
+	relay *txnRelay
 }
 
 // New creates a gateway; Attach connects it to the upstream client.

@@ -17,6 +17,8 @@ type Metrics struct {
 	dials    *prometheus.CounterVec
 	timeouts *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// txnOutcomes counts the marker relay's outcomes (txnrelay.go).
+	txnOutcomes *prometheus.CounterVec
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not registered).
@@ -45,9 +47,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from forwarding a request to having its answer ready for the client, by upstream node id (includes the upstream's own time, e.g. a fetch's wait).",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
 		}, []string{"node"}),
+		txnOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_txn_outcomes_total", Help: "Transaction outcomes the marker relay applied to staged offsets (outcome commit or abort) or could not tell (ambiguous, left staged), by where it learned them.",
+		}, []string{"outcome", "source"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency)
+		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.txnOutcomes)
 	}
 	return m
 }

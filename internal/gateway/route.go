@@ -26,19 +26,18 @@ var neverForwarded = map[int16]bool{
 	90: true, 91: true, 92: true,
 }
 
-// withheld are APIs coordinatord serves standalone but not in gateway mode. TxnOffsetCommit:
-// the transaction's outcome is decided upstream and reaches coordinatord nowhere yet (issue
-// #15), so staged offsets would never be committed or aborted and an exactly-once application
-// would hang on UNSTABLE_OFFSET_COMMIT. Not advertising it makes the producer's
-// sendOffsetsToTransaction fail at once with "The node does not support TXN_OFFSET_COMMIT".
-var withheld = map[int16]bool{28: true}
+// withheld are APIs coordinatord serves standalone but not in gateway mode: none since the
+// gateway relays transaction outcomes to staged offsets (txnrelay.go). Not advertising a key
+// makes a client fail at once with "The node does not support ...".
+var withheld = map[int16]bool{}
 
 // forwardMax caps forwarded keys below the upstream's maximum where the gateway's rules differ
 // from the codec's: AddPartitionsToTxn v4+ is the broker-only form; DescribeQuorum v2+ lists
 // the KRaft controllers' host and port (Nodes[].Listeners), upstream addresses no gateway port
 // stands for, which no answer may carry (spec gateway §0 item 3). v1 names the same voters and
-// observers by id.
-var forwardMax = map[int16]int16{24: 3, 55: 1}
+// observers by id. EndTxn v5+ is transaction version 2, which the gateway does not advertise
+// (maxTransactionVersion).
+var forwardMax = map[int16]int16{24: 3, 26: 4, 55: 1}
 
 // portHandler serves one listener: coordinatord's own (node -1) or an upstream broker's.
 type portHandler struct {
@@ -85,6 +84,10 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 			return p.relaySASL(ctx, r)
 		}
 		// A listener without SASL: the table answers ILLEGAL_SASL_STATE, as Kafka does.
+	case 28:
+		if p.g.relay != nil {
+			return p.g.relay.txnOffsetCommit(ctx, r, p.g.opts.Local)
+		}
 	}
 	return p.g.opts.Local.Handle(ctx, r)
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+
+	"github.com/coordinatord/coordinatord/internal/gateway"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/upstream"
+	"go.uber.org/zap"
+)
+
+// txnBackend is the marker relay's access to the shards and the upstream (gateway/txnrelay.go).
+type txnBackend struct {
+	groups *shard.Set
+	up     func() *upstream.Client
+	lg     *zap.Logger
+}
+
+var _ gateway.TxnBackend = (*txnBackend)(nil)
+
+func (b *txnBackend) ShardOf(group string) int32 { return shard.For(group, b.groups.Count()) }
+
+func (b *txnBackend) Mark(ctx context.Context, sh int32, pid int64, epoch int16, commit bool) (int16, error) {
+	v, err := b.groups.Shard(sh).Write(ctx, shard.RelayTxn(pid, epoch, commit))
+	if err != nil {
+		return 0, err
+	}
+	return v.(int16), nil
+}
+
+func (b *txnBackend) OpenProducers(ctx context.Context) (map[int64]gateway.OpenProducer, error) {
+	b.groups.WaitReady(ctx) // loading shards would only make recovery retry
+	out := map[int64]gateway.OpenProducer{}
+	for i := range b.groups.Count() {
+		if b.groups.Shard(i).State() == runtime.StateFailed {
+			// Its offsets cannot be read or changed until an operator repairs it; holding every
+			// transactional request for it would stop the shards that work too.
+			b.lg.Error("a failed shard's staged transactions are not recovered", zap.Int32("shard", i))
+			continue
+		}
+		v, err := b.groups.Shard(i).Read(ctx, shard.OpenProducers())
+		if err != nil {
+			return nil, err
+		}
+		for pid, epoch := range v.(map[int64]int16) {
+			p := out[pid]
+			p.Epoch = max(p.Epoch, epoch)
+			p.Shards = append(p.Shards, i)
+			out[pid] = p
+		}
+	}
+	return out, nil
+}
+
+func (b *txnBackend) Describe(ctx context.Context, txnID string) (upstream.TxnState, bool, error) {
+	return b.up().DescribeTxn(ctx, txnID)
+}
+
+func (b *txnBackend) TxnIDsOf(ctx context.Context, pid int64) ([]string, error) {
+	return b.up().TxnIDsOf(ctx, pid)
+}

@@ -1,0 +1,468 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/upstream"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+type mark struct {
+	shard  int32
+	pid    int64
+	epoch  int16
+	commit bool
+}
+
+// fakeTxnBackend records markers and answers DescribeTransactions from a table.
+type fakeTxnBackend struct {
+	mu       sync.Mutex
+	marks    []mark
+	failMark error
+	states   map[string]upstream.TxnState
+	descErr  error
+	describe int
+	open     map[int64]OpenProducer
+	idsOf    map[int64][]string
+}
+
+func (f *fakeTxnBackend) ShardOf(group string) int32 { return int32(len(group)) }
+
+func (f *fakeTxnBackend) Mark(_ context.Context, shard int32, pid int64, epoch int16, commit bool) (int16, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failMark != nil {
+		return 0, f.failMark
+	}
+	f.marks = append(f.marks, mark{shard, pid, epoch, commit})
+	return 0, nil
+}
+
+func (f *fakeTxnBackend) OpenProducers(context.Context) (map[int64]OpenProducer, error) {
+	return f.open, nil
+}
+
+func (f *fakeTxnBackend) Describe(_ context.Context, id string) (upstream.TxnState, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.describe++
+	if f.descErr != nil {
+		return upstream.TxnState{}, false, f.descErr
+	}
+	st, ok := f.states[id]
+	return st, ok, nil
+}
+
+func (f *fakeTxnBackend) TxnIDsOf(_ context.Context, pid int64) ([]string, error) {
+	return f.idsOf[pid], nil
+}
+
+func (f *fakeTxnBackend) taken() []mark {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.marks
+	f.marks = nil
+	return out
+}
+
+func newTestRelay(t *testing.T, b *fakeTxnBackend) *txnRelay {
+	t.Helper()
+	r := newTxnRelay(b, zap.NewNop())
+	r.recover(context.Background())
+	return r
+}
+
+// exchange sends req through the relay to an "upstream" answering resp (nil: the connection
+// fails), and returns what the client would get.
+func exchange(t *testing.T, r *txnRelay, req kmsg.Request, resp kmsg.Response, seen func()) (kmsg.Response, error) {
+	t.Helper()
+	h := wire.Header{Key: req.Key(), Version: req.GetVersion(), CorrelationID: 7}
+	out, err := r.around(context.Background(), h, requestFrame(req, 7), func() ([]byte, error) {
+		if seen != nil {
+			seen()
+		}
+		if resp == nil {
+			return nil, errors.New("upstream connection reset")
+		}
+		resp.SetVersion(req.GetVersion())
+		return frameOf(7, resp), nil
+	})
+	if err != nil || out == nil {
+		return nil, err
+	}
+	got, perr := parseAnswer(h, out)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	return got, nil
+}
+
+const (
+	tid  = "app-0_1"
+	pid  = int64(4000)
+	ep   = int16(3)
+	grp  = "word-count" // shard 10 in the fake
+	grp2 = "other"      // shard 5
+)
+
+func addOffsets(t *testing.T, r *txnRelay, group string, code int16) {
+	t.Helper()
+	req := kmsg.NewPtrAddOffsetsToTxnRequest()
+	req.SetVersion(3)
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = tid, pid, ep, group
+	resp := kmsg.NewPtrAddOffsetsToTxnResponse()
+	resp.ErrorCode = code
+	if _, err := exchange(t, r, req, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func endTxn(commit bool) *kmsg.EndTxnRequest {
+	req := kmsg.NewPtrEndTxnRequest()
+	req.SetVersion(4)
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = tid, pid, ep, commit
+	return req
+}
+
+func endTxnAnswer(code int16) *kmsg.EndTxnResponse {
+	resp := kmsg.NewPtrEndTxnResponse()
+	resp.ErrorCode = code
+	return resp
+}
+
+func initPID(respPID int64, respEpoch int16, code int16) (*kmsg.InitProducerIDRequest, *kmsg.InitProducerIDResponse) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.SetVersion(4)
+	id := tid
+	req.TransactionalID = &id
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = respPID, respEpoch, code
+	return req, resp
+}
+
+func wantMarks(t *testing.T, got []mark, want ...mark) {
+	t.Helper()
+	m := map[mark]int{}
+	for _, g := range got {
+		m[g]++
+	}
+	for _, w := range want {
+		m[w]--
+	}
+	for k, n := range m {
+		if n != 0 {
+			t.Fatalf("markers %+v, want %+v (diff at %+v)", got, want, k)
+		}
+	}
+}
+
+// The EndTxn answer NONE is turned into a marker on every shard the transaction staged on, and
+// the marker is written after the upstream decided and before the client gets "committed".
+func TestEndTxnOutcomeIsAppliedBeforeTheAnswer(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprint("commit=", commit), func(t *testing.T) {
+			b := &fakeTxnBackend{}
+			r := newTestRelay(t, b)
+			addOffsets(t, r, grp, 0)
+			r.stagedFor(tid, pid, ep, grp2) // a TxnOffsetCommit staged on a second shard
+			if got := b.taken(); len(got) != 0 {
+				t.Fatalf("markers before EndTxn: %+v", got)
+			}
+			resp, err := exchange(t, r, endTxn(commit), endTxnAnswer(0), func() {
+				if got := b.taken(); len(got) != 0 {
+					t.Errorf("markers written before the upstream decided: %+v", got)
+				}
+			})
+			if err != nil || resp.(*kmsg.EndTxnResponse).ErrorCode != 0 {
+				t.Fatalf("EndTxn: %v %v", resp, err)
+			}
+			wantMarks(t, b.taken(), mark{10, pid, ep, commit}, mark{5, pid, ep, commit})
+			// The transaction is done: a second EndTxn through the relay writes nothing more.
+			if _, err := exchange(t, r, endTxn(commit), endTxnAnswer(0), nil); err != nil {
+				t.Fatal(err)
+			}
+			wantMarks(t, b.taken())
+			if len(r.ids) != 0 {
+				t.Fatalf("relay still holds %d ids after the outcome", len(r.ids))
+			}
+		})
+	}
+}
+
+// An AddOffsetsToTxn the upstream refused names no shard, and error answers of EndTxn are no
+// outcome: nothing is committed or aborted on them.
+func TestUpstreamErrorAnswersAreNotMarkers(t *testing.T) {
+	b := &fakeTxnBackend{states: map[string]upstream.TxnState{tid: {State: "Ongoing", ProducerID: pid, ProducerEpoch: ep}}}
+	r := newTestRelay(t, b)
+	addOffsets(t, r, grp2, kerr.CoordinatorNotAvailable.Code)
+	addOffsets(t, r, grp, 0)
+	for _, code := range []int16{kerr.ConcurrentTransactions.Code, kerr.InvalidTxnState.Code, kerr.ProducerFenced.Code, kerr.CoordinatorLoadInProgress.Code} {
+		resp, err := exchange(t, r, endTxn(true), endTxnAnswer(code), nil)
+		if err != nil || resp.(*kmsg.EndTxnResponse).ErrorCode != code {
+			t.Fatalf("code %d not passed on: %v %v", code, resp, err)
+		}
+		if got := b.taken(); len(got) != 0 {
+			t.Fatalf("error answer %d turned into markers %+v", code, got)
+		}
+	}
+	// The upstream still shows the transaction ongoing; the retry's NONE commits it on the one
+	// shard whose AddOffsetsToTxn succeeded.
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{10, pid, ep, true})
+}
+
+// InitProducerId for an id with an open transaction means the upstream aborted it (fencing
+// bumps the epoch): the offsets are aborted with the new epoch, so a zombie is fenced on the
+// shard too, before the new producer gets its id.
+func TestEpochBumpAbortsTheOpenTransaction(t *testing.T) {
+	b := &fakeTxnBackend{}
+	r := newTestRelay(t, b)
+	addOffsets(t, r, grp, 0)
+	req, resp := initPID(pid, ep+1, kerr.ConcurrentTransactions.Code)
+	if _, err := exchange(t, r, req, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.taken(); len(got) != 0 {
+		t.Fatalf("a CONCURRENT_TRANSACTIONS InitProducerId aborted: %+v", got)
+	}
+	req, resp = initPID(pid, ep+2, 0)
+	if _, err := exchange(t, r, req, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{10, pid, ep + 2, false})
+
+	// A new producer id (epoch exhausted): the old one is aborted at its own epoch.
+	addOffsets(t, r, grp, 0)
+	req, resp = initPID(pid+1, 0, 0)
+	if _, err := exchange(t, r, req, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{10, pid, ep, false})
+}
+
+// A marker that cannot be written withholds the answer (the connection closes); the client's
+// retry applies the decided outcome first, and no later request is forwarded before it.
+func TestFailedMarkerWithholdsTheAnswerAndIsAppliedOnRetry(t *testing.T) {
+	b := &fakeTxnBackend{}
+	r := newTestRelay(t, b)
+	addOffsets(t, r, grp, 0)
+	b.failMark = errors.New("shard loading")
+	if resp, err := exchange(t, r, endTxn(true), endTxnAnswer(0), nil); err == nil {
+		t.Fatalf("client got %v although the commit is not durable", resp)
+	}
+	b.failMark = nil
+	forwarded := false
+	// Whatever the client sends next, the commit is applied before it is forwarded.
+	req, resp := initPID(pid, ep+1, 0)
+	if _, err := exchange(t, r, req, resp, func() {
+		forwarded = true
+		wantMarks(t, b.taken(), mark{10, pid, ep, true})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !forwarded {
+		t.Fatal("InitProducerId was not forwarded")
+	}
+	if got := b.taken(); len(got) != 0 {
+		t.Fatalf("the committed transaction was aborted afterwards: %+v", got)
+	}
+}
+
+// An EndTxn whose answer never came is resolved with DescribeTransactions before the id's next
+// request goes upstream; an upstream that cannot answer holds the request.
+func TestLostEndTxnAnswerIsResolvedBeforeTheIdMovesOn(t *testing.T) {
+	b := &fakeTxnBackend{states: map[string]upstream.TxnState{}}
+	r := newTestRelay(t, b)
+	addOffsets(t, r, grp, 0)
+	if _, err := exchange(t, r, endTxn(true), nil, nil); err == nil {
+		t.Fatal("a failed round trip answered")
+	}
+	b.descErr = errors.New("upstream unreachable")
+	req, resp := initPID(pid, ep+1, 0)
+	if _, err := exchange(t, r, req, resp, func() { t.Error("forwarded while the outcome is unknown") }); err == nil {
+		t.Fatal("InitProducerId answered while the previous outcome is unknown")
+	}
+	b.descErr = nil
+	b.states[tid] = upstream.TxnState{State: "CompleteCommit", ProducerID: pid, ProducerEpoch: ep}
+	if _, err := exchange(t, r, req, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{10, pid, ep, true})
+}
+
+func TestResolveTable(t *testing.T) {
+	st := func(state string, p int64, e int16) upstream.TxnState {
+		return upstream.TxnState{State: state, ProducerID: p, ProducerEpoch: e}
+	}
+	for _, c := range []struct {
+		st    upstream.TxnState
+		found bool
+		want  verdict
+	}{
+		{st("Ongoing", pid, ep), true, verdict{kind: verdictOpen}},
+		{st("PrepareCommit", pid, ep), true, verdict{verdictCommit, ep}},
+		{st("CompleteCommit", pid, ep), true, verdict{verdictCommit, ep}},
+		{st("PrepareAbort", pid, ep), true, verdict{verdictAbort, ep}},
+		{st("CompleteAbort", pid, ep+1), true, verdict{verdictAbort, ep + 1}}, // timeout abort fences
+		{st("Empty", pid, ep), true, verdict{verdictAbort, ep}},
+		// A later transaction of the id: its state says nothing of ours.
+		{st("CompleteCommit", pid, ep+1), true, verdict{kind: verdictAmbiguous}},
+		{st("Ongoing", pid, ep+1), true, verdict{kind: verdictAmbiguous}},
+		{st("Empty", pid, ep+2), true, verdict{kind: verdictAmbiguous}},
+		{st("CompleteCommit", pid+1, ep), true, verdict{kind: verdictAmbiguous}},
+		{upstream.TxnState{}, false, verdict{kind: verdictAmbiguous}},
+	} {
+		if got := resolve(c.st, c.found, pid, ep); got != c.want {
+			t.Errorf("%+v found=%v: %+v, want %+v", c.st, c.found, got, c.want)
+		}
+	}
+}
+
+// After a restart, staged offsets are resolved with the upstream before any transactional
+// request is forwarded: ended transactions get their outcome, ongoing ones stay open and
+// are ended by the client's EndTxn, and what cannot be told apart stays staged.
+func TestRecoveryResolvesWhatARestartLeftStaged(t *testing.T) {
+	b := &fakeTxnBackend{
+		open: map[int64]OpenProducer{
+			1: {Epoch: 5, Shards: []int32{2, 3}}, // committed upstream
+			2: {Epoch: 0, Shards: []int32{4}},    // aborted by a timeout
+			3: {Epoch: 7, Shards: []int32{6}},    // still ongoing
+			4: {Epoch: 1, Shards: []int32{8}},    // the id moved on: ambiguous
+			5: {Epoch: 1, Shards: []int32{9}},    // unknown upstream
+		},
+		idsOf: map[int64][]string{1: {"a"}, 2: {"b"}, 3: {tid}, 4: {"d"}},
+		states: map[string]upstream.TxnState{
+			"a": {State: "CompleteCommit", ProducerID: 1, ProducerEpoch: 5},
+			"b": {State: "CompleteAbort", ProducerID: 2, ProducerEpoch: 1},
+			tid: {State: "Ongoing", ProducerID: 3, ProducerEpoch: 7},
+			"d": {State: "Ongoing", ProducerID: 4, ProducerEpoch: 2},
+		},
+	}
+	r := newTxnRelay(b, zap.NewNop())
+	held := make(chan error, 1)
+	go func() {
+		// Sent before recovery: it must wait for it.
+		req := endTxn(true)
+		req.ProducerID, req.ProducerEpoch = 3, 7
+		_, err := exchange(t, r, req, endTxnAnswer(0), func() {
+			select {
+			case <-r.ready:
+			default:
+				t.Error("EndTxn forwarded before recovery resolved the staged transactions")
+			}
+		})
+		held <- err
+	}()
+	r.recover(context.Background())
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{2, 1, 5, true}, mark{3, 1, 5, true}, mark{4, 2, 1, false}, mark{6, 3, 7, true})
+	for _, c := range []struct {
+		outcome, source string
+		want            float64
+	}{{"commit", "recovery", 1}, {"abort", "recovery", 1}, {"commit", "end_txn", 1}, {"ambiguous", "upstream_state", 2}} {
+		var m dto.Metric
+		if err := r.m.txnOutcomes.WithLabelValues(c.outcome, c.source).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.GetCounter().GetValue(); got != c.want {
+			t.Errorf("coordinatord_gateway_txn_outcomes_total{outcome=%s,source=%s} = %v, want %v", c.outcome, c.source, got, c.want)
+		}
+	}
+}
+
+// stageAnswer is a local handler answering every TxnOffsetCommit partition with one code.
+type stageAnswer int16
+
+func (stageAnswer) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
+	return nil, false, false
+}
+
+func (c stageAnswer) Handle(_ context.Context, r *wire.Request) kmsg.Response {
+	q := r.Body.(*kmsg.TxnOffsetCommitRequest)
+	resp := q.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, t := range q.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, int16(c)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// A TxnOffsetCommit that staged names its shard for the outcome (even without an
+// AddOffsetsToTxn seen, as after a restart between the two); a refused one is not remembered,
+// so clients cannot make the relay hold ids no upstream transaction backs.
+func TestTxnOffsetCommitNamesItsShardOnlyWhenStaged(t *testing.T) {
+	b := &fakeTxnBackend{}
+	r := newTestRelay(t, b)
+	commit := func(group string, code int16) {
+		q := kmsg.NewPtrTxnOffsetCommitRequest()
+		q.SetVersion(4)
+		q.TransactionalID, q.ProducerID, q.ProducerEpoch, q.Group = tid, pid, ep, group
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "in"
+		rt.Partitions = append(rt.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+		q.Topics = append(q.Topics, rt)
+		r.txnOffsetCommit(context.Background(), &wire.Request{Header: wire.Header{Key: 28, Version: 4}, Body: q}, stageAnswer(code))
+	}
+	commit(grp2, kerr.TransactionAbortable.Code)
+	if len(r.ids) != 0 {
+		t.Fatalf("a refused commit is remembered: %d ids", len(r.ids))
+	}
+	commit(grp, 0)
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{10, pid, ep, true})
+}
+
+// A transaction the upstream aborted by its timeout while its producer is gone is found by the
+// sweep once idle past its timeout; one still ongoing stays open, and an active one is not asked
+// about.
+func TestSweepResolvesIdleTransactions(t *testing.T) {
+	b := &fakeTxnBackend{states: map[string]upstream.TxnState{tid: {State: "Ongoing", ProducerID: pid, ProducerEpoch: ep, TimeoutMs: 60000}}}
+	r := newTestRelay(t, b)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	addOffsets(t, r, grp, 0)
+	sweepAt := func(after time.Duration) {
+		now = now.Add(after)
+		r.sweep(context.Background())
+	}
+
+	sweepAt(sweepFirst / 2)
+	if b.describe != 0 {
+		t.Fatalf("a transaction active %v ago was described %d times", sweepFirst/2, b.describe)
+	}
+	sweepAt(sweepFirst)
+	if b.describe != 1 || len(b.taken()) != 0 {
+		t.Fatalf("an ongoing idle transaction: %d describes, want 1 and no marker", b.describe)
+	}
+	sweepAt(30 * time.Second) // within its 60 s timeout: not asked again
+	if b.describe != 1 {
+		t.Fatalf("asked again within the transaction's timeout: %d describes", b.describe)
+	}
+	b.states[tid] = upstream.TxnState{State: "CompleteAbort", ProducerID: pid, ProducerEpoch: ep + 1}
+	sweepAt(time.Minute)
+	wantMarks(t, b.taken(), mark{10, pid, ep + 1, false})
+	if len(r.ids) != 0 {
+		t.Fatalf("the relay still holds %d ids", len(r.ids))
+	}
+}
