@@ -16,7 +16,9 @@ const consumerGroupCommand = "org.apache.kafka.tools.consumer.group.ConsumerGrou
 
 // Every kafka-consumer-groups.sh sub-command an operator uses, through the gateway, each checked by
 // what it prints and by the offsets it leaves behind: --list (plain, --state, --type),
-// --describe --state/--members, every --reset-offsets mode, --delete-offsets and --delete.
+// --describe (with lag, which needs ListOffsets from the upstream) and --describe
+// --state/--members, every --reset-offsets mode, --delete-offsets and --delete; and
+// kafka-topics.sh --describe.
 func TestGateway_KafkasConsumerGroupToolEverySubCommand(t *testing.T) {
 	requireE2E(t)
 	g := startGateway(t)
@@ -63,6 +65,18 @@ func TestGateway_KafkasConsumerGroupToolEverySubCommand(t *testing.T) {
 	if out := tool("--describe", "--group", group, "--members"); len(rows(out, group)) != 0 || !strings.Contains(out, "CONSUMER-ID") {
 		t.Fatalf("--describe --members of an empty group:\n%s", out)
 	}
+	out = tool("--describe", "--group", group)
+	described := rows(out, group)
+	if len(described) != 3 {
+		t.Fatalf("--describe lists %d partitions of %s, want 3:\n%s", len(described), group, out)
+	}
+	for _, r := range described {
+		// GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+		p, _ := strconv.Atoi(r[2])
+		if r[1] != topic || r[3] != strconv.Itoa(4+p) || r[4] != "10" || r[5] != strconv.Itoa(6-p) {
+			t.Fatalf("partition row %v, want current %d, log end 10, lag %d:\n%s", r, 4+p, 6-p, out)
+		}
+	}
 
 	// Each reset mode, then what the group holds afterwards. The records were produced just now,
 	// so "an hour ago" and "2020" both resolve to the earliest offset.
@@ -70,6 +84,7 @@ func TestGateway_KafkasConsumerGroupToolEverySubCommand(t *testing.T) {
 		args []string
 		want [3]int64
 	}{
+		{[]string{"--topic", topic, "--to-earliest"}, [3]int64{0, 0, 0}},
 		{[]string{"--topic", topic, "--to-latest"}, [3]int64{10, 10, 10}},
 		{[]string{"--topic", topic, "--to-offset", "2"}, [3]int64{2, 2, 2}},
 		{[]string{"--topic", topic + ":1", "--shift-by", "3"}, [3]int64{2, 5, 2}},
@@ -108,6 +123,14 @@ func TestGateway_KafkasConsumerGroupToolEverySubCommand(t *testing.T) {
 	}
 	if out := tool("--list"); hasLine(out, group) {
 		t.Fatalf("--list still lists the deleted group:\n%s", out)
+	}
+
+	out = kafkaTool(t, "org.apache.kafka.tools.TopicCommand", g.Addr, "--describe", "--topic", topic)
+	if !strings.Contains(out, "PartitionCount: 3") || strings.Count(out, "Leader: 1") != 3 {
+		t.Fatalf("kafka-topics --describe:\n%s", out)
+	}
+	if strings.Contains(out, upstreamAddr) {
+		t.Fatalf("kafka-topics --describe shows the upstream address:\n%s", out)
 	}
 }
 
