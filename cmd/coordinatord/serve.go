@@ -166,7 +166,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		Authorizer:    authorizer,
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
 		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
-		Node: node, Logger: log, Meta: st.meta, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
+		Node: node, Logger: log, Meta: st.meta, Catalog: st.catalog, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classicConfig(cfg), Consumer: consumerConfig(cfg), SASL: sasl,
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,

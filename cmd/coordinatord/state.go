@@ -25,6 +25,8 @@ type state struct {
 	metaStore  *segment.Store
 	groups     *shard.Set
 	meta       *rt.Shard[*meta.Catalog]
+	// catalog is the metadata shard's latest durable snapshot, for handlers (no round trip).
+	catalog *meta.Published
 	// forgotten is set per group shard once a volatile plugin's reset is durable (nil when the
 	// plugin is not volatile).
 	forgotten []atomic.Bool
@@ -69,10 +71,11 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 	}
 	metrics := rt.NewMetrics(reg)
 	slots := make(chan struct{}, runtime.NumCPU())
-	s := &state{groupStore: groupStore, metaStore: metaStore}
+	s := &state{groupStore: groupStore, metaStore: metaStore, catalog: &meta.Published{}}
 	s.meta = rt.New(rt.Options[*meta.Catalog]{
 		Shard: 0, New: meta.NewCatalog, Backend: metaStore, Logger: log.With(zap.String("shard_kind", "meta")),
-		Metrics: metrics, LoadSlots: slots, CompactEvery: cfg.LogCleanerBackoff, Kind: "meta",
+		OnDurable: s.catalog.Publish,
+		Metrics:   metrics, LoadSlots: slots, CompactEvery: cfg.LogCleanerBackoff, Kind: "meta",
 	})
 	// Offsets retention: a timer per group shard, re-armed on every load. The deleted-topics part
 	// reads the catalog from the metadata shard off the group shard's goroutine (Ctx.Go).

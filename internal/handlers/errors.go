@@ -35,8 +35,16 @@ func availabilityCode(err error) int16 {
 	}
 }
 
-// catalog returns the durable topic catalog.
+// catalog returns the durable topic catalog. While the metadata shard is active it is the
+// snapshot the shard published after its last durable change, read with one atomic load: the
+// commit and heartbeat paths never queue behind the single metadata shard. Otherwise the shard
+// answers, so that a loading or failed shard still yields its own error code.
 func (t *Table) catalog(ctx context.Context) (*meta.Snapshot, error) {
+	if p := t.deps.Catalog; p != nil && t.deps.Meta.State() == runtime.StateActive {
+		if snap := p.Load(); snap != nil {
+			return snap, nil
+		}
+	}
 	v, err := t.deps.Meta.Read(ctx, meta.Read)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,9 @@ type Deps struct {
 	Limits Limits
 	// Meta is the metadata shard (topic catalog).
 	Meta *runtime.Shard[*meta.Catalog]
+	// Catalog is the catalog's latest durable snapshot, published by the metadata shard
+	// (nil: every catalog read is a round trip through Meta).
+	Catalog *meta.Published
 	// Groups are the group shards.
 	Groups *shard.Set
 	// Classic is the classic groups' configuration (group.* keys).

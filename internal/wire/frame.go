@@ -39,6 +39,12 @@ func ReadFrame(r io.Reader, max int32) ([]byte, error) {
 // ReadFrameSize reads a frame's size prefix and checks it against max; nothing is allocated.
 func ReadFrameSize(r io.Reader, max int32) (int32, error) {
 	var sizeBuf [4]byte
+	return readFrameSize(r, max, &sizeBuf)
+}
+
+// readFrameSize is ReadFrameSize with the caller's scratch for the prefix: a local array would
+// escape through io.Reader and cost an allocation per request.
+func readFrameSize(r io.Reader, max int32, sizeBuf *[4]byte) (int32, error) {
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return 0, err
 	}
@@ -54,7 +60,22 @@ func ReadFrameSize(r io.Reader, max int32) (int32, error) {
 
 // ReadFrameBody reads the size bytes of a frame whose prefix was read. Its buffer grows only as
 // bytes arrive, so a peer that claims a large frame and goes silent costs one chunk.
-func ReadFrameBody(r io.Reader, size int32) ([]byte, error) {
+func ReadFrameBody(r io.Reader, size int32) ([]byte, error) { return readFrameBody(r, size, nil) }
+
+// readFrameBody is ReadFrameBody into reuse when it can hold the whole frame: a connection
+// reads each request into the buffer of the previous one when nothing can still refer to it.
+// A buffer too small is not grown up front, so a claimed size still costs only what arrives.
+func readFrameBody(r io.Reader, size int32, reuse []byte) ([]byte, error) {
+	if cap(reuse) >= int(size) {
+		buf := reuse[:size]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return buf, nil
+	}
 	buf := make([]byte, 0, min(int(size), initialFrameChunk))
 	for len(buf) < int(size) {
 		if len(buf) == cap(buf) {
@@ -103,6 +124,9 @@ func ParseHeader(frame []byte) (h Header, rest []byte, err error) {
 // SkipHeaderTags skips the request header's tagged fields (header v2). Unknown tags are
 // ignored, as the protocol requires.
 func SkipHeaderTags(rest []byte) ([]byte, error) {
+	if len(rest) > 0 && rest[0] == 0 {
+		return rest[1:], nil // no tags, as nearly every client sends: no reader to allocate
+	}
 	r := kbin.Reader{Src: rest}
 	kmsg.SkipTags(&r)
 	if err := r.Complete(); err != nil {

@@ -3,7 +3,10 @@ package wire
 import (
 	"reflect"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,6 +24,8 @@ type Metrics struct {
 	connectionsRejected prometheus.Counter
 	bytesIn             prometheus.Counter
 	bytesOut            prometheus.Counter
+	// apis caches each API key's series (filled on first use).
+	apis [128]atomic.Pointer[apiMetrics]
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not registered).
@@ -60,76 +65,152 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) observe(key int16, resp kmsg.Response, took time.Duration) {
-	api := kmsg.NameForKey(key)
-	if api == "" {
-		api = strconv.Itoa(int(key))
-	}
-	m.requests.WithLabelValues(api).Inc()
-	m.latency.WithLabelValues(api).Observe(took.Seconds())
+	am := m.forAPI(key)
+	am.requests.Inc()
+	am.latency.Observe(took.Seconds())
 	if resp == nil {
 		return
 	}
-	m.eachErrorCode(resp, func(code int16) {
+	eachErrorCode(resp, func(code int16) {
 		name := strconv.Itoa(int(code))
 		if err := kerr.ErrorForCode(code); err != nil {
 			if ke, ok := err.(*kerr.Error); ok {
 				name = ke.Message
 			}
 		}
-		m.errors.WithLabelValues(api, name).Inc()
+		m.errors.WithLabelValues(am.name, name).Inc()
 	})
+}
+
+// apiMetrics are one API's series, looked up once: resolving labels per request hashed the API
+// name twice on every round trip.
+type apiMetrics struct {
+	name     string
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+func (m *Metrics) forAPI(key int16) *apiMetrics {
+	if key >= 0 && int(key) < len(m.apis) {
+		if am := m.apis[key].Load(); am != nil {
+			return am
+		}
+	}
+	name := kmsg.NameForKey(key)
+	if name == "" {
+		name = strconv.Itoa(int(key))
+	}
+	am := &apiMetrics{name: name, requests: m.requests.WithLabelValues(name), latency: m.latency.WithLabelValues(name)}
+	if key >= 0 && int(key) < len(m.apis) {
+		m.apis[key].Store(am)
+	}
+	return am
 }
 
 // eachErrorCode calls fn for every non-zero int16 field named ErrorCode anywhere in the
 // response, so per-partition and per-group errors are counted without every handler having to
-// report them.
-func (m *Metrics) eachErrorCode(resp kmsg.Response, fn func(int16)) {
+// report them. The response type's layout is analysed with reflection once (codeWalker); each
+// response is then walked by field offsets, without reflect.Value or allocation.
+func eachErrorCode(resp kmsg.Response, fn func(int16)) {
 	v := reflect.ValueOf(resp)
-	if v.Kind() == reflect.Pointer {
-		v = v.Elem()
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return
 	}
-	walkCodes(v, fn)
+	walkerFor(v.Type().Elem()).walk(v.UnsafePointer(), fn)
 }
 
-func walkCodes(v reflect.Value, fn func(int16)) {
-	switch v.Kind() {
-	case reflect.Struct:
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			fv := v.Field(i)
-			if f.Name == "ErrorCode" && fv.Kind() == reflect.Int16 {
-				if c := int16(fv.Int()); c != 0 {
-					fn(c)
-				}
-				continue
-			}
-			if k := fv.Kind(); k == reflect.Slice || k == reflect.Struct {
-				walkCodes(fv, fn)
-			}
-		}
-	case reflect.Slice:
-		if v.Type().Elem().Kind() != reflect.Struct {
-			return
-		}
-		for i := 0; i < v.Len(); i++ {
-			walkCodes(v.Index(i), fn)
+// codeWalker visits the error codes of one struct type: the int16 ErrorCode fields at offsets
+// of it, then nested structs and slices of structs that contain any. Fields whose types hold no
+// error code are left out when the walker is built, so a walk never visits plain data.
+type codeWalker struct {
+	codes   []uintptr
+	structs []nestedWalker
+	slices  []nestedWalker
+}
+
+type nestedWalker struct {
+	offset   uintptr
+	elemSize uintptr // slices only
+	w        *codeWalker
+}
+
+// sliceHeader is the runtime layout of a slice value.
+type sliceHeader struct {
+	data unsafe.Pointer
+	len  int
+	cap  int
+}
+
+func (w *codeWalker) walk(p unsafe.Pointer, fn func(int16)) {
+	for _, off := range w.codes {
+		if c := *(*int16)(unsafe.Add(p, off)); c != 0 {
+			fn(c)
 		}
 	}
+	for _, n := range w.structs {
+		n.w.walk(unsafe.Add(p, n.offset), fn)
+	}
+	for _, n := range w.slices {
+		h := (*sliceHeader)(unsafe.Add(p, n.offset))
+		for i := 0; i < h.len; i++ {
+			n.w.walk(unsafe.Add(h.data, uintptr(i)*n.elemSize), fn)
+		}
+	}
+}
+
+var walkers sync.Map // reflect.Type -> *codeWalker
+
+func walkerFor(t reflect.Type) *codeWalker {
+	if w, ok := walkers.Load(t); ok {
+		return w.(*codeWalker)
+	}
+	w := buildWalker(t, map[reflect.Type]*codeWalker{})
+	if w == nil {
+		w = &codeWalker{}
+	}
+	actual, _ := walkers.LoadOrStore(t, w)
+	return actual.(*codeWalker)
+}
+
+// buildWalker returns the walker of struct type t, nil when t holds no error code. Kafka
+// messages are trees, but seen guards against a recursive type all the same.
+func buildWalker(t reflect.Type, seen map[reflect.Type]*codeWalker) *codeWalker {
+	if w, ok := seen[t]; ok {
+		return w
+	}
+	w := &codeWalker{}
+	seen[t] = w
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		switch {
+		case f.Name == "ErrorCode" && f.Type.Kind() == reflect.Int16:
+			w.codes = append(w.codes, f.Offset)
+		case f.Type.Kind() == reflect.Struct:
+			if n := buildWalker(f.Type, seen); n != nil {
+				w.structs = append(w.structs, nestedWalker{offset: f.Offset, w: n})
+			}
+		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+			if n := buildWalker(f.Type.Elem(), seen); n != nil {
+				w.slices = append(w.slices, nestedWalker{offset: f.Offset, elemSize: f.Type.Elem().Size(), w: n})
+			}
+		}
+	}
+	if len(w.codes) == 0 && len(w.structs) == 0 && len(w.slices) == 0 {
+		seen[t] = nil
+		return nil
+	}
+	return w
 }
 
 // observeForwarded counts a request passed on to an upstream broker; its latency includes the
 // upstream's time, and a failure closes the connection (counted by the close reason).
 func (m *Metrics) observeForwarded(key int16, err error, took time.Duration) {
-	api := kmsg.NameForKey(key)
-	if api == "" {
-		api = strconv.Itoa(int(key))
-	}
-	m.requests.WithLabelValues(api).Inc()
+	am := m.forAPI(key)
+	am.requests.Inc()
 	if err == nil {
-		m.latency.WithLabelValues(api).Observe(took.Seconds())
+		am.latency.Observe(took.Seconds())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -422,11 +423,15 @@ func (c *serverConn) run() {
 		return nil
 	}
 	var out []byte
+	// in is the previous request's frame, read into again when nothing decoded from it can
+	// still refer to it (aliasFree); sizeBuf holds the size prefix.
+	var in []byte
+	var sizeBuf [4]byte
 	for !s.draining.Load() {
 		if s.opts.IdleTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
-		size, err := ReadFrameSize(br, s.opts.MaxRequestBytes)
+		size, err := readFrameSize(br, s.opts.MaxRequestBytes, &sizeBuf)
 		if err == nil && c.info.sasl.required && (!c.info.sasl.authenticated || c.info.sasl.exchange != nil) &&
 			s.opts.SASLMaxReceive > 0 && size > s.opts.SASLMaxReceive {
 			// An unauthenticated peer must not make us reserve and read 100 MiB frames.
@@ -448,7 +453,8 @@ func (c *serverConn) run() {
 			// Waiting for the budget is not the peer's idleness.
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
-		frame, err := ReadFrameBody(br, size)
+		frame, err := readFrameBody(br, size, in)
+		in = nil // until serve says otherwise, something may keep the frame
 		if err != nil {
 			reason = c.readFailure(err)
 			return
@@ -493,7 +499,10 @@ func (c *serverConn) run() {
 			held = 0
 			continue
 		} else {
-			resp, hdr, why := c.serve(frame)
+			resp, hdr, reusable, why := c.serve(frame)
+			if reusable && cap(frame) <= initialFrameChunk {
+				in = frame
+			}
 			if resp == nil {
 				reason = "bad request"
 				c.warn("closing connection", why)
@@ -636,40 +645,89 @@ func (c *serverConn) forward(frame []byte, reserve func(int) error) (raw []byte,
 }
 
 // serve decodes one frame and runs the handler. A nil response means close, with why.
-func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, why string) {
+// reusable reports that nothing decoded from the frame refers to its bytes, so the connection
+// may read the next request into it.
+func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, reusable bool, why string) {
 	s := c.srv
 	hdr, rest, err := ParseHeader(frame)
 	if err != nil {
-		return nil, hdr, err.Error()
+		return nil, hdr, false, err.Error()
 	}
 	req, decode, ok := s.handler.NewRequest(hdr.Key, hdr.Version)
 	if !ok {
-		return nil, hdr, fmt.Sprintf("api key %d version %d is not served", hdr.Key, hdr.Version)
+		return nil, hdr, false, fmt.Sprintf("api key %d version %d is not served", hdr.Key, hdr.Version)
 	}
+	reusable = !decode || aliasFree(reflect.TypeOf(req))
 	req.SetVersion(hdr.Version)
 	if decode {
 		if req.IsFlexible() {
 			if rest, err = SkipHeaderTags(rest); err != nil {
-				return nil, hdr, err.Error()
+				return nil, hdr, false, err.Error()
 			}
 		}
 		if err := req.ReadFrom(rest); err != nil {
-			return nil, hdr, fmt.Sprintf("undecodable %s v%d body: %v", kmsg.NameForKey(hdr.Key), hdr.Version, err)
+			return nil, hdr, false, fmt.Sprintf("undecodable %s v%d body: %v", kmsg.NameForKey(hdr.Key), hdr.Version, err)
 		}
 	}
 	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("handler panic; closing connection", zap.Any("panic", p), zap.String("api", kmsg.NameForKey(hdr.Key)), zap.Int16("version", hdr.Version), zap.ByteString("stack", debug.Stack()))
-			resp, why = nil, "handler panic"
+			resp, reusable, why = nil, false, "handler panic"
 		}
 	}()
 	resp = s.handler.Handle(c.ctx, &Request{Header: hdr, Body: req, Conn: c.info})
 	s.metrics.observe(hdr.Key, resp, time.Since(start))
 	if resp == nil {
-		return nil, hdr, "handler gave no response"
+		return nil, hdr, false, "handler gave no response"
 	}
-	return resp, hdr, ""
+	return resp, hdr, reusable, ""
+}
+
+var aliasFreeTypes sync.Map // reflect.Type -> bool
+
+// aliasFree reports whether a decoded request of type t can refer to its frame's bytes: kmsg
+// decodes strings as copies but byte fields (join metadata, assignments) as slices of the
+// frame, which a handler may keep in group state. Anything the check does not know is treated
+// as aliasing.
+func aliasFree(t reflect.Type) bool {
+	if v, ok := aliasFreeTypes.Load(t); ok {
+		return v.(bool)
+	}
+	free := typeAliasFree(t, map[reflect.Type]bool{})
+	aliasFreeTypes.Store(t, free)
+	return free
+}
+
+func typeAliasFree(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true // already being checked further up
+	}
+	seen[t] = true
+	if t == reflect.TypeFor[kmsg.Tags]() {
+		// A request's unknown tagged fields are slices of the frame too, but nothing reads a
+		// request's UnknownTags: they are skipped, as the protocol asks.
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64, reflect.String:
+		return true
+	case reflect.Pointer, reflect.Array:
+		return typeAliasFree(t.Elem(), seen)
+	case reflect.Slice:
+		return t.Elem().Kind() != reflect.Uint8 && typeAliasFree(t.Elem(), seen)
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if !typeAliasFree(t.Field(i).Type, seen) {
+				return false
+			}
+		}
+		return true
+	default:
+		return false
+	}
 }
 
 type countingReader struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"sync/atomic"
 
 	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/state/log"
@@ -188,3 +189,15 @@ func decodeTopicValue(name string, value []byte) (*Topic, error) {
 	}
 	return t, nil
 }
+
+// Published holds the catalog's latest durable snapshot so that request handlers read it with
+// one atomic load instead of a round trip through the metadata shard, which every commit and
+// heartbeat would otherwise queue behind. Only the durable machine publishes (the shard's
+// OnDurable hook), so a topic whose record is not durable yet is never visible here.
+type Published struct{ p atomic.Pointer[Snapshot] }
+
+// Publish stores c's current snapshot; it runs on the metadata shard's goroutine.
+func (p *Published) Publish(c *Catalog) { p.p.Store(c.Snapshot()) }
+
+// Load returns the latest published snapshot, nil before the first load.
+func (p *Published) Load() *Snapshot { return p.p.Load() }

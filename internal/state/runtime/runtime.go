@@ -98,6 +98,11 @@ type Options[M Machine] struct {
 	// OnLoaded runs on the shard goroutine after each load, to re-arm timers (never persisted)
 	// from the loaded state.
 	OnLoaded func(c *Ctx[M], m M)
+	// OnDurable runs on the shard goroutine with the durable machine after each load and each
+	// advance of durable state, so a machine can publish an immutable view of what is durable
+	// for readers that must not make a round trip through the shard. It must not modify m's
+	// state, and it never sees a record that is not durable.
+	OnDurable func(m M)
 	// LoadSlots, when set, is a semaphore shared by shards so that only so many replay their
 	// logs at once (loading is CPU-bound; more than the core count only adds contention).
 	LoadSlots chan struct{}
@@ -614,6 +619,9 @@ func (s *Shard[M]) markDurable(offset int64) {
 	clear(s.pending[:i])
 	s.pending = s.pending[i:]
 	s.durableO = offset
+	if i > 0 && s.opts.OnDurable != nil {
+		s.opts.OnDurable(s.durable)
+	}
 	s.lag.Store(max(s.appended-s.durableO, 0))
 	now := time.Now()
 	j := 0
@@ -734,6 +742,9 @@ func (s *Shard[M]) load() {
 		return
 	}
 	s.next, s.appended, s.durableO = next, next-1, next-1
+	if s.opts.OnDurable != nil {
+		s.opts.OnDurable(s.durable)
+	}
 	s.setState(StateActive)
 	took := time.Since(start)
 	s.m.loads.WithLabelValues("ok").Inc()
