@@ -210,7 +210,9 @@ func TestBrokerCompactedTombstonesReplay(t *testing.T) {
 	defer kc.Close()
 	adm := kadm.NewClient(kc)
 	// Make the cleaner act within seconds: tiny segments, any dirt is enough, tombstones expire.
-	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)} }
+	set := func(k, v string) kadm.AlterConfig {
+		return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)}
+	}
 	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("segment.ms", "100"), set("min.cleanable.dirty.ratio", "0.01"),
 		set("delete.retention.ms", "0"), set("min.compaction.lag.ms", "0"), set("max.compaction.lag.ms", "1000")}, b.opts.Topic)
 	if err == nil {
