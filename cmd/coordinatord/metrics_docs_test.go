@@ -70,7 +70,7 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer topology.Close()
-	st, err := openState(cfg, zap.NewNop(), reg, false)
+	st, err := openState(cfg, "test", zap.NewNop(), reg, false)
 	if err != nil {
 		t.Fatal(err)
 	}
