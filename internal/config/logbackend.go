@@ -52,7 +52,10 @@ var logBackendKeys = []key{
 			return err
 		}},
 	{"log.kafka.transaction.timeout.ms", "30000", "log.backend=kafka: transaction.timeout.ms of the per-shard producers; bounds how long a crashed owner's open transaction delays the next owner's load.",
-		func(c *Config, v string) (err error) { c.LogBackend.TransactionTimeout, err = parseMillis(v, 1); return }},
+		func(c *Config, v string) (err error) {
+			c.LogBackend.TransactionTimeout, err = parseMillis(v, 1)
+			return
+		}},
 }
 
 func init() { keys = append(keys, logBackendKeys...) }
