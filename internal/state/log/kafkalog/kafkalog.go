@@ -80,15 +80,16 @@ func (b *Backend) ensureTopic(ctx context.Context) error {
 		"min.insync.replicas": kadm.StringPtr(strconv.Itoa(b.opts.MinInsyncReplicas)),
 	}
 	res, err := adm.CreateTopic(ctx, b.opts.Partitions, b.opts.ReplicationFactor, configs, topic)
-	switch {
-	case err == nil && res.Err == nil:
+	if err == nil {
+		err = res.Err
+	}
+	if err == nil {
 		b.lg.Info("created the state topic", zap.String("topic", topic), zap.Int32("partitions", b.opts.Partitions),
 			zap.Int16("replication.factor", b.opts.ReplicationFactor))
 		return nil
-	case err != nil:
+	}
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create state topic %s: %w", topic, err)
-	case !errors.Is(res.Err, kerr.TopicAlreadyExists):
-		return fmt.Errorf("create state topic %s: %w", topic, res.Err)
 	}
 	// It exists: it must be shaped as we would have created it, or shards would map to the
 	// wrong partitions or compaction would not keep what replay needs.
@@ -130,7 +131,8 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 		kgo.DefaultProduceTopic(b.opts.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
+		// One produce per shard per round: records wait in the client until the round's Flush.
+		kgo.ManualFlushing(),
 	)
 	kc, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -219,16 +221,20 @@ func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	r := &kgo.Record{Key: loadMarkerKey, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano)), Partition: l.shard}
-	pr := l.kc.ProduceSync(ctx, r)
+	var perr error
+	l.kc.Produce(ctx, r, func(_ *kgo.Record, err error) { perr = err })
+	if err := l.kc.Flush(ctx); err != nil {
+		return 0, err
+	}
 	commit := kgo.TryCommit
-	if pr.FirstErr() != nil {
+	if perr != nil {
 		commit = kgo.TryAbort
 	}
 	if err := l.kc.EndTransaction(ctx, commit); err != nil {
 		return 0, err
 	}
-	if err := pr.FirstErr(); err != nil {
-		return 0, err
+	if perr != nil {
+		return 0, perr
 	}
 	return r.Offset, nil
 }
@@ -387,6 +393,9 @@ func (l *kafkaLog) commitRound(round []pendingBatch) error {
 				wg.Done()
 			})
 		}
+	}
+	if err := l.kc.Flush(ctx); err != nil {
+		return err
 	}
 	wg.Wait()
 	if firstErr != nil {
