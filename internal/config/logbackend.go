@@ -70,6 +70,11 @@ func (c *Config) validateLogBackend() error {
 	if !c.Gateway.Enabled() {
 		return &KeyError{Key: "log.backend", Value: l.Kind, Reason: "kafka needs upstream.bootstrap.servers (gateway mode): the shard logs live on the upstream cluster"}
 	}
+	// The transactional ids carry the cluster id: one generated per log.dirs would give every
+	// node ids of its own, and two owners of a shard would not fence each other.
+	if c.ClusterID == "" {
+		return &KeyError{Key: "cluster.id", Reason: "log.backend=kafka needs an explicit cluster.id: the per-shard transactional ids that fence a stale owner are built from it"}
+	}
 	if int(l.ReplicationFactor) < l.MinInsyncReplicas {
 		return &KeyError{Key: "log.kafka.min.insync.replicas", Value: strconv.Itoa(l.MinInsyncReplicas),
 			Reason: "must be at most offsets.topic.replication.factor (" + strconv.Itoa(int(l.ReplicationFactor)) + ")"}

@@ -20,7 +20,7 @@ func TestLogBackendKafkaNeedsGatewayMode(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "log.backend") || !strings.Contains(err.Error(), "upstream.bootstrap.servers") {
 		t.Fatalf("log.backend=kafka without an upstream: %v", err)
 	}
-	c, err := Load("", []string{"log.backend=kafka", "upstream.bootstrap.servers=k:9092",
+	c, err := Load("", []string{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1",
 		"offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"})
 	if err != nil || !c.LogBackend.Kafka() {
 		t.Fatalf("gateway mode with log.backend=kafka: %v", err)
@@ -30,7 +30,9 @@ func TestLogBackendKafkaNeedsGatewayMode(t *testing.T) {
 func TestLogBackendRefusesBadCombinations(t *testing.T) {
 	for _, set := range [][]string{
 		{"log.backend=s3"},
-		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "offsets.topic.replication.factor=1"}, // min.insync 2 > 1
+		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1", "offsets.topic.replication.factor=1"}, // min.insync 2 > 1
+		// Without a shared cluster.id two nodes would get different transactional ids and not fence each other.
+		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
 		{"log.kafka.topic="},
 	} {
 		if _, err := Load("", set); err == nil {
