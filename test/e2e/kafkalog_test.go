@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -72,5 +74,69 @@ func TestKafkaLogBackendKeepsCommittedOffsetsAcrossKill(t *testing.T) {
 				t.Fatalf("%s %s/%d after kill -9 and restart: %v (found %v), want %d", group, topic, p, o.At, ok, w)
 			}
 		}
+	}
+}
+
+// A second node started on the same state topic and cluster.id takes every shard over; the
+// first node's next write to a shard is fenced: that commit is not acknowledged, the group
+// answers NOT_COORDINATOR from then on, and the new node never sees the fenced write.
+func TestKafkaLogBackendStaleNodeIsFenced(t *testing.T) {
+	requireE2E(t)
+	run := time.Now().UnixNano()
+	sets := []string{"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=kf%d", run),
+		"offsets.topic.num.partitions=2", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("kf-topic-%d", run)
+	const group = "kf-group"
+	commit := func(adm *kadm.Client, at int64) error {
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at, LeaderEpoch: -1})
+		res, err := adm.CommitOffsets(ctx, group, os)
+		if err == nil {
+			err = res.Error()
+		}
+		return err
+	}
+	client := func(g *gateway) *kadm.Client {
+		// No retries: the test wants the coordinator's own answer.
+		kc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(kc.Close)
+		return kadm.NewClient(kc)
+	}
+
+	old := startGateway(t, sets...)
+	oldAdm := client(old)
+	if _, err := oldAdm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(oldAdm, 10); err != nil {
+		t.Fatal(err)
+	}
+
+	cur := startGateway(t, sets...)
+	curAdm := client(cur)
+
+	if err := commit(oldAdm, 20); err == nil {
+		t.Fatal("the fenced node acknowledged a commit")
+	} else {
+		t.Logf("first commit to the fenced node: %v", err)
+	}
+	err := commit(oldAdm, 30)
+	if !errors.Is(err, kerr.NotCoordinator) {
+		t.Fatalf("commit to the fenced node afterwards: %v, want NOT_COORDINATOR", err)
+	}
+	got, err := curAdm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = got.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup(topic, 0); !ok || o.At != 10 {
+		t.Fatalf("new node serves offset %v (found %v), want 10: the last one acknowledged", o.At, ok)
 	}
 }
