@@ -229,7 +229,7 @@ func openKafkaLog(cfg *config.Config, clusterID string, log *zap.Logger) (*kafka
 	defer cancel()
 	b, err := kafkalog.New(ctx, kafkalog.Options{
 		Client: opts, Topic: l.Topic, Partitions: cfg.ShardCount, ReplicationFactor: l.ReplicationFactor,
-		MinInsyncReplicas: l.MinInsyncReplicas, TransactionTimeout: l.TransactionTimeout,
+		MinInsyncReplicas: l.MinInsyncReplicas, TransactionTimeout: l.TransactionTimeout, MaxBatchBytes: cfg.MessageMaxBytes,
 		TransactionalIDPrefix: "coordinatord-" + clusterID + "-shard-",
 		Logger:                log.With(zap.String("log", "kafka"), zap.String("topic", l.Topic)),
 	})

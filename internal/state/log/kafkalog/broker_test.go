@@ -315,3 +315,28 @@ func rawCount(t testing.TB, ctx context.Context, kc *kgo.Client, topic string) i
 		}
 	}
 }
+
+// The largest batch CheckBatch accepts is one the topic takes: a shard never fails on a batch
+// the backend said fits.
+func TestBrokerLargestAcceptedBatchIsWritten(t *testing.T) {
+	b := newBackend(t, 1)
+	l, r := open(t, b, 0)
+	defer l.Close()
+	load(t, l)
+	key := []byte{0, 1, 'k'}
+	value := make([]byte, b.opts.MaxBatchBytes-len(key)-recordOverhead)
+	batch := []log.Record{{Key: key, Value: value}}
+	if err := l.(log.BatchChecker).CheckBatch(batch); err != nil {
+		t.Fatal(err)
+	}
+	last, err := l.Append(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, r, last)
+	l2, _ := open(t, b, 0)
+	defer l2.Close()
+	if got, _ := load(t, l2); len(got) != 1 || len(got[0].Value) != len(value) {
+		t.Fatalf("reloaded %d records", len(got))
+	}
+}

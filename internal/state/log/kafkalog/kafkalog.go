@@ -43,8 +43,20 @@ type Options struct {
 	// TransactionTimeout bounds how long a dead owner's open transaction holds back the last
 	// stable offset, and so the next owner's load.
 	TransactionTimeout time.Duration
-	Logger             *zap.Logger
+	// MaxBatchBytes caps the encoded size of one appended batch (message.max.bytes), as the
+	// local log does, so that a client cannot make a write the topic would refuse and so fail
+	// the shard; 0 means Kafka's default.
+	MaxBatchBytes int
+	Logger        *zap.Logger
 }
+
+// defaultMaxBatchBytes is message.max.bytes' default (Kafka's).
+const defaultMaxBatchBytes = 1048588
+
+// batchSlack is room above MaxBatchBytes for the Kafka batch header and per-record framing, in
+// the topic's max.message.bytes and the producer's batch limit, so that any batch CheckBatch
+// accepts is one the broker takes.
+const batchSlack = 4096
 
 // Backend opens shard logs on the upstream topic.
 type Backend struct {
@@ -59,6 +71,9 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	if opts.TransactionTimeout <= 0 {
 		opts.TransactionTimeout = 30 * time.Second
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = defaultMaxBatchBytes
 	}
 	b := &Backend{opts: opts, lg: opts.Logger}
 	if err := b.ensureTopic(ctx); err != nil {
@@ -78,6 +93,7 @@ func (b *Backend) ensureTopic(ctx context.Context) error {
 	configs := map[string]*string{
 		"cleanup.policy":      kadm.StringPtr("compact"),
 		"min.insync.replicas": kadm.StringPtr(strconv.Itoa(b.opts.MinInsyncReplicas)),
+		"max.message.bytes":   kadm.StringPtr(strconv.Itoa(b.opts.MaxBatchBytes + batchSlack)),
 	}
 	res, err := adm.CreateTopic(ctx, b.opts.Partitions, b.opts.ReplicationFactor, configs, topic)
 	if err == nil {
@@ -133,6 +149,7 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// One produce per shard per round: records wait in the client until the round's Flush.
 		kgo.ManualFlushing(),
+		kgo.ProducerBatchMaxBytes(int32(b.opts.MaxBatchBytes+batchSlack)),
 	)
 	kc, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -300,8 +317,29 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 	}
 }
 
+// recordOverhead bounds a Kafka record's framing around its key and value (length, attributes,
+// timestamp and offset deltas, key and value lengths, header count) plus our format byte.
+const recordOverhead = 1 + 5 + 1 + 10 + 5 + 5 + 5 + 5 + 1
+
+// CheckBatch implements log.BatchChecker: a batch larger than MaxBatchBytes once encoded is
+// refused before the shard applies it, so it never reaches the topic.
+func (l *kafkaLog) CheckBatch(recs []log.Record) error {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value) + recordOverhead
+	}
+	if n > l.b.opts.MaxBatchBytes {
+		return fmt.Errorf("%w: shard %d: %d records, about %d bytes encoded, message.max.bytes is %d",
+			log.ErrBatchTooLarge, l.shard, len(recs), n, l.b.opts.MaxBatchBytes)
+	}
+	return nil
+}
+
 // Append implements log.Log: the batch joins the next round of the writer.
 func (l *kafkaLog) Append(recs []log.Record) (int64, error) {
+	if err := l.CheckBatch(recs); err != nil {
+		return 0, err
+	}
 	for _, r := range recs {
 		if len(r.Key) == len(loadMarkerKey) && r.Key[0] == loadMarkerKey[0] {
 			return 0, fmt.Errorf("shard %d: key %x is reserved by the kafka log", l.shard, r.Key)

@@ -2,6 +2,7 @@ package kafkalog
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
@@ -48,8 +49,27 @@ func TestMappingHidesLoadMarkerAndRefusesUnknownFormat(t *testing.T) {
 }
 
 func TestAppendRefusesReservedKey(t *testing.T) {
-	l := &kafkaLog{started: true, kick: make(chan struct{}, 1)}
+	l := &kafkaLog{b: &Backend{opts: Options{MaxBatchBytes: defaultMaxBatchBytes}}, started: true, kick: make(chan struct{}, 1)}
 	if _, err := l.Append([]log.Record{{Key: loadMarkerKey, Value: []byte{1}}}); err == nil {
 		t.Fatal("a record with the load marker's key was accepted")
 	}
 }
+
+// A client can make a shard write a big batch (a large JoinGroup metadata); the backend must
+// turn it down as the local log does, leaving the log usable, instead of letting the topic
+// refuse it and fail the whole shard.
+func TestOversizeBatchIsRefusedAndLogStaysUsable(t *testing.T) {
+	l := &kafkaLog{b: &Backend{opts: Options{MaxBatchBytes: 1000}}, started: true, kick: make(chan struct{}, 1)}
+	big := []log.Record{{Key: []byte{0, 1}, Value: make([]byte, 600)}, {Key: []byte{0, 1}, Value: make([]byte, 600)}}
+	if err := l.CheckBatch(big); !errors.Is(err, log.ErrBatchTooLarge) {
+		t.Fatalf("CheckBatch of 1200 bytes with a limit of 1000: %v", err)
+	}
+	if _, err := l.Append(big); !errors.Is(err, log.ErrBatchTooLarge) {
+		t.Fatalf("Append of an oversize batch: %v", err)
+	}
+	if _, err := l.Append(big[:1]); err != nil {
+		t.Fatalf("the log refused a fitting batch after an oversize one: %v", err)
+	}
+}
+
+var _ log.BatchChecker = (*kafkaLog)(nil)
