@@ -26,6 +26,11 @@ func brokerAddr(t testing.TB) string {
 
 func newBackend(t testing.TB, partitions int32) *Backend {
 	t.Helper()
+	return newBackendTimeout(t, partitions, 10*time.Second)
+}
+
+func newBackendTimeout(t testing.TB, partitions int32, txnTimeout time.Duration) *Backend {
+	t.Helper()
 	addr := brokerAddr(t)
 	topic := fmt.Sprintf("kafkalog-%s-%d", t.Name(), time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -33,7 +38,7 @@ func newBackend(t testing.TB, partitions int32) *Backend {
 	b, err := New(ctx, Options{
 		Client: []kgo.Opt{kgo.SeedBrokers(addr)}, Topic: topic, Partitions: partitions,
 		ReplicationFactor: 1, MinInsyncReplicas: 1, TransactionalIDPrefix: topic + "-shard-",
-		TransactionTimeout: 10 * time.Second,
+		TransactionTimeout: txnTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -338,5 +343,65 @@ func TestBrokerLargestAcceptedBatchIsWritten(t *testing.T) {
 	defer l2.Close()
 	if got, _ := load(t, l2); len(got) != 1 || len(got[0].Value) != len(value) {
 		t.Fatalf("reloaded %d records", len(got))
+	}
+}
+
+// A round that cannot be produced (here: the topic vanished, so every attempt times out) is
+// aborted and reported through Lost for exactly the offsets not yet durable, so the shard drops
+// them and reloads; it is not acknowledged, and it does not fail the shard for good.
+func TestBrokerAbortedRoundIsLostNotFailed(t *testing.T) {
+	b := newBackendTimeout(t, 1, 3*time.Second)
+	lost := make(chan *log.WriteError, 1)
+	r := &reports{durable: make(chan int64, 16), failed: make(chan error, 1)}
+	var resume func()
+	l, err := b.Open(0, log.Callbacks{
+		Durable: func(o int64) { r.durable <- o },
+		Failed:  func(err error) { r.failed <- err },
+		Lost:    func(err *log.WriteError, res func()) { resume = res; lost <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	load(t, l)
+	ok, err := l.Append([]log.Record{rec("a", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, r, ok)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kc, err := kgo.NewClient(b.opts.Client...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if _, err := kadm.NewClient(kc).DeleteTopic(ctx, b.opts.Topic); err != nil {
+		t.Fatal(err)
+	}
+	last, err := l.Append([]log.Record{rec("b", "2"), rec("c", "3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case werr := <-lost:
+		if werr.First != ok+1 || werr.Last != last {
+			t.Fatalf("lost offsets %d..%d, want %d..%d", werr.First, werr.Last, ok+1, last)
+		}
+	case err := <-r.failed:
+		t.Fatalf("an aborted round failed the log for good: %v", err)
+	case o := <-r.durable:
+		t.Fatalf("offset %d reported durable on a deleted topic", o)
+	case <-ctx.Done():
+		t.Fatal("the round never gave up")
+	}
+	var werr *log.WriteError
+	if _, err := l.Append([]log.Record{rec("d", "4")}); !errors.As(err, &werr) {
+		t.Fatalf("append before resume: %v, want the WriteError", err)
+	}
+	resume()
+	if _, err := l.Append([]log.Record{rec("d", "4")}); err != nil {
+		t.Fatalf("append after resume: %v", err)
 	}
 }

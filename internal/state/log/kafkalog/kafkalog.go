@@ -150,6 +150,7 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 		// One produce per shard per round: records wait in the client until the round's Flush.
 		kgo.ManualFlushing(),
 		kgo.ProducerBatchMaxBytes(int32(b.opts.MaxBatchBytes+batchSlack)),
+		kgo.RecordDeliveryTimeout(b.opts.TransactionTimeout),
 	)
 	kc, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -388,13 +389,19 @@ func (l *kafkaLog) writer() {
 			continue
 		}
 		if err := l.commitRound(round); err != nil {
+			var aborted *abortedRound
+			class := kerrclass.OfError(kmsg.Produce.Int16(), err)
+			if act := class.Action(); errors.As(err, &aborted) && !isFenced(err) && l.cb.Lost != nil &&
+				(act == kerrclass.Retry || act == kerrclass.Abort) {
+				l.lose(round, aborted.err, class)
+				continue
+			}
 			err = fmt.Errorf("%w: shard %d: %w", log.ErrFailed, l.shard, err)
 			l.mu.Lock()
 			l.failed = err
 			l.pending = nil
 			l.mu.Unlock()
-			l.lg.Error("state topic write failed; the shard stops", zap.Error(err),
-				zap.String("class", kerrclass.OfError(kmsg.Produce.Int16(), err).String()))
+			l.lg.Error("state topic write failed; the shard stops", zap.Error(err), zap.String("class", class.String()))
 			if l.cb.Failed != nil {
 				l.cb.Failed(err)
 			}
@@ -406,8 +413,37 @@ func (l *kafkaLog) writer() {
 	}
 }
 
+// abortedRound is a round whose records could not be produced and whose transaction was
+// aborted: none of it will ever be visible, so the shard may drop it and go on. A failure of
+// the commit itself is never one: its outcome is unknown.
+type abortedRound struct{ err error }
+
+func (e *abortedRound) Error() string { return e.err.Error() }
+func (e *abortedRound) Unwrap() error { return e.err }
+
+// lose reports a round that was aborted (and everything queued behind it) through Lost, so the
+// shard drops what it computed from it; the log refuses appends until resume.
+func (l *kafkaLog) lose(round []pendingBatch, cause error, class kerrclass.Category) {
+	l.mu.Lock()
+	werr := &log.WriteError{Shard: l.shard, First: round[0].last - int64(len(round[0].recs)) + 1, Last: l.next - 1, Err: cause}
+	l.failed = werr
+	l.pending = nil
+	l.mu.Unlock()
+	l.lg.Warn("state topic write aborted; the shard drops the round and goes on", zap.Error(werr), zap.String("class", class.String()))
+	l.cb.Lost(werr, func() {
+		l.mu.Lock()
+		if l.failed == error(werr) {
+			l.failed = nil
+		}
+		l.mu.Unlock()
+	})
+}
+
 func (l *kafkaLog) commitRound(round []pendingBatch) error {
-	ctx := context.Background()
+	// Bounded: a round that cannot finish within the transaction timeout gives up, rather
+	// than holding the shard's acknowledgements (and Close) forever.
+	ctx, cancel := context.WithTimeout(context.Background(), l.b.opts.TransactionTimeout)
+	defer cancel()
 	if err := l.kc.BeginTransaction(); err != nil {
 		return err
 	}
@@ -433,16 +469,24 @@ func (l *kafkaLog) commitRound(round []pendingBatch) error {
 		}
 	}
 	if err := l.kc.Flush(ctx); err != nil {
-		return err
+		// Records still buffered fail with the abort below.
+		l.kc.AbortBufferedRecords(context.Background())
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
 	}
 	wg.Wait()
 	if firstErr != nil {
 		// Nothing of the round may become visible; a fenced producer cannot abort and is
 		// reported as it is.
-		if aerr := l.kc.EndTransaction(ctx, kgo.TryAbort); aerr != nil && !isFenced(firstErr) {
+		actx, acancel := context.WithTimeout(context.Background(), l.b.opts.TransactionTimeout)
+		defer acancel()
+		if aerr := l.kc.EndTransaction(actx, kgo.TryAbort); aerr != nil {
 			return fmt.Errorf("%w (abort: %v)", firstErr, aerr)
 		}
-		return firstErr
+		return &abortedRound{err: firstErr}
 	}
 	return l.kc.EndTransaction(ctx, kgo.TryCommit)
 }
