@@ -239,11 +239,12 @@ func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	r := &kgo.Record{Key: loadMarkerKey, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano)), Partition: l.shard}
-	var perr error
-	l.kc.Produce(ctx, r, func(_ *kgo.Record, err error) { perr = err })
+	produced := make(chan error, 1)
+	l.kc.Produce(ctx, r, func(_ *kgo.Record, err error) { produced <- err })
 	if err := l.kc.Flush(ctx); err != nil {
 		return 0, err
 	}
+	perr := <-produced
 	commit := kgo.TryCommit
 	if perr != nil {
 		commit = kgo.TryAbort
