@@ -132,7 +132,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer topology.Close() // after the shards: the coordinator has stopped serving
-	st, err := openState(cfg, log, reg, topology.Volatile())
+	st, err := openState(cfg, clusterID, log, reg, topology.Volatile())
 	if err != nil {
 		return err
 	}

@@ -11,17 +11,21 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/offsets"
+	slog "github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/log/kafkalog"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	rt "github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
 // state is every shard of the process with the logs under them.
 type state struct {
-	groupStore *segment.Store
+	groupStore *segment.Store // nil with log.backend=kafka
+	groupLog   slog.Backend
 	metaStore  *segment.Store
 	groups     *shard.Set
 	meta       *rt.Shard[*meta.Catalog]
@@ -47,7 +51,7 @@ func (s *state) descriptionsSettled() bool {
 // loading get COORDINATOR_LOAD_IN_PROGRESS. volatileDescriptions says the topology description
 // plugin started empty (topologyplugin.Volatile), so the stored epochs the shards load are
 // reset once.
-func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, volatileDescriptions bool) (*state, error) {
+func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg prometheus.Registerer, volatileDescriptions bool) (*state, error) {
 	logMetrics := segment.NewMetrics(reg)
 	fs := logMetrics.FS(segment.OSFS{})
 	storeOpts := func(dir string, shards int32) segment.Options {
@@ -58,20 +62,34 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 			FS: fs, RoundObserver: logMetrics.ObserveRound,
 		}
 	}
-	groupStore, err := segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "groups"), cfg.ShardCount))
-	if err != nil {
-		return nil, fmt.Errorf("open group log in %s: %w", cfg.LogDirs, err)
+	var groupStore *segment.Store
+	var groupLog slog.Backend
+	if cfg.LogBackend.Kafka() {
+		kb, err := openKafkaLog(cfg, clusterID, log)
+		if err != nil {
+			return nil, err
+		}
+		groupLog = kb
+	} else {
+		var err error
+		groupStore, err = segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "groups"), cfg.ShardCount))
+		if err != nil {
+			return nil, fmt.Errorf("open group log in %s: %w", cfg.LogDirs, err)
+		}
+		groupLog = groupStore
 	}
 	// The metadata shard has a log of its own so that the group shard count never has to
 	// account for it.
 	metaStore, err := segment.Open(storeOpts(filepath.Join(cfg.LogDirs, "meta"), 1))
 	if err != nil {
-		groupStore.Close()
+		if groupStore != nil {
+			groupStore.Close()
+		}
 		return nil, fmt.Errorf("open metadata log in %s: %w", cfg.LogDirs, err)
 	}
 	metrics := rt.NewMetrics(reg)
 	slots := make(chan struct{}, runtime.NumCPU())
-	s := &state{groupStore: groupStore, metaStore: metaStore, catalog: &meta.Published{}}
+	s := &state{groupStore: groupStore, groupLog: groupLog, metaStore: metaStore, catalog: &meta.Published{}}
 	s.meta = rt.New(rt.Options[*meta.Catalog]{
 		Shard: 0, New: meta.NewCatalog, Backend: metaStore, Logger: log.With(zap.String("shard_kind", "meta")),
 		OnDurable: s.catalog.Publish,
@@ -94,7 +112,7 @@ func openState(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, v
 		s.forgotten = make([]atomic.Bool, cfg.ShardCount)
 	}
 	s.groups = shard.NewSet(shard.SetOptions{
-		Count: cfg.ShardCount, Backend: groupStore, Logger: log, Metrics: metrics, LoadSlots: slots,
+		Count: cfg.ShardCount, Backend: groupLog, Logger: log, Metrics: metrics, LoadSlots: slots,
 		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg), Classic: classicConfig(cfg), Consumer: consumerConfig(cfg),
 		OnMigration:  migrationObserver(log, reg),
 		GroupMetrics: shard.NewGroupMetrics(reg),
@@ -157,6 +175,9 @@ func (s *state) logBytes(kind string, shard int32) (int64, error) {
 	if kind == "meta" {
 		store = s.metaStore
 	}
+	if store == nil {
+		return 0, nil // the shard's log is on the upstream cluster
+	}
 	var n int64
 	err := filepath.WalkDir(store.ShardDir(shard), func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -180,10 +201,44 @@ func (s *state) shutdown(ctx context.Context) {
 
 func (s *state) close(log *zap.Logger) {
 	s.shutdown(context.Background())
-	if err := s.groupStore.Close(); err != nil {
-		log.Warn("closing group log", zap.Error(err))
+	if s.groupStore != nil {
+		if err := s.groupStore.Close(); err != nil {
+			log.Warn("closing group log", zap.Error(err))
+		}
 	}
 	if err := s.metaStore.Close(); err != nil {
 		log.Warn("closing metadata log", zap.Error(err))
 	}
+}
+
+// openKafkaLog opens the group shard logs on the upstream cluster with coordinatord's own
+// upstream client settings (bootstrap, TLS, SASL login).
+func openKafkaLog(cfg *config.Config, clusterID string, log *zap.Logger) (*kafkalog.Backend, error) {
+	g := cfg.Gateway
+	sec, err := upstreamSecurity(g.Security)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(g.Bootstrap...), kgo.ClientID(g.ClientID),
+		kgo.RequestTimeoutOverhead(g.RequestTimeout), kgo.DialTimeout(g.ConnectTimeout)}
+	if sec.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(sec.TLS.Clone()))
+	}
+	if sec.SASL != nil {
+		opts = append(opts, kgo.SASL(sec.SASL))
+	}
+	l := cfg.LogBackend
+	ctx, cancel := context.WithTimeout(context.Background(), g.StartupTimeout)
+	defer cancel()
+	b, err := kafkalog.New(ctx, kafkalog.Options{
+		Client: opts, Topic: l.Topic, Partitions: cfg.ShardCount, ReplicationFactor: l.ReplicationFactor,
+		MinInsyncReplicas: l.MinInsyncReplicas, TransactionTimeout: l.TransactionTimeout, MaxBatchBytes: cfg.MessageMaxBytes,
+		TransactionalIDPrefix: "coordinatord-" + clusterID + "-shard-",
+		Logger:                log.With(zap.String("log", "kafka"), zap.String("topic", l.Topic)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("log.backend=kafka: %w", err)
+	}
+	log.Info("group shard logs on the upstream cluster", zap.String("log.kafka.topic", l.Topic), zap.Int32("partitions", cfg.ShardCount))
+	return b, nil
 }

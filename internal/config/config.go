@@ -92,6 +92,8 @@ type Config struct {
 
 	// Gateway is gateway mode (upstream.*, gateway.*); off when no upstream is configured.
 	Gateway GatewayConfig
+	// LogBackend is log.backend and the log.kafka.* keys.
+	LogBackend LogBackendConfig
 
 	// SASL is the process-wide SASL settings; per-listener security is on each Listener.
 	SASL SASLConfig
@@ -436,7 +438,10 @@ func (c *Config) validate() error {
 	if err := c.validateUpstreamSecurity(); err != nil {
 		return err
 	}
-	return c.validateGateway()
+	if err := c.validateGateway(); err != nil {
+		return err
+	}
+	return c.validateLogBackend()
 }
 
 func parseListeners(v string) ([]Listener, error) {

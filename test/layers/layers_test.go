@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"internal/state/records":      {},
 	"internal/state/log":          {"internal/state/records"},
 	"internal/state/log/segment":  {"internal/state/log", "internal/state/records"},
-	"internal/state/log/kafkalog": {"internal/state/log", "internal/state/records"},
+	"internal/state/log/kafkalog": {"internal/state/log", "internal/state/records", "pkg/kerrclass"},
 	"internal/state/log/memlog":   {"internal/state/log", "internal/state/records"},
 	"internal/state/runtime":      {"internal/state/log", "internal/state/records"},
 	"internal/state/meta":         {"internal/state/log", "internal/state/records", "internal/state/runtime", "internal/acl"},

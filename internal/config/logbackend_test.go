@@ -1,0 +1,42 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLogBackendDefaultsToLocal(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LogBackend.Kafka() || c.LogBackend.Topic != "__coordinatord_state" {
+		t.Fatalf("defaults %+v", c.LogBackend)
+	}
+}
+
+func TestLogBackendKafkaNeedsGatewayMode(t *testing.T) {
+	_, err := Load("", []string{"log.backend=kafka"})
+	if err == nil || !strings.Contains(err.Error(), "log.backend") || !strings.Contains(err.Error(), "upstream.bootstrap.servers") {
+		t.Fatalf("log.backend=kafka without an upstream: %v", err)
+	}
+	c, err := Load("", []string{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1",
+		"offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"})
+	if err != nil || !c.LogBackend.Kafka() {
+		t.Fatalf("gateway mode with log.backend=kafka: %v", err)
+	}
+}
+
+func TestLogBackendRefusesBadCombinations(t *testing.T) {
+	for _, set := range [][]string{
+		{"log.backend=s3"},
+		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1", "offsets.topic.replication.factor=1"}, // min.insync 2 > 1
+		// Without a shared cluster.id two nodes would get different transactional ids and not fence each other.
+		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
+		{"log.kafka.topic="},
+	} {
+		if _, err := Load("", set); err == nil {
+			t.Errorf("%v accepted", set)
+		}
+	}
+}

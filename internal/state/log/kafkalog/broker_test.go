@@ -1,0 +1,407 @@
+package kafkalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// These tests need the reference broker: test/kafka/kafka.sh start --dir D --port P, then
+// KAFKALOG_KAFKA_ADDR=127.0.0.1:P go test ./internal/state/log/kafkalog.
+func brokerAddr(t testing.TB) string {
+	t.Helper()
+	a := os.Getenv("KAFKALOG_KAFKA_ADDR")
+	if a == "" {
+		t.Skip("needs the reference broker: KAFKALOG_KAFKA_ADDR=host:port (test/kafka/kafka.sh start)")
+	}
+	return a
+}
+
+func newBackend(t testing.TB, partitions int32) *Backend {
+	t.Helper()
+	return newBackendTimeout(t, partitions, 10*time.Second)
+}
+
+func newBackendTimeout(t testing.TB, partitions int32, txnTimeout time.Duration) *Backend {
+	t.Helper()
+	addr := brokerAddr(t)
+	topic := fmt.Sprintf("kafkalog-%s-%d", t.Name(), time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := New(ctx, Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(addr)}, Topic: topic, Partitions: partitions,
+		ReplicationFactor: 1, MinInsyncReplicas: 1, TransactionalIDPrefix: topic + "-shard-",
+		TransactionTimeout: txnTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type reports struct {
+	durable chan int64
+	failed  chan error
+}
+
+func open(t testing.TB, b *Backend, shard int32) (log.Log, *reports) {
+	t.Helper()
+	r := &reports{durable: make(chan int64, 1<<16), failed: make(chan error, 1)}
+	l, err := b.Open(shard, log.Callbacks{Durable: func(o int64) { r.durable <- o }, Failed: func(err error) { r.failed <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, r
+}
+
+func load(t testing.TB, l log.Log) ([]log.Record, int64) {
+	t.Helper()
+	var got []log.Record
+	prev := int64(-1)
+	next, err := l.Load(func(o int64, rec log.Record) error {
+		if o <= prev {
+			t.Fatalf("offset %d after %d", o, prev)
+		}
+		prev = o
+		got = append(got, rec)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next <= prev {
+		t.Fatalf("next offset %d not after the last loaded %d", next, prev)
+	}
+	return got, next
+}
+
+func waitDurable(t testing.TB, r *reports, last int64) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case o := <-r.durable:
+			if o >= last {
+				return
+			}
+		case err := <-r.failed:
+			t.Fatalf("log failed: %v", err)
+		case <-timeout:
+			t.Fatalf("offset %d never durable", last)
+		}
+	}
+}
+
+func rec(k, v string) log.Record {
+	r := log.Record{Key: []byte("\x00\x01" + k)}
+	if v != "-" {
+		r.Value = []byte(v)
+	}
+	return r
+}
+
+// What was reported durable is what the next owner loads, in order, tombstones and empty
+// values included; the load continues offsets after everything it read.
+func TestBrokerAppendLoadRoundTrip(t *testing.T) {
+	b := newBackend(t, 2)
+	l, r := open(t, b, 1)
+	if got, _ := load(t, l); len(got) != 0 {
+		t.Fatalf("fresh partition loaded %d records", len(got))
+	}
+	want := []log.Record{rec("a", "1"), rec("b", ""), rec("a", "2"), rec("b", "-"), rec("c", "3")}
+	var last int64
+	for i := 0; i < len(want); i += 2 {
+		var err error
+		if last, err = l.Append(want[i:min(i+2, len(want))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDurable(t, r, last)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, r2 := open(t, b, 1)
+	defer l2.Close()
+	got, next := load(t, l2)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("loaded %v, want %v", got, want)
+	}
+	if got[1].Tombstone() || !got[3].Tombstone() {
+		t.Fatalf("empty value and tombstone mixed up: %+v", got)
+	}
+	// Appends go on after a reload, at offsets past everything loaded.
+	o, err := l2.Append([]log.Record{rec("d", "4")})
+	if err != nil || o < next {
+		t.Fatalf("append after reload: offset %d (next %d), %v", o, next, err)
+	}
+	waitDurable(t, r2, o)
+	// The other shard's partition saw none of it.
+	l0, _ := open(t, b, 0)
+	defer l0.Close()
+	if got, _ := load(t, l0); len(got) != 0 {
+		t.Fatalf("shard 0 loaded shard 1's records: %v", got)
+	}
+}
+
+// A second owner of a shard fences the first: the first's next round fails the log for good
+// (the shard goes FAILED and answers NOT_COORDINATOR), and nothing it tried to append after
+// the fence reaches the new owner.
+func TestBrokerSecondOwnerFencesFirst(t *testing.T) {
+	b := newBackend(t, 1)
+	old, oldR := open(t, b, 0)
+	defer old.Close()
+	load(t, old)
+	last, err := old.Append([]log.Record{rec("a", "before")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, oldR, last)
+
+	cur, curR := open(t, b, 0)
+	defer cur.Close()
+	got, _ := load(t, cur)
+	if fmt.Sprint(got) != fmt.Sprint([]log.Record{rec("a", "before")}) {
+		t.Fatalf("new owner loaded %v", got)
+	}
+
+	if _, err := old.Append([]log.Record{rec("a", "stale")}); err != nil {
+		t.Fatal(err) // the fence is discovered by the round, asynchronously
+	}
+	select {
+	case err := <-oldR.failed:
+		if !errors.Is(err, log.ErrFailed) {
+			t.Fatalf("failure %v does not match log.ErrFailed", err)
+		}
+	case o := <-oldR.durable:
+		t.Fatalf("fenced owner reported offset %d durable", o)
+	case <-time.After(time.Minute):
+		t.Fatal("fenced owner never failed")
+	}
+	if _, err := old.Append([]log.Record{rec("a", "again")}); !errors.Is(err, log.ErrFailed) {
+		t.Fatalf("append after the fence: %v, want log.ErrFailed", err)
+	}
+
+	o, err := cur.Append([]log.Record{rec("b", "new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, curR, o)
+	third, _ := open(t, b, 0)
+	defer third.Close()
+	got, _ = load(t, third)
+	if fmt.Sprint(got) != fmt.Sprint([]log.Record{rec("a", "before"), rec("b", "new")}) {
+		t.Fatalf("after the fence the log holds %v", got)
+	}
+}
+
+// Kafka's cleaner drops superseded values and, after delete.retention.ms, tombstones; a load
+// of the compacted partition must still give the state replay needs: the newest value of each
+// live key and nothing of deleted ones.
+func TestBrokerCompactedTombstonesReplay(t *testing.T) {
+	b := newBackend(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kc, err := kgo.NewClient(b.opts.Client...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	// Make the cleaner act within seconds: tiny segments, any dirt is enough, tombstones expire.
+	set := func(k, v string) kadm.AlterConfig {
+		return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)}
+	}
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("segment.ms", "100"), set("min.cleanable.dirty.ratio", "0.01"),
+		set("delete.retention.ms", "0"), set("min.compaction.lag.ms", "0"), set("max.compaction.lag.ms", "1000")}, b.opts.Topic)
+	if err == nil {
+		_, err = rs.On(b.opts.Topic, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, r := open(t, b, 0)
+	load(t, l)
+	var last int64
+	for i := 0; i < 20; i++ {
+		last, err = l.Append([]log.Record{rec("live", fmt.Sprint(i)), rec("gone", fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDurable(t, r, last)
+	}
+	if last, err = l.Append([]log.Record{rec("gone", "-")}); err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, r, last)
+	l.Close()
+	// Roll the segment holding the tombstone (segment.ms) by writing once more a moment later,
+	// then wait until the cleaner has removed the history: the partition's raw record count
+	// drops. Each load writes a marker, which also keeps new segments coming.
+	// Every load on the way, whatever the cleaner has done so far, must replay to the same
+	// state; the test ends once the cleaner has dropped the history and the tombstone itself.
+	want := map[string]string{string(rec("live", "").Key): "19"}
+	for {
+		raw := rawCount(t, ctx, kc, b.opts.Topic)
+		l, _ := open(t, b, 0)
+		got, _ := load(t, l)
+		l.Close()
+		if st := replayState(got); fmt.Sprint(st) != fmt.Sprint(want) {
+			t.Fatalf("log with %d raw records replays to %v, want %v (records %v)", raw, st, want, got)
+		}
+		tombstoneGone := true
+		for _, r := range got {
+			tombstoneGone = tombstoneGone && string(r.Key) != string(rec("gone", "").Key)
+		}
+		if raw <= 4 && tombstoneGone {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the cleaner never compacted the partition (%d raw records, tombstone gone %v)", raw, tombstoneGone)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// replayState applies records as a shard does: the newest value per key, a tombstone deletes.
+func replayState(recs []log.Record) map[string]string {
+	st := map[string]string{}
+	for _, r := range recs {
+		if r.Tombstone() {
+			delete(st, string(r.Key))
+		} else {
+			st[string(r.Key)] = string(r.Value)
+		}
+	}
+	return st
+}
+
+// rawCount counts the data records (markers included, transaction markers not) a
+// read_committed consumer sees in partition 0.
+func rawCount(t testing.TB, ctx context.Context, kc *kgo.Client, topic string) int {
+	t.Helper()
+	adm := kadm.NewClient(kc)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	cc, err := kgo.NewClient(append(append([]kgo.Opt{}, kgo.SeedBrokers(brokerAddr(t))),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	n := 0
+	for {
+		fs := cc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		reached := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				n++
+			}
+			if r.Offset >= end.Offset-1 {
+				reached = true
+			}
+		})
+		if reached {
+			return n
+		}
+	}
+}
+
+// The largest batch CheckBatch accepts is one the topic takes: a shard never fails on a batch
+// the backend said fits.
+func TestBrokerLargestAcceptedBatchIsWritten(t *testing.T) {
+	b := newBackend(t, 1)
+	l, r := open(t, b, 0)
+	defer l.Close()
+	load(t, l)
+	key := []byte{0, 1, 'k'}
+	value := make([]byte, b.opts.MaxBatchBytes-len(key)-recordOverhead)
+	batch := []log.Record{{Key: key, Value: value}}
+	if err := l.(log.BatchChecker).CheckBatch(batch); err != nil {
+		t.Fatal(err)
+	}
+	last, err := l.Append(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, r, last)
+	l2, _ := open(t, b, 0)
+	defer l2.Close()
+	if got, _ := load(t, l2); len(got) != 1 || len(got[0].Value) != len(value) {
+		t.Fatalf("reloaded %d records", len(got))
+	}
+}
+
+// A round that cannot be produced (here: the topic vanished, so every attempt times out) is
+// aborted and reported through Lost for exactly the offsets not yet durable, so the shard drops
+// them and reloads; it is not acknowledged, and it does not fail the shard for good.
+func TestBrokerAbortedRoundIsLostNotFailed(t *testing.T) {
+	b := newBackendTimeout(t, 1, 3*time.Second)
+	lost := make(chan *log.WriteError, 1)
+	r := &reports{durable: make(chan int64, 16), failed: make(chan error, 1)}
+	var resume func()
+	l, err := b.Open(0, log.Callbacks{
+		Durable: func(o int64) { r.durable <- o },
+		Failed:  func(err error) { r.failed <- err },
+		Lost:    func(err *log.WriteError, res func()) { resume = res; lost <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	load(t, l)
+	ok, err := l.Append([]log.Record{rec("a", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, r, ok)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kc, err := kgo.NewClient(b.opts.Client...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if _, err := kadm.NewClient(kc).DeleteTopic(ctx, b.opts.Topic); err != nil {
+		t.Fatal(err)
+	}
+	last, err := l.Append([]log.Record{rec("b", "2"), rec("c", "3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case werr := <-lost:
+		if werr.First != ok+1 || werr.Last != last {
+			t.Fatalf("lost offsets %d..%d, want %d..%d", werr.First, werr.Last, ok+1, last)
+		}
+	case err := <-r.failed:
+		t.Fatalf("an aborted round failed the log for good: %v", err)
+	case o := <-r.durable:
+		t.Fatalf("offset %d reported durable on a deleted topic", o)
+	case <-ctx.Done():
+		t.Fatal("the round never gave up")
+	}
+	var werr *log.WriteError
+	if _, err := l.Append([]log.Record{rec("d", "4")}); !errors.As(err, &werr) {
+		t.Fatalf("append before resume: %v, want the WriteError", err)
+	}
+	resume()
+	if _, err := l.Append([]log.Record{rec("d", "4")}); err != nil {
+		t.Fatalf("append after resume: %v", err)
+	}
+}

@@ -1,0 +1,551 @@
+// Package kafkalog is a log.Backend that keeps every shard's log in one partition of a
+// compacted topic on the upstream Kafka cluster, the way Kafka keeps group state in
+// __consumer_offsets. The record key is the Kafka key, so Kafka's own compaction keeps exactly
+// the newest fact per key that a replay needs, and a tombstone is a null value.
+//
+// One writer per partition is enforced by Kafka, not by us: each shard writes in transactions
+// under the transactional id <prefix><shard>. Opening a shard's log bumps the producer epoch,
+// which aborts whatever a previous owner left open and fences it: its next commit fails with
+// PRODUCER_FENCED and its shard goes FAILED, so it never acknowledges again.
+package kafkalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/pkg/kerrclass"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Options configure the backend.
+type Options struct {
+	// Client is how to reach the upstream cluster (seeds, TLS, SASL, timeouts); the backend
+	// adds its own producer and consumer settings.
+	Client []kgo.Opt
+	// Topic holds one partition per shard.
+	Topic string
+	// Partitions is the shard count; an existing topic must have exactly this many.
+	Partitions int32
+	// ReplicationFactor and MinInsyncReplicas are used when the topic is created.
+	ReplicationFactor int16
+	MinInsyncReplicas int
+	// TransactionalIDPrefix is followed by the shard number, e.g. "coordinatord-c1-shard-".
+	TransactionalIDPrefix string
+	// TransactionTimeout bounds how long a dead owner's open transaction holds back the last
+	// stable offset, and so the next owner's load.
+	TransactionTimeout time.Duration
+	// MaxBatchBytes caps the encoded size of one appended batch (message.max.bytes), as the
+	// local log does, so that a client cannot make a write the topic would refuse and so fail
+	// the shard; 0 means Kafka's default.
+	MaxBatchBytes int
+	Logger        *zap.Logger
+}
+
+// defaultMaxBatchBytes is message.max.bytes' default (Kafka's).
+const defaultMaxBatchBytes = 1048588
+
+// batchSlack is room above MaxBatchBytes for the Kafka batch header and per-record framing, in
+// the topic's max.message.bytes and the producer's batch limit, so that any batch CheckBatch
+// accepts is one the broker takes.
+const batchSlack = 4096
+
+// Backend opens shard logs on the upstream topic.
+type Backend struct {
+	opts Options
+	lg   *zap.Logger
+}
+
+// New checks the topic (creating it compacted if it is missing) and returns the backend.
+func New(ctx context.Context, opts Options) (*Backend, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.TransactionTimeout <= 0 {
+		opts.TransactionTimeout = 30 * time.Second
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = defaultMaxBatchBytes
+	}
+	b := &Backend{opts: opts, lg: opts.Logger}
+	if err := b.ensureTopic(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) ensureTopic(ctx context.Context) error {
+	kc, err := kgo.NewClient(b.opts.Client...)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	topic := b.opts.Topic
+	configs := map[string]*string{
+		"cleanup.policy":      kadm.StringPtr("compact"),
+		"min.insync.replicas": kadm.StringPtr(strconv.Itoa(b.opts.MinInsyncReplicas)),
+		"max.message.bytes":   kadm.StringPtr(strconv.Itoa(b.opts.MaxBatchBytes + batchSlack)),
+	}
+	res, err := adm.CreateTopic(ctx, b.opts.Partitions, b.opts.ReplicationFactor, configs, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err == nil {
+		b.lg.Info("created the state topic", zap.String("topic", topic), zap.Int32("partitions", b.opts.Partitions),
+			zap.Int16("replication.factor", b.opts.ReplicationFactor))
+		return nil
+	}
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create state topic %s: %w", topic, err)
+	}
+	// It exists: it must be shaped as we would have created it, or shards would map to the
+	// wrong partitions or compaction would not keep what replay needs.
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("describe state topic %s: %w", topic, err)
+	}
+	td := details[topic]
+	if td.Err != nil {
+		return fmt.Errorf("describe state topic %s: %w", topic, td.Err)
+	}
+	if n := int32(len(td.Partitions)); n != b.opts.Partitions {
+		return fmt.Errorf("state topic %s has %d partitions, offsets.topic.num.partitions is %d", topic, n, b.opts.Partitions)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("describe state topic %s configs: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return fmt.Errorf("describe state topic %s configs: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.MaybeValue() != "compact" {
+			return fmt.Errorf("state topic %s has cleanup.policy=%s, want compact (delete would lose state)", topic, c.MaybeValue())
+		}
+	}
+	return nil
+}
+
+// Open implements log.Backend. The producer is created here; Load fences the previous owner.
+func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
+	if shard < 0 || shard >= b.opts.Partitions {
+		return nil, fmt.Errorf("shard %d out of range (%d partitions)", shard, b.opts.Partitions)
+	}
+	opts := append(append([]kgo.Opt{}, b.opts.Client...),
+		kgo.TransactionalID(b.opts.TransactionalIDPrefix+strconv.Itoa(int(shard))),
+		kgo.TransactionTimeout(b.opts.TransactionTimeout),
+		kgo.DefaultProduceTopic(b.opts.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// One produce per shard per round: records wait in the client until the round's Flush.
+		kgo.ManualFlushing(),
+		kgo.ProducerBatchMaxBytes(int32(b.opts.MaxBatchBytes+batchSlack)),
+		kgo.RecordDeliveryTimeout(b.opts.TransactionTimeout),
+	)
+	kc, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	l := &kafkaLog{b: b, shard: shard, cb: cb, kc: kc, lg: b.lg.With(zap.Int32("shard", shard)),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return l, nil
+}
+
+type kafkaLog struct {
+	b     *Backend
+	shard int32
+	cb    log.Callbacks
+	kc    *kgo.Client
+	lg    *zap.Logger
+
+	mu      sync.Mutex
+	next    int64 // logical offset of the next appended record
+	pending []pendingBatch
+	failed  error
+	closed  bool
+	started bool
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+type pendingBatch struct {
+	recs []log.Record
+	last int64
+}
+
+// loadMarkerKey is the key of the record each Load writes to fence and to find the end of the
+// partition. Record keys start with a two-byte kind, so a one-byte key never collides with
+// one; being the newest record of its key, compaction always keeps the latest marker.
+var loadMarkerKey = []byte{0xff}
+
+// Load fences the previous owner, writes a marker, and replays the partition from the start to
+// the marker under read_committed. Offsets handed out afterwards continue after the marker,
+// so they stay increasing across owners.
+func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-l.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	start := time.Now()
+	// Fencing: InitProducerId bumps the epoch and aborts the old owner's open transaction, so
+	// nothing it has not committed can appear after our marker.
+	if _, _, err := l.kc.ProducerID(ctx); err != nil {
+		return 0, l.loadErr(fmt.Errorf("shard %d: init producer: %w", l.shard, err))
+	}
+	end, err := l.writeMarker(ctx)
+	if err != nil {
+		return 0, l.loadErr(fmt.Errorf("shard %d: write load marker: %w", l.shard, err))
+	}
+	n, err := l.replay(ctx, end, fn)
+	if err != nil {
+		return 0, err
+	}
+	l.lg.Info("shard loaded from the state topic", zap.Int64("records", n), zap.Int64("end_offset", end),
+		zap.Duration("took", time.Since(start)))
+	l.mu.Lock()
+	l.next = end + 2 // past the marker and its commit
+	l.started = true
+	l.mu.Unlock()
+	go l.writer()
+	return end + 2, nil
+}
+
+func (l *kafkaLog) loadErr(err error) error {
+	if isFenced(err) {
+		return fmt.Errorf("%w: %w", log.ErrFailed, err)
+	}
+	return err
+}
+
+func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
+	if err := l.kc.BeginTransaction(); err != nil {
+		return 0, err
+	}
+	r := &kgo.Record{Key: loadMarkerKey, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano)), Partition: l.shard}
+	produced := make(chan error, 1)
+	l.kc.Produce(ctx, r, func(_ *kgo.Record, err error) { produced <- err })
+	if err := l.kc.Flush(ctx); err != nil {
+		return 0, err
+	}
+	perr := <-produced
+	commit := kgo.TryCommit
+	if perr != nil {
+		commit = kgo.TryAbort
+	}
+	if err := l.kc.EndTransaction(ctx, commit); err != nil {
+		return 0, err
+	}
+	if perr != nil {
+		return 0, perr
+	}
+	return r.Offset, nil
+}
+
+// replay consumes the partition from its start up to and including offset end.
+func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Record) error) (int64, error) {
+	opts := append(append([]kgo.Opt{}, l.b.opts.Client...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.b.opts.Topic: {l.shard: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	cc, err := kgo.NewClient(opts...)
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Close()
+	var n int64
+	lastLog := time.Now()
+	for {
+		fs := cc.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return n, log.ErrClosed
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if ferr == nil && !errors.Is(err, context.Canceled) {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return n, fmt.Errorf("shard %d: read state topic: %w", l.shard, ferr)
+		}
+		done := false
+		var cbErr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if done || cbErr != nil {
+				return
+			}
+			if r.Offset >= end {
+				done = true
+				return
+			}
+			rec, ok, err := fromKafka(r.Key, r.Value)
+			if err != nil {
+				cbErr = fmt.Errorf("shard %d: state topic offset %d: %w", l.shard, r.Offset, err)
+				return
+			}
+			if !ok {
+				return
+			}
+			n++
+			cbErr = fn(r.Offset, rec)
+		})
+		if cbErr != nil {
+			return n, cbErr
+		}
+		if done {
+			return n, nil
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			lastLog = time.Now()
+			l.lg.Info("loading shard from the state topic", zap.Int64("records", n), zap.Int64("end_offset", end))
+		}
+	}
+}
+
+// recordOverhead bounds a Kafka record's framing around its key and value (length, attributes,
+// timestamp and offset deltas, key and value lengths, header count) plus our format byte.
+const recordOverhead = 1 + 5 + 1 + 10 + 5 + 5 + 5 + 5 + 1
+
+// CheckBatch implements log.BatchChecker: a batch larger than MaxBatchBytes once encoded is
+// refused before the shard applies it, so it never reaches the topic.
+func (l *kafkaLog) CheckBatch(recs []log.Record) error {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value) + recordOverhead
+	}
+	if n > l.b.opts.MaxBatchBytes {
+		return fmt.Errorf("%w: shard %d: %d records, about %d bytes encoded, message.max.bytes is %d",
+			log.ErrBatchTooLarge, l.shard, len(recs), n, l.b.opts.MaxBatchBytes)
+	}
+	return nil
+}
+
+// Append implements log.Log: the batch joins the next round of the writer.
+func (l *kafkaLog) Append(recs []log.Record) (int64, error) {
+	if err := l.CheckBatch(recs); err != nil {
+		return 0, err
+	}
+	for _, r := range recs {
+		if len(r.Key) == len(loadMarkerKey) && r.Key[0] == loadMarkerKey[0] {
+			return 0, fmt.Errorf("shard %d: key %x is reserved by the kafka log", l.shard, r.Key)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.failed != nil:
+		return 0, l.failed
+	case l.closed:
+		return 0, log.ErrClosed
+	case !l.started:
+		return 0, fmt.Errorf("shard %d: append before load", l.shard)
+	}
+	l.next += int64(len(recs))
+	last := l.next - 1
+	l.pending = append(l.pending, pendingBatch{recs: recs, last: last})
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return last, nil
+}
+
+// writer commits one transaction per round: every batch appended since the previous round.
+func (l *kafkaLog) writer() {
+	defer close(l.done)
+	for {
+		select {
+		case <-l.kick:
+		case <-l.stop:
+			// Close waits for what was appended before it.
+			l.mu.Lock()
+			empty := len(l.pending) == 0
+			l.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+		l.mu.Lock()
+		round := l.pending
+		l.pending = nil
+		l.mu.Unlock()
+		if len(round) == 0 {
+			continue
+		}
+		if err := l.commitRound(round); err != nil {
+			var aborted *abortedRound
+			class := kerrclass.OfError(kmsg.Produce.Int16(), err)
+			if act := class.Action(); errors.As(err, &aborted) && !isFenced(err) && l.cb.Lost != nil &&
+				(act == kerrclass.Retry || act == kerrclass.Abort) {
+				l.lose(round, aborted.err, class)
+				continue
+			}
+			err = fmt.Errorf("%w: shard %d: %w", log.ErrFailed, l.shard, err)
+			l.mu.Lock()
+			l.failed = err
+			l.pending = nil
+			l.mu.Unlock()
+			l.lg.Error("state topic write failed; the shard stops", zap.Error(err), zap.String("class", class.String()))
+			if l.cb.Failed != nil {
+				l.cb.Failed(err)
+			}
+			return
+		}
+		if l.cb.Durable != nil {
+			l.cb.Durable(round[len(round)-1].last)
+		}
+	}
+}
+
+// abortedRound is a round whose records could not be produced and whose transaction was
+// aborted: none of it will ever be visible, so the shard may drop it and go on. A failure of
+// the commit itself is never one: its outcome is unknown.
+type abortedRound struct{ err error }
+
+func (e *abortedRound) Error() string { return e.err.Error() }
+func (e *abortedRound) Unwrap() error { return e.err }
+
+// lose reports a round that was aborted (and everything queued behind it) through Lost, so the
+// shard drops what it computed from it; the log refuses appends until resume.
+func (l *kafkaLog) lose(round []pendingBatch, cause error, class kerrclass.Category) {
+	l.mu.Lock()
+	werr := &log.WriteError{Shard: l.shard, First: round[0].last - int64(len(round[0].recs)) + 1, Last: l.next - 1, Err: cause}
+	l.failed = werr
+	l.pending = nil
+	l.mu.Unlock()
+	l.lg.Warn("state topic write aborted; the shard drops the round and goes on", zap.Error(werr), zap.String("class", class.String()))
+	l.cb.Lost(werr, func() {
+		l.mu.Lock()
+		if l.failed == error(werr) {
+			l.failed = nil
+		}
+		l.mu.Unlock()
+	})
+}
+
+func (l *kafkaLog) commitRound(round []pendingBatch) error {
+	// Bounded: a round that cannot finish within the transaction timeout gives up, rather
+	// than holding the shard's acknowledgements (and Close) forever.
+	ctx, cancel := context.WithTimeout(context.Background(), l.b.opts.TransactionTimeout)
+	defer cancel()
+	if err := l.kc.BeginTransaction(); err != nil {
+		return err
+	}
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	for _, b := range round {
+		for _, rec := range b.recs {
+			k, v := toKafka(rec)
+			wg.Add(1)
+			l.kc.Produce(ctx, &kgo.Record{Key: k, Value: v, Partition: l.shard}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
+				}
+				wg.Done()
+			})
+		}
+	}
+	if err := l.kc.Flush(ctx); err != nil {
+		// Records still buffered fail with the abort below.
+		l.kc.AbortBufferedRecords(context.Background())
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		// Nothing of the round may become visible; a fenced producer cannot abort and is
+		// reported as it is.
+		actx, acancel := context.WithTimeout(context.Background(), l.b.opts.TransactionTimeout)
+		defer acancel()
+		if aerr := l.kc.EndTransaction(actx, kgo.TryAbort); aerr != nil {
+			return fmt.Errorf("%w (abort: %v)", firstErr, aerr)
+		}
+		return &abortedRound{err: firstErr}
+	}
+	return l.kc.EndTransaction(ctx, kgo.TryCommit)
+}
+
+// isFenced reports that another owner took the shard: this producer can never write again.
+func isFenced(err error) bool {
+	return kerrclass.OfError(kmsg.EndTxn.Int16(), err) == kerrclass.ApplicationRecoverable ||
+		errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// Compact implements log.Log: Kafka's log cleaner compacts the topic, so there is nothing to do.
+func (l *kafkaLog) Compact() error { return nil }
+
+// Close waits for appended records to be committed (or fail), then releases the producer.
+func (l *kafkaLog) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	started := l.started
+	l.mu.Unlock()
+	close(l.stop)
+	if started {
+		<-l.done
+	}
+	l.kc.Close()
+	return nil
+}
+
+// toKafka maps a record to a Kafka key and value: the key as it is, so that compaction keeps
+// the newest value per key; a tombstone as a null value, so that compaction drops it after
+// delete.retention.ms; any other value behind a one-byte format prefix, so that an empty value
+// stays distinct from a tombstone whatever a client library makes of zero-length bytes.
+func toKafka(r log.Record) (key, value []byte) {
+	if r.Value == nil {
+		return r.Key, nil
+	}
+	v := make([]byte, 1+len(r.Value))
+	v[0] = valueFormat
+	copy(v[1:], r.Value)
+	return r.Key, v
+}
+
+const valueFormat = 0
+
+// fromKafka is the inverse of toKafka; ok is false for the load markers, which the shard must
+// not see. A value of an unknown format is an error, not skipped: skipping would lose state.
+func fromKafka(key, value []byte) (rec log.Record, ok bool, err error) {
+	if len(key) == len(loadMarkerKey) && key[0] == loadMarkerKey[0] {
+		return log.Record{}, false, nil
+	}
+	if value == nil {
+		return log.Record{Key: key}, true, nil
+	}
+	if len(value) < 1 || value[0] != valueFormat {
+		return log.Record{}, false, fmt.Errorf("value of unknown format (%d bytes)", len(value))
+	}
+	return log.Record{Key: key, Value: value[1:]}, true, nil
+}
