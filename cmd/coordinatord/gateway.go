@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/gateway"
 	"github.com/coordinatord/coordinatord/internal/handlers"
@@ -15,6 +17,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 )
 
@@ -67,6 +70,8 @@ func (l *listenerSet) shutdownAll(ctx context.Context, log *zap.Logger) {
 type gatewayMode struct {
 	gw *gateway.Gateway
 	up *upstream.Client
+	// acls keeps the authorizer's bindings equal to the upstream's (nil without an authorizer).
+	acls *gateway.ACLMirror
 	// refreshing lets one request refresh the catalog at a time; the others then find the view
 	// fresh and do not ask the upstream again.
 	refreshing sync.Mutex
@@ -77,6 +82,7 @@ type gatewayMode struct {
 // called on shutdown before the state closes, and deferred for the error paths.
 func (m *gatewayMode) close(ctx context.Context) {
 	m.closeOnce.Do(func() {
+		m.acls.Close()
 		m.up.Close()
 		m.gw.Close(ctx)
 	})
@@ -85,7 +91,7 @@ func (m *gatewayMode) close(ctx context.Context) {
 // startGateway reaches the upstream (refusing to start when it cannot, after the configured
 // retries), binds a listener per upstream broker and keeps the topic catalog equal to the
 // upstream's.
-func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, local *handlers.Table,
+func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, local *handlers.Table, authorizer *acl.Authorizer,
 	st *state, self config.Listener, newServer func(name string, h wire.Handler) *wire.Server, ls *listenerSet) (*gatewayMode, error) {
 	g := cfg.Gateway
 	sec, err := upstreamSecurity(g.Security)
@@ -133,8 +139,24 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	}
 	gw.SetUpstream(up.Refresh, up.RefreshUntil)
 	gw.SetTxnBackend(&txnBackend{groups: st.groups, up: func() *upstream.Client { return up }, lg: log.With(zap.String("component", "txn-relay"))})
+	var mirror *gateway.ACLMirror
+	if authorizer.Enabled() {
+		// The upstream's ACLs are read before any port serves (broker ports start serving
+		// during Start), so that no request is decided by an empty set.
+		mirror = gateway.NewACLMirror(gateway.ACLMirrorOptions{
+			Fetch: up.DescribeAllACLs, Authorizer: authorizer, Interval: cfg.Authorizer.UpstreamRefresh,
+			Timeout: g.StartupTimeout, Logger: log.With(zap.String("component", "upstream-acls")), Registerer: reg,
+		})
+		if err := loadUpstreamACLs(ctx, mirror, g.StartupTimeout, log); err != nil {
+			up.Close()
+			return nil, fmt.Errorf("read the upstream cluster's ACLs (authorizer.class.name is set; coordinatord's upstream principal needs DESCRIBE on CLUSTER there, and the upstream an authorizer): %w", err)
+		}
+		authorizer.SetOnDenied(mirror.Denied)
+		mirror.Start()
+	}
 	log.Info("gateway mode: connecting to the upstream cluster", zap.Strings("upstream.bootstrap.servers", g.Bootstrap))
 	if err := up.Start(ctx, g.StartupTimeout); err != nil {
+		mirror.Close()
 		up.Close()
 		return nil, err
 	}
@@ -143,6 +165,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	started = err == nil
 	startMu.Unlock()
 	if err != nil {
+		mirror.Close()
 		up.Close()
 		return nil, err
 	}
@@ -151,7 +174,26 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		zap.Int("upstream_brokers", len(v.Brokers)), zap.Int("upstream_topics", len(v.Topics)), zap.Any("broker_ports", gw.Ports()))
 	// Transactional requests wait until what a previous run left staged is resolved.
 	go gw.RecoverTxns(ctx)
-	return &gatewayMode{gw: gw, up: up}, nil
+	return &gatewayMode{gw: gw, up: up, acls: mirror}, nil
+}
+
+// loadUpstreamACLs reads the upstream's ACLs, retrying while the upstream cannot be reached
+// (it may be starting too, as Start allows for) but not on its refusal, which no retry changes.
+func loadUpstreamACLs(ctx context.Context, m *gateway.ACLMirror, timeout time.Duration, log *zap.Logger) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := m.Load(ctx)
+		var ke *kerr.Error
+		if err == nil || errors.As(err, &ke) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		log.Info("upstream ACLs not readable yet; retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // mirrorCatalog writes the upstream's topics into the catalog (ids and partition counts), so

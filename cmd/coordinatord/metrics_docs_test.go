@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/gateway"
@@ -60,7 +61,8 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	wire.NewMetrics(reg)
-	gateway.NewMetrics(reg) // gateway mode's series
+	gateway.NewMetrics(reg)                                                                // gateway mode's series
+	gateway.NewACLMirror(gateway.ACLMirrorOptions{Registerer: reg, Interval: time.Minute}) // gateway mode with an authorizer
 	wire.NewBudget(1<<20, reg, zap.NewNop())
 	if _, err := newAuthorizer(cfg, zap.NewNop(), reg); err != nil {
 		t.Fatal(err)

@@ -204,9 +204,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	defer stopCleanup()
 	st.waitCatalog(ctx)
 	// The ACLs are part of the metadata shard just loaded: install them before any listener
-	// serves, so that no request is decided by an empty set.
-	if err := handlers.LoadACLs(ctx, st.meta, authorizer); err != nil {
-		return fmt.Errorf("load ACLs from the metadata shard: %w", err)
+	// serves, so that no request is decided by an empty set. In gateway mode they are the
+	// upstream's instead, read by startGateway before it serves.
+	if !cfg.Gateway.Enabled() {
+		if err := handlers.LoadACLs(ctx, st.meta, authorizer); err != nil {
+			return fmt.Errorf("load ACLs from the metadata shard: %w", err)
+		}
 	}
 	// One budget for every listener: queued.max.request.bytes bounds the process, not a port.
 	budget := wire.NewBudget(cfg.QueuedMaxRequestBytes, reg, log)
@@ -237,7 +240,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		if self.Port == 0 {
 			self.Port = bound[self.Name]
 		}
-		gm, err = startGateway(ctx, cfg, log, reg, table, st, self, newServer, ls)
+		gm, err = startGateway(ctx, cfg, log, reg, table, authorizer, st, self, newServer, ls)
 		if err != nil {
 			return gatewayError(err)
 		}

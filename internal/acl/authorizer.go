@@ -44,6 +44,8 @@ type Authorizer struct {
 
 	logMu  sync.Mutex
 	logged map[decisionKey]time.Time
+
+	onDenied atomic.Pointer[func()]
 }
 
 type state struct {
@@ -113,6 +115,11 @@ func (a *Authorizer) Update(set *Set, version int64) {
 	}
 }
 
+// SetOnDenied makes every logged-and-counted denial (Authorize, not Allowed) call f: gateway
+// mode reads the upstream's ACLs again then, so an ACL just added there applies on the
+// client's retry. f must not block.
+func (a *Authorizer) SetOnDenied(f func()) { a.onDenied.Store(&f) }
+
 // Bindings is the set the authorizer currently applies.
 func (a *Authorizer) Bindings() *Set { return a.state.Load().set }
 
@@ -147,6 +154,9 @@ func (a *Authorizer) Authorize(p Principal, host string, r ResourceType, name st
 }
 
 func (a *Authorizer) deny(k decisionKey) {
+	if f := a.onDenied.Load(); f != nil {
+		(*f)()
+	}
 	a.denied.WithLabelValues(k.resource.String(), k.op.String()).Inc()
 	now := time.Now()
 	a.logMu.Lock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // StandardAuthorizer is the one authorizer.class.name coordinatord implements: Kafka's KRaft
@@ -18,10 +19,13 @@ type AuthorizerConfig struct {
 	SuperUsers []string
 	// AllowEveryoneIfNoACL: allow.everyone.if.no.acl.found.
 	AllowEveryoneIfNoACL bool
+	// UpstreamRefresh is how often gateway mode reads the upstream's ACLs again
+	// (upstream.acls.refresh.interval.ms).
+	UpstreamRefresh time.Duration
 }
 
 var authorizerKeys = []key{
-	{"authorizer.class.name", "", "Empty: no authorization, every client may do everything (Kafka's behaviour without an authorizer). " + StandardAuthorizer + ": check ACLs (kafka-acls.sh) on every request, as Kafka's StandardAuthorizer does. Standalone mode only.",
+	{"authorizer.class.name", "", "Empty: no authorization, every client may do everything (Kafka's behaviour without an authorizer). " + StandardAuthorizer + ": check ACLs (kafka-acls.sh) on every request, as Kafka's StandardAuthorizer does. In gateway mode the ACLs are the upstream cluster's, read with DescribeAcls (see upstream.acls.refresh.interval.ms).",
 		func(c *Config, v string) error {
 			switch strings.TrimSpace(v) {
 			case "":
@@ -57,16 +61,11 @@ var authorizerKeys = []key{
 			c.Authorizer.AllowEveryoneIfNoACL = b
 			return nil
 		}},
+	{"upstream.acls.refresh.interval.ms", "30000", "Gateway mode with authorizer.class.name: how often the upstream cluster's ACLs are read again (DescribeAcls, which coordinatord's upstream principal needs CLUSTER DESCRIBE for). A denial also reads them at once, at most once a second, so an ACL just added upstream with kafka-acls.sh applies on the client's next retry.",
+		func(c *Config, v string) (err error) {
+			c.Authorizer.UpstreamRefresh, err = parseMillis(v, 1000)
+			return
+		}},
 }
 
 func init() { keys = append(keys, authorizerKeys...) }
-
-// validateAuthorizer refuses ACLs in gateway mode, where the group APIs must follow the
-// upstream cluster's ACLs rather than a second set kept here.
-func (c *Config) validateAuthorizer() error {
-	if c.Authorizer.Enabled && c.Gateway.Enabled() {
-		return &KeyError{Key: "authorizer.class.name", Value: c.values["authorizer.class.name"],
-			Reason: "is not supported in gateway mode yet (upstream.bootstrap.servers is set)"}
-	}
-	return nil
-}

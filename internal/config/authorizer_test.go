@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAuthorizerKeys(t *testing.T) {
@@ -23,10 +24,18 @@ func TestAuthorizerKeys(t *testing.T) {
 	for _, bad := range [][]string{
 		{"authorizer.class.name=kafka.security.authorizer.AclAuthorizer"},
 		{"super.users=admin"},
-		{"authorizer.class.name=" + StandardAuthorizer, "upstream.bootstrap.servers=127.0.0.1:9092"},
+		{"upstream.acls.refresh.interval.ms=999"},
 	} {
 		if _, err := Load("", bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+	// Gateway mode takes the upstream's ACLs rather than refusing the authorizer.
+	c, err = Load("", []string{"authorizer.class.name=" + StandardAuthorizer, "upstream.bootstrap.servers=127.0.0.1:9092", "upstream.acls.refresh.interval.ms=5000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Authorizer.Enabled || c.Authorizer.UpstreamRefresh != 5*time.Second {
+		t.Fatalf("gateway authorizer config: %+v", c.Authorizer)
 	}
 }

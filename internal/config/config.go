@@ -432,9 +432,6 @@ func (c *Config) validate() error {
 			return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"], Reason: "listener name " + a.Name + " is not in listeners"}
 		}
 	}
-	if err := c.validateAuthorizer(); err != nil {
-		return err
-	}
 	if err := c.validateUpstreamSecurity(); err != nil {
 		return err
 	}

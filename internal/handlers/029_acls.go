@@ -143,6 +143,10 @@ func (t *Table) createACLs(ctx context.Context, r *wire.Request) kmsg.Response {
 		}
 		return resp
 	}
+	// Kafka answers a creation that succeeded with an empty message, not a null one.
+	for _, i := range at {
+		resp.Results[i].ErrorMessage = strPtr("")
+	}
 	if err := t.refreshACLs(ctx); err != nil {
 		t.log.Warn("reading ACLs after a change failed; they take effect at the next change or restart")
 	}

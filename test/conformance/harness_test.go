@@ -73,24 +73,38 @@ frame c4 key=200 version=0 flexible=true
 	}
 }
 
+// A file headed "servers authorizer" runs against the authorizer's pair; others the shared one.
+func TestParseServers(t *testing.T) {
+	f, err := Parse("x.txt", "# c\nservers authorizer\nscenario a\ncall c1 Metadata v1")
+	if err != nil || f.Servers != ServersAuthorizer || pairFor(f) != &srvAuthz {
+		t.Fatalf("servers header: %v %+v", err, f)
+	}
+	if f, _ := Parse("x.txt", "scenario a\ncall c1 Metadata v1"); f.Servers != "" || pairFor(f) != &srv {
+		t.Fatalf("no header: %+v", f)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
-		"call c1 Metadata v1":                                              "before the first scenario",
-		"scenario a\ncall c1 Nope v1":                                      "unknown API",
-		"scenario a\ncall c1 Metadata 1":                                   "want v<N>",
-		"scenario a\nsend c1 Metadata v1-3":                                "send takes one version",
-		"scenario a\nsend c1 Metadata v1\nexpect\n  {}":                    "must follow a call or recv",
-		"scenario a\ncall@kafka c1 Metadata v1":                            "needs a [tag]",
-		"scenario a\ncall@zk c1 Metadata v1 [x]":                           "unknown target",
-		"scenario a\ncall@kafka c1 Metadata v1 [x]\ndiff":                  "runs on kafka only",
-		"scenario a\ncall c1 Metadata v1\ndiff\n  Topics":                  "needs: <path> [tag]",
-		"scenario a\ncall c1 Metadata v1\ndiff\n  Topics why":              "needs a [tag]",
-		"scenario a\nraw c1\n  0g":                                         "bad hex",
-		"scenario a\ncall c1 Metadata v1 nope=1":                           "unknown argument",
-		"scenario a":                                                       "has no steps",
-		"scenario a\ncall c1 Metadata v1\nscenario a\ncall c1 Metadata v1": "already defined",
-		"scenario a\nmode zk\ncall c1 Metadata v1":                         "mode needs",
-		"scenario a\nmode gateway\nmode gateway\ncall c1 Metadata v1":      "mode given twice",
+		"call c1 Metadata v1":                                                     "before the first scenario",
+		"scenario a\ncall c1 Nope v1":                                             "unknown API",
+		"scenario a\ncall c1 Metadata 1":                                          "want v<N>",
+		"scenario a\nsend c1 Metadata v1-3":                                       "send takes one version",
+		"scenario a\nsend c1 Metadata v1\nexpect\n  {}":                           "must follow a call or recv",
+		"scenario a\ncall@kafka c1 Metadata v1":                                   "needs a [tag]",
+		"scenario a\ncall@zk c1 Metadata v1 [x]":                                  "unknown target",
+		"scenario a\ncall@kafka c1 Metadata v1 [x]\ndiff":                         "runs on kafka only",
+		"scenario a\ncall c1 Metadata v1\ndiff\n  Topics":                         "needs: <path> [tag]",
+		"scenario a\ncall c1 Metadata v1\ndiff\n  Topics why":                     "needs a [tag]",
+		"scenario a\nraw c1\n  0g":                                                "bad hex",
+		"scenario a\ncall c1 Metadata v1 nope=1":                                  "unknown argument",
+		"scenario a":                                                              "has no steps",
+		"scenario a\ncall c1 Metadata v1\nscenario a\ncall c1 Metadata v1":        "already defined",
+		"scenario a\nmode zk\ncall c1 Metadata v1":                                "mode needs",
+		"scenario a\nmode gateway\nmode gateway\ncall c1 Metadata v1":             "mode given twice",
+		"servers kerberos\nscenario a\ncall c1 Metadata v1":                       "servers needs authorizer",
+		"servers authorizer\nservers authorizer\nscenario a\ncall c1 Metadata v1": "servers needs authorizer",
+		"scenario a\nservers authorizer\ncall c1 Metadata v1":                     "unknown",
 	}
 	for text, want := range cases {
 		_, err := Parse("x.txt", text)

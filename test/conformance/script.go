@@ -40,7 +40,15 @@ const (
 type File struct {
 	Name      string // base name, e.g. metadata.txt
 	Scenarios []*Scenario
+	// Servers names the pair of servers the file runs against: "" the shared pair, or
+	// ServersAuthorizer (a file-level "servers authorizer" line before the first scenario).
+	Servers string
 }
+
+// ServersAuthorizer is the pair started with StandardAuthorizer and
+// allow.everyone.if.no.acl.found=true on both servers: a plaintext client is User:ANONYMOUS,
+// allowed everything until a scenario's own ACLs (on its own ${run} names) deny it something.
+const ServersAuthorizer = "authorizer"
 
 // Scenario is a named script of steps run against every target.
 type Scenario struct {
@@ -269,6 +277,13 @@ func (p *parser) directive(l *line) error {
 		return nil
 	}
 	if p.cur == nil {
+		if op == "servers" && len(l.body) == 0 && len(args) == 1 && args[0] == ServersAuthorizer && p.file.Servers == "" {
+			p.file.Servers = args[0]
+			return nil
+		}
+		if op == "servers" {
+			return fmt.Errorf("servers needs %s, once, before the first scenario", ServersAuthorizer)
+		}
 		return fmt.Errorf("%q before the first scenario line", op)
 	}
 	if only != "" && tag == "" {

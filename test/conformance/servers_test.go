@@ -30,6 +30,9 @@ const coordinatordNodeID = "7"
 type servers struct {
 	once sync.Once
 	err  error
+	// coordSets and kafkaConfigs are what this pair adds to the shared configuration
+	// (coordinatord --set, kafka.sh --config).
+	coordSets, kafkaConfigs []string
 
 	tmp   string
 	coord *coordinatord
@@ -41,6 +44,22 @@ type servers struct {
 }
 
 var srv servers
+
+// srvAuthz is the pair for files headed "servers authorizer", started on first use.
+var srvAuthz = servers{
+	coordSets:    []string{"authorizer.class.name=" + standardAuthorizer, "allow.everyone.if.no.acl.found=true"},
+	kafkaConfigs: []string{"authorizer.class.name=" + standardAuthorizer, "allow.everyone.if.no.acl.found=true"},
+}
+
+const standardAuthorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+// pairFor is the pair a file runs against.
+func pairFor(f *File) *servers {
+	if f.Servers == ServersAuthorizer {
+		return &srvAuthz
+	}
+	return &srv
+}
 
 func (s *servers) start() error {
 	s.once.Do(func() { s.err = s.startAll() })
@@ -61,9 +80,13 @@ func (s *servers) startAll() error {
 	}
 	kch := make(chan kafkaStart, 1)
 	want, reason := kafkaWanted()
+	if want && s.kafkaConfigs != nil && os.Getenv("KAFKA_ADDR") != "" {
+		// A broker already running has the shared configuration, not this pair's.
+		want, reason = false, "Kafka side skipped: KAFKA_ADDR names a broker without this pair's settings ("+strings.Join(s.kafkaConfigs, ", ")+")"
+	}
 	if want {
 		go func() {
-			b, err := startKafka(filepath.Join(tmp, "kafka"))
+			b, err := startKafka(filepath.Join(tmp, "kafka"), s.kafkaConfigs)
 			kch <- kafkaStart{b, err}
 		}()
 	} else {
@@ -83,7 +106,7 @@ func (s *servers) startAll() error {
 		kch <- k
 		upstream = k.b.addr
 	}
-	coord, err := startCoordinatord(tmp, upstream)
+	coord, err := startCoordinatord(tmp, upstream, s.coordSets)
 	if err != nil {
 		if want {
 			if k := <-kch; k.b != nil {
@@ -157,7 +180,7 @@ type coordinatord struct {
 
 // startCoordinatord starts coordinatord standalone, or in gateway mode in front of upstream
 // (host:port) when that is set.
-func startCoordinatord(tmp, upstream string) (*coordinatord, error) {
+func startCoordinatord(tmp, upstream string, sets []string) (*coordinatord, error) {
 	bin := os.Getenv("CONFORMANCE_COORDINATORD") // a binary built elsewhere, e.g. a release
 	if bin == "" {
 		bin = filepath.Join(tmp, "coordinatord")
@@ -191,6 +214,9 @@ func startCoordinatord(tmp, upstream string) (*coordinatord, error) {
 		// kafka.sh runs Kafka's in-memory topology description plugin (KIP-1331).
 		"--set", "group.streams.topology.description.plugin.class=memory",
 	)
+	for _, kv := range sets {
+		c.cmd.Args = append(c.cmd.Args, "--set", kv)
+	}
 	if upstream != "" {
 		// Broker ports: the 100 after the listener's, which the kernel picks.
 		c.cmd.Args = append(c.cmd.Args, "--set", "upstream.bootstrap.servers="+upstream)
@@ -304,14 +330,17 @@ const kafkaScript = "../kafka/kafka.sh"
 
 // startKafka runs test/kafka/kafka.sh start in dir (or CONFORMANCE_KAFKA_DIR), or uses the
 // broker KAFKA_ADDR names.
-func startKafka(dir string) (*kafkaBroker, error) {
+func startKafka(dir string, configs []string) (*kafkaBroker, error) {
 	if addr := os.Getenv("KAFKA_ADDR"); addr != "" {
 		return &kafkaBroker{addr: addr}, nil
 	}
-	if d := os.Getenv("CONFORMANCE_KAFKA_DIR"); d != "" {
+	if d := os.Getenv("CONFORMANCE_KAFKA_DIR"); d != "" && configs == nil {
 		dir = d
 	}
 	cmd := exec.Command(kafkaScript, "start", "--dir", dir)
+	for _, kv := range configs {
+		cmd.Args = append(cmd.Args, "--config", kv)
+	}
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// In gateway mode with authorizer.class.name the group APIs follow the upstream cluster's ACLs:
+// a SCRAM client through the gateway joins and commits where the upstream's ACLs let it read
+// the group and gets GROUP_AUTHORIZATION_FAILED where they do not; an ACL added with
+// kafka-acls.sh through the gateway lands upstream (not in coordinatord) and then lets the
+// client commit to the group it was denied, with no restart.
+func TestGateway_GroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
+	requireE2E(t)
+	adminAddr, saslAddr, caFile := startSASLKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(adminAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	var ups []kadm.UpsertSCRAM
+	for _, u := range []string{"gw", "alice", "ops"} {
+		ups = append(ups, kadm.UpsertSCRAM{User: u, Mechanism: kadm.ScramSha256, Iterations: 4096, Password: u + "-secret"})
+	}
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, ups); err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	const topic = "acl-orders"
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	// The gateway's user describes the cluster (its metadata, and DescribeAcls for the
+	// mirror); alice owns her topic and may read the groups named app-*; ops manages ACLs.
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:gw").AllowHosts().Topics("*").Clusters().Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Topics(topic).Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("app-").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternPrefixed),
+		kadm.NewACLs().Allow("User:ops").AllowHosts().Clusters().Operations(kadm.OpAlter, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
+	} {
+		res, err := adm.CreateACLs(ctx, b)
+		if err != nil {
+			t.Fatalf("CreateACLs: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("CreateACLs %+v: %v", r, r.Err)
+			}
+		}
+	}
+
+	g := &gateway{t: t, DataDir: t.TempDir()}
+	base := freePortRange(t, 11)
+	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
+	g.PortMin, g.PortMax = base+1, base+10
+	g.sets = []string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
+		"upstream.bootstrap.servers=" + saslAddr,
+		"upstream.security.protocol=SASL_SSL",
+		"upstream.ssl.truststore.location=" + caFile,
+		"upstream.sasl.mechanism=SCRAM-SHA-256",
+		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret",
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+	g.start()
+
+	client := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(g.Addr),
+			kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism())}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+
+	// Allowed: join, sync, fetch and commit in app-orders.
+	consumer := client(kgo.ConsumerGroup("app-orders"), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	for i := 0; i < 5; i++ {
+		if err := consumer.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte{byte('0' + i)}}).FirstErr(); err != nil {
+			t.Fatalf("alice produces to her topic: %v", err)
+		}
+	}
+	for got := 0; got < 5; {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("alice consumes in app-orders: %v", err)
+		}
+		got += fs.NumRecords()
+	}
+	if err := consumer.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("alice commits in app-orders: %v", err)
+	}
+
+	// Denied: no upstream ACL lets alice read the group "reports".
+	alice := kadm.NewClient(client(kgo.RequestRetries(0)))
+	commit := func(group string) error {
+		resp, err := alice.CommitOffsets(ctx, group, kadm.Offsets{topic: {0: {Topic: topic, At: 1}}})
+		if err != nil {
+			return err
+		}
+		return resp.Error()
+	}
+	if err := commit("reports"); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("commit to reports: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+
+	// ops grants it with kafka-acls.sh through the gateway.
+	cmdConfig := filepath.Join(t.TempDir(), "ops.properties")
+	if err := os.WriteFile(cmdConfig, []byte("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"+
+		"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"ops\" password=\"ops-secret\";\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const tool = "org.apache.kafka.tools.AclCommand"
+	kafkaTool(t, tool, g.Addr, "--command-config", cmdConfig, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", "reports")
+	// It is the upstream's ACL, not one kept in coordinatord.
+	bindings, err := adm.DescribeACLs(ctx, kadm.NewACLs().Groups("reports").ResourcePatternType(kadm.ACLPatternLiteral).
+		AllowHosts().Allow().Operations(kadm.OpAny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bindings) != 1 || bindings[0].Err != nil || len(bindings[0].Described) != 1 || bindings[0].Described[0].Principal != "User:alice" {
+		t.Fatalf("upstream's ACLs on group reports: %+v", bindings)
+	}
+	if out := kafkaTool(t, tool, g.Addr, "--command-config", cmdConfig, "--list", "--group", "reports"); !strings.Contains(out, "principal=User:alice") {
+		t.Fatalf("kafka-acls.sh --list through the gateway:\n%s", out)
+	}
+	// The denial reads the upstream's ACLs again; the commit succeeds on a retry, well within
+	// upstream.acls.refresh.interval.ms.
+	for {
+		err := commit("reports")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.GroupAuthorizationFailed) {
+			t.Fatalf("commit to reports after the grant: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the ACL added upstream never applied to the group APIs")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
