@@ -23,6 +23,7 @@ fi
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/e2e-run.XXXXXX")"
 cleanup() {
   test/kafka/kafka.sh stop --dir "$tmp/kafka" >/dev/null 2>&1 || true
+  test/kafka/kafka.sh stop --dir "$tmp/kafkalog" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -31,6 +32,15 @@ start=$SECONDS
 E2E=1 E2E_KAFKA_DIR="$tmp/kafka" go test -count=1 -timeout 15m -v ./test/e2e "$@" 2>&1 |
   grep -v -e '^=== RUN' -e '^=== PAUSE' -e '^=== CONT' -e '^=== NAME'
 status=${PIPESTATUS[0]}
+# The Kafka log backend's broker tests (internal/state/log/kafkalog) against a broker of their
+# own: they create, compact and fence their own topic and transactional ids.
+if (( status == 0 )); then
+  addr="$(test/kafka/kafka.sh start --dir "$tmp/kafkalog" --no-warmup | sed -n 's/^KAFKA_ADDR=//p')"
+  KAFKALOG_KAFKA_ADDR="$addr" go test -race -count=1 -timeout 5m -v ./internal/state/log/kafkalog 2>&1 |
+    grep -v -e '^=== RUN' -e '^=== PAUSE' -e '^=== CONT' -e '^=== NAME'
+  status=${PIPESTATUS[0]}
+  test/kafka/kafka.sh stop --dir "$tmp/kafkalog" >/dev/null 2>&1 || true
+fi
 if (( status != 0 )); then
   log "FAILED after $(( SECONDS - start )) s"
   exit 1
