@@ -12,8 +12,13 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$sum" || ! -d "$cache/lib" ]]; then
   mvn -B -q -f "$dir/pom.xml" dependency:copy-dependencies >&2
   echo "$sum" >"$stamp"
 fi
-if [[ ! -f "$cache/classes/WordCount.class" || ! -f "$cache/classes/GroupConsumer.class" || -n "$(find "$dir/src" -newer "$cache/classes/WordCount.class" -name "*.java")" ]]; then
+# Recompile when the sources' contents change (file times are no guide: a copied cache can be
+# newer than the sources it was not built from).
+src_sum="$(cat "$dir"/src/*.java | sha256sum | cut -d' ' -f1)"
+if [[ ! -f "$cache/classes/WordCount.class" || ! -f "$cache/classes/GroupConsumer.class" || "$(cat "$cache/src.sha" 2>/dev/null)" != "$src_sum" ]]; then
+  rm -rf "$cache/classes"
   mkdir -p "$cache/classes"
   javac -nowarn -d "$cache/classes" -cp "$cache/lib/*" "$dir"/src/*.java >&2
+  echo "$src_sum" >"$cache/src.sha"
 fi
 echo "$cache/classes:$cache/lib/*"
