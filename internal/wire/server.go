@@ -448,7 +448,7 @@ func (c *serverConn) run() {
 			// Waiting for the budget is not the peer's idleness.
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
-		frame, err := ReadFrameBody(br, size)
+		frame, pooled, err := readPooledFrameBody(br, size)
 		if err != nil {
 			reason = c.readFailure(err)
 			return
@@ -470,6 +470,9 @@ func (c *serverConn) run() {
 			}
 		}
 		if raw, forwarded, err := c.forward(frame, reserve); forwarded {
+			if pooled {
+				putFrame(frame) // written upstream; nothing refers to it any more
+			}
 			if err != nil {
 				reason = "upstream failed"
 				c.warn("closing connection", err.Error())
