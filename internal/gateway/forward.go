@@ -144,8 +144,16 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	// waiting; an upstream that never answers must not hold the connection's goroutine, and so
 	// the shutdown, forever.
 	stop := context.AfterFunc(ctx, func() { u.nc.Close() })
-	bound := g.answerBound(h, frame)
-	out, err := g.relay.around(ctx, h, frame, func() ([]byte, error) { return g.roundTrip(u, h, frame, reserve, bound) })
+	var bound time.Duration
+	answered := true
+	if h.Key == 0 {
+		// Acks and the timeout are read once, in place: this is every Produce's path.
+		acks, timeout := produceAcksTimeout(h.Version, frame)
+		answered, bound = acks != 0, g.boundWith(timeout)
+	} else {
+		bound = g.answerBound(h, frame)
+	}
+	out, err := g.relay.around(ctx, h, frame, func() ([]byte, error) { return g.roundTrip(u, h, frame, reserve, bound, answered) })
 	stop()
 	if err != nil {
 		g.drop(c, node)
@@ -179,7 +187,7 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 
 // roundTrip writes the request and reads its answer (size prefix included); nil when the
 // request expects none. The answer's memory is reserved before it is allocated.
-func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error, bound time.Duration) ([]byte, error) {
+func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error, bound time.Duration, answered bool) ([]byte, error) {
 	// Counted from before the write: a broker that stops reading also stops answering.
 	if bound > 0 {
 		u.nc.SetDeadline(time.Now().Add(bound))
@@ -190,7 +198,7 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func
 	if _, err := bufs.WriteTo(u.nc); err != nil {
 		return nil, err
 	}
-	if h.Key == 0 && produceAcks(h.Version, frame) == 0 {
+	if !answered {
 		return nil, nil // acks=0: the broker answers nothing (it closes the connection on error)
 	}
 	if _, err := io.ReadFull(u.br, size[:]); err != nil {
@@ -269,7 +277,15 @@ func (g *Gateway) answerBound(h wire.Header, frame []byte) time.Duration {
 	if g.opts.RequestTimeout <= 0 {
 		return 0
 	}
-	return g.opts.RequestTimeout + time.Duration(max(requestWaitMs(h, frame), 0))*time.Millisecond
+	return g.boundWith(requestWaitMs(h, frame))
+}
+
+// boundWith is answerBound for a request that asks the broker to wait waitMs.
+func (g *Gateway) boundWith(waitMs int32) time.Duration {
+	if g.opts.RequestTimeout <= 0 {
+		return 0
+	}
+	return g.opts.RequestTimeout + time.Duration(max(waitMs, 0))*time.Millisecond
 }
 
 // requestWaitMs reads the wait a request asks of the broker; 0 when it asks none or the frame
@@ -334,16 +350,17 @@ func produceAcksTimeout(version int16, frame []byte) (int16, int32) {
 	if err != nil {
 		return -2, 0
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.SetVersion(version)
-	if req.IsFlexible() {
+	// Read per Produce on the forwarding path: the version decides the layout, without building
+	// a ProduceRequest to ask it.
+	flexible := version >= 9
+	if flexible {
 		if rest, err = wire.SkipHeaderTags(rest); err != nil {
 			return -2, 0
 		}
 	}
 	b := kbin.Reader{Src: rest}
 	if version >= 3 {
-		if req.IsFlexible() {
+		if flexible {
 			b.CompactNullableString()
 		} else {
 			b.NullableString()

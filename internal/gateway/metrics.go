@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,8 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	// txnOutcomes counts the marker relay's outcomes (txnrelay.go).
 	txnOutcomes *prometheus.CounterVec
+
+	series sync.Map // node<<16|key: *fwdSeries
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not registered).
@@ -66,12 +69,31 @@ func apiName(key int16) string {
 	return strconv.Itoa(int(key))
 }
 
+// fwdSeries are the series one forwarded request of a key to a node touches.
+type fwdSeries struct {
+	requests, bytesIn, bytesOut prometheus.Counter
+	latency                     prometheus.Observer
+}
+
 func (m *Metrics) forwarded(id int32, key int16, in, out int, took time.Duration) {
-	n := node(id)
-	m.requests.WithLabelValues(n, apiName(key)).Inc()
-	m.bytesIn.WithLabelValues(n).Add(float64(in))
-	m.bytesOut.WithLabelValues(n).Add(float64(out))
-	m.latency.WithLabelValues(n).Observe(took.Seconds())
+	// Looked up once per node and key: finding the series by label values (formatting the node
+	// id, hashing the labels) on every request was a few percent of the forwarding path's CPU.
+	k := int64(id)<<16 | int64(uint16(key))
+	v, ok := m.series.Load(k)
+	if !ok {
+		n := node(id)
+		v, _ = m.series.LoadOrStore(k, &fwdSeries{
+			requests: m.requests.WithLabelValues(n, apiName(key)),
+			bytesIn:  m.bytesIn.WithLabelValues(n),
+			bytesOut: m.bytesOut.WithLabelValues(n),
+			latency:  m.latency.WithLabelValues(n),
+		})
+	}
+	s := v.(*fwdSeries)
+	s.requests.Inc()
+	s.bytesIn.Add(float64(in))
+	s.bytesOut.Add(float64(out))
+	s.latency.Observe(took.Seconds())
 }
 
 func (m *Metrics) failed(id int32, key int16) {

@@ -114,8 +114,30 @@ func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 	if max, ok := forwardMax[h.Key]; ok && h.Version > max {
 		return false
 	}
-	req := kmsg.RequestForKey(h.Key)
-	return req != nil && h.Version <= req.MaxVersion()
+	return h.Version <= requestMaxVersion(h.Key)
+}
+
+// maxVersions is kmsg's highest version of each request key, -1 for a key it does not know:
+// looked up per forwarded request, where building a request of the key to ask it (a
+// ProduceRequest for every Produce) was an allocation on the hot path.
+var maxVersions = func() []int16 {
+	var v []int16
+	for k := int16(0); k <= 512; k++ {
+		req := kmsg.RequestForKey(k)
+		if req == nil {
+			v = append(v, -1)
+			continue
+		}
+		v = append(v, req.MaxVersion())
+	}
+	return v
+}()
+
+func requestMaxVersion(key int16) int16 {
+	if key < 0 || int(key) >= len(maxVersions) {
+		return -1
+	}
+	return maxVersions[key]
 }
 
 func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -148,4 +149,62 @@ func AppendResponse(dst []byte, correlationID int32, resp kmsg.Response) []byte 
 	dst = resp.AppendTo(dst)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
+}
+
+// Request frames up to maxPooledFrame are read into buffers recycled by size class (powers of
+// two from 4 KiB) when they are forwarded (Forwarder): the frame is written upstream before
+// Forward returns and nothing keeps it. Allocating each one cost its zeroing and its garbage
+// collection on every Produce through the gateway (docs/benchmarks-gateway.md). A frame that is
+// served is decoded into structs that may alias it, so it is never recycled. Up to this size
+// the whole buffer is taken before the bytes arrive (twice initialFrameChunk at most); larger
+// frames grow as they arrive, as ReadFrameBody does.
+const (
+	minPooledShift = 12
+	maxPooledShift = 17
+	maxPooledFrame = 1 << maxPooledShift
+)
+
+var framePools [maxPooledShift - minPooledShift + 1]sync.Pool
+
+func frameClass(n int) int {
+	for i := range framePools {
+		if n <= 1<<(minPooledShift+i) {
+			return i
+		}
+	}
+	return -1
+}
+
+// readPooledFrameBody is ReadFrameBody into a recycled buffer when size allows; pooled says
+// whether the frame may be given back with putFrame once nothing refers to it.
+func readPooledFrameBody(r io.Reader, size int32) (frame []byte, pooled bool, err error) {
+	i := frameClass(int(size))
+	if i < 0 {
+		frame, err = ReadFrameBody(r, size)
+		return frame, false, err
+	}
+	if v, ok := framePools[i].Get().(*[]byte); ok {
+		frame = (*v)[:size]
+	} else {
+		frame = make([]byte, size, 1<<(minPooledShift+i))
+	}
+	if _, err := io.ReadFull(r, frame); err != nil {
+		putFrame(frame)
+		if errors.Is(err, io.EOF) && size > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, false, err
+	}
+	return frame, true, nil
+}
+
+// putFrame recycles a frame of readPooledFrameBody; the caller must not use it afterwards.
+func putFrame(b []byte) {
+	c := cap(b)
+	i := frameClass(c)
+	if i < 0 || c != 1<<(minPooledShift+i) {
+		return
+	}
+	b = b[:0]
+	framePools[i].Put(&b)
 }

@@ -128,3 +128,31 @@ func TestAppendResponseHeaderVersions(t *testing.T) {
 		t.Fatalf("size prefix %d for %d bytes", size, len(b)-4)
 	}
 }
+
+// A frame read into a recycled buffer reads like any other: its exact bytes, even from a
+// buffer that held a longer frame before, and a frame cut short by the end of the stream is
+// io.ErrUnexpectedEOF (the connection closes as "truncated frame"), never a short frame.
+func TestPooledFrameBodyReadsExactlyOrFailsAsTruncated(t *testing.T) {
+	for _, size := range []int32{0, 1, 4 << 10, 4<<10 + 1, maxPooledFrame, maxPooledFrame + 1} {
+		long := bytes.Repeat([]byte{0xee}, int(size)+100)
+		if f, pooled, err := readPooledFrameBody(bytes.NewReader(long), size+100); err == nil && pooled {
+			putFrame(f) // leave a used buffer of the class behind
+		}
+		body := bytes.Repeat([]byte{byte(size)}, int(size))
+		got, _, err := readPooledFrameBody(bytes.NewReader(body), size)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("size %d: read %d bytes, err %v; want the frame's own %d bytes", size, len(got), err, size)
+		}
+		if size == 0 {
+			continue
+		}
+		_, _, err = readPooledFrameBody(bytes.NewReader(body[:size-1]), size)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("size %d cut one byte short: err %v, want io.ErrUnexpectedEOF", size, err)
+		}
+		_, _, err = readPooledFrameBody(bytes.NewReader(nil), size)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("size %d with no body at all: err %v, want io.ErrUnexpectedEOF", size, err)
+		}
+	}
+}

@@ -453,7 +453,15 @@ func (c *serverConn) run() {
 			// Waiting for the budget is not the peer's idleness.
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
-		frame, err := readFrameBody(br, size, in)
+		var frame []byte
+		var pooled bool
+		if in != nil {
+			frame, err = readFrameBody(br, size, in)
+		} else {
+			// A frame of its own, from the pool of forwarded frames' buffers: given back once
+			// forwarded (nothing refers to it then); a frame answered here is never given back.
+			frame, pooled, err = readPooledFrameBody(br, size)
+		}
 		in = nil // until serve says otherwise, something may keep the frame
 		if err != nil {
 			reason = c.readFailure(err)
@@ -476,6 +484,9 @@ func (c *serverConn) run() {
 			}
 		}
 		if raw, forwarded, err := c.forward(frame, reserve); forwarded {
+			if pooled {
+				putFrame(frame) // written upstream; nothing refers to it any more
+			}
 			if err != nil {
 				reason = "upstream failed"
 				c.warn("closing connection", err.Error())
