@@ -164,3 +164,19 @@ func TestGroupConfigsBrokerSelfDescribe(t *testing.T) {
 		t.Fatal("a TOPIC resource was answered in standalone mode")
 	}
 }
+
+// kafka-configs --describe shows a coordinatord-only (internal) group key an operator set, with
+// source DYNAMIC_GROUP_CONFIG, and still hides it on a group where it is unset, as Kafka does.
+func TestGroupConfigsInternalKeyShownWhenSet(t *testing.T) {
+	d := startDaemon(t)
+	cl := d.client()
+	if code, msg := alterGroupConfigs(t, cl, "g", false, setGroupConfig("streams.migration.policy", "upgrade")); code != 0 {
+		t.Fatalf("set streams.migration.policy: %d %s", code, msg)
+	}
+	if got := describeGroupConfigs(t, cl, "g")["streams.migration.policy"]; got != "upgrade/8" {
+		t.Fatalf("described streams.migration.policy %q, want upgrade from DYNAMIC_GROUP_CONFIG (8)", got)
+	}
+	if got, ok := describeGroupConfigs(t, cl, "h")["streams.migration.policy"]; ok {
+		t.Fatalf("unset streams.migration.policy described as %q", got)
+	}
+}
