@@ -170,6 +170,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		Classic: classicConfig(cfg), Consumer: consumerConfig(cfg), SASL: sasl,
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,
+			GroupConfigMaxGroups:     cfg.GroupConfigMaxGroupsPerShard,
 			DefaultPartitions:        cfg.DefaultPartitions,
 			DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		},

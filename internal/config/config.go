@@ -59,6 +59,8 @@ type Config struct {
 	QueuedMaxRequestBytes int64
 
 	OffsetMetadataMaxBytes int
+	// GroupConfigMaxGroupsPerShard is group.config.max.groups.per.shard; 0: unbounded.
+	GroupConfigMaxGroupsPerShard int
 	// Offsets retention (spec coordinator-apis §3.5) and transactional producer expiry.
 	OffsetsRetention              time.Duration
 	OffsetsRetentionCheckInterval time.Duration
@@ -257,6 +259,12 @@ var keys = []key{
 		func(c *Config, v string) (err error) {
 			n, err := parseInt32(v, 0, 1<<31-1)
 			c.OffsetMetadataMaxBytes = int(n)
+			return err
+		}},
+	{"group.config.max.groups.per.shard", "10000", "coordinatord only. Group ids that may have group configs (IncrementalAlterConfigs/AlterConfigs on GROUP resources) on each coordinator shard (offsets.topic.num.partitions of them): setting configs on one more id is refused with INVALID_CONFIG, changing or deleting those of an id that has some always works. Kafka keeps configs of any id, group or not, without a count limit; the bound keeps a client from filling the log with configs of ids no group uses. 0: unbounded.",
+		func(c *Config, v string) (err error) {
+			n, err := parseInt32(v, 0, 1<<31-1)
+			c.GroupConfigMaxGroupsPerShard = int(n)
 			return err
 		}},
 	{"offsets.retention.minutes", "10080", "How long a committed offset is kept after it was committed (simple groups, unsubscribed topics) or after its classic group became Empty; then the retention check deletes it, and an Empty group left with no offsets.",

@@ -243,7 +243,7 @@ func (t *Table) alterGroupConfigs(ctx context.Context, group string, ops []group
 		}
 		return cur, nil
 	}
-	v, err := t.deps.Groups.For(group).Write(ctx, shard.AlterGroupConfigs(group, validateOnly, change))
+	v, err := t.deps.Groups.For(group).Write(ctx, shard.AlterGroupConfigs(group, validateOnly, t.deps.Limits.GroupConfigMaxGroups, change))
 	if err != nil {
 		return availabilityCode(err), nil
 	}

@@ -268,7 +268,7 @@ func TestReplayEquivalenceAllKindsOverSegmentLogAndCompaction(t *testing.T) {
 			group := fmt.Sprint("s", rng.Intn(3))
 			if rng.Intn(3) == 0 { // group configs: set, change, clear (a tombstone)
 				n := rng.Intn(3)
-				write(AlterGroupConfigs(group, false, func(cur map[string]string) (map[string]string, error) {
+				write(AlterGroupConfigs(group, false, 0, func(cur map[string]string) (map[string]string, error) {
 					switch n {
 					case 0:
 						return map[string]string{}, nil
