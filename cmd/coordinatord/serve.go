@@ -171,6 +171,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,
 			GroupConfigMaxGroups:     cfg.GroupConfigMaxGroupsPerShard,
+			TxnMarkerMaxProducers:    cfg.ProducerIDMaxPerShard,
 			DefaultPartitions:        cfg.DefaultPartitions,
 			DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		},

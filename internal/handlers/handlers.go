@@ -53,7 +53,9 @@ func (n *Node) endpointFor(listener string) Endpoint {
 type Limits struct {
 	OffsetMetadataMaxBytes int
 	// GroupConfigMaxGroups bounds the group ids with configs on one shard; 0: unbounded.
-	GroupConfigMaxGroups     int
+	GroupConfigMaxGroups int
+	// TxnMarkerMaxProducers caps the producer ids a shard remembers from markers alone; 0: unbounded.
+	TxnMarkerMaxProducers    int
 	DefaultPartitions        int32
 	DefaultReplicationFactor int16
 }

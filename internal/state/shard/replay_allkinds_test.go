@@ -202,7 +202,7 @@ func TestReplayEquivalenceAllKindsOverSegmentLogAndCompaction(t *testing.T) {
 		case r < 7:
 			write(txnCommit(fmt.Sprint("g", rng.Intn(8)), -1, "", int64(rng.Intn(4)), 0, parts(tp())))
 		case r < 8:
-			write(CompleteTxn(int64(rng.Intn(4)), 0, 0, rng.Intn(2) == 0))
+			write(CompleteTxn(int64(rng.Intn(4)), 0, 0, rng.Intn(2) == 0, 0))
 		case r < 12:
 			group := fmt.Sprint("c", rng.Intn(5))
 			m := classicMembers[group]
