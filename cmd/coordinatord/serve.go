@@ -170,6 +170,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		Classic: classicConfig(cfg), Consumer: consumerConfig(cfg), SASL: sasl,
 		Limits: handlers.Limits{
 			OffsetMetadataMaxBytes:   cfg.OffsetMetadataMaxBytes,
+			GroupConfigMaxGroups:     cfg.GroupConfigMaxGroupsPerShard,
+			TxnMarkerMaxProducers:    cfg.ProducerIDMaxPerShard,
 			DefaultPartitions:        cfg.DefaultPartitions,
 			DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		},

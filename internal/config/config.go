@@ -59,6 +59,10 @@ type Config struct {
 	QueuedMaxRequestBytes int64
 
 	OffsetMetadataMaxBytes int
+	// GroupConfigMaxGroupsPerShard is group.config.max.groups.per.shard; 0: unbounded.
+	GroupConfigMaxGroupsPerShard int
+	// ProducerIDMaxPerShard is producer.id.max.per.shard; 0: unbounded.
+	ProducerIDMaxPerShard int
 	// Offsets retention (spec coordinator-apis §3.5) and transactional producer expiry.
 	OffsetsRetention              time.Duration
 	OffsetsRetentionCheckInterval time.Duration
@@ -261,6 +265,12 @@ var keys = []key{
 			c.OffsetMetadataMaxBytes = int(n)
 			return err
 		}},
+	{"group.config.max.groups.per.shard", "10000", "coordinatord only. Group ids that may have group configs (IncrementalAlterConfigs/AlterConfigs on GROUP resources) on each coordinator shard (offsets.topic.num.partitions of them): setting configs on one more id is refused with INVALID_CONFIG, changing or deleting those of an id that has some always works. Kafka keeps configs of any id, group or not, without a count limit; the bound keeps a client from filling the log with configs of ids no group uses. 0: unbounded.",
+		func(c *Config, v string) (err error) {
+			n, err := parseInt32(v, 0, 1<<31-1)
+			c.GroupConfigMaxGroupsPerShard = int(n)
+			return err
+		}},
 	{"offsets.retention.minutes", "10080", "How long a committed offset is kept after it was committed (simple groups, unsubscribed topics) or after its classic group became Empty; then the retention check deletes it, and an Empty group left with no offsets.",
 		func(c *Config, v string) error {
 			n, err := parseInt32(v, 1, 1<<31-1)
@@ -271,6 +281,12 @@ var keys = []key{
 		func(c *Config, v string) (err error) {
 			c.OffsetsRetentionCheckInterval, err = parseMillis(v, 1)
 			return
+		}},
+	{"producer.id.max.per.shard", "100000", "coordinatord only. Bounds what WriteTxnMarkers can make a shard remember: a marker for a producer id the shard does not know and that staged nothing there records the producer's epochs (fencing a delayed TxnOffsetCommit of the ended transaction, as Kafka's log does) only while the shard remembers fewer producer ids than this; beyond, it is answered NONE and writes nothing. Producers that stage offsets and markers for known producers are not limited. 0: unbounded (Kafka's behaviour; producer.id.expiration.ms still forgets idle producers).",
+		func(c *Config, v string) (err error) {
+			n, err := parseInt32(v, 0, 1<<31-1)
+			c.ProducerIDMaxPerShard = int(n)
+			return err
 		}},
 	{"producer.id.expiration.ms", "86400000", "How long a transactional producer id with no staged offsets is remembered (its epoch fences zombies) after its last transactional commit or marker.",
 		func(c *Config, v string) (err error) { c.ProducerIDExpiration, err = parseMillis(v, 1); return }},

@@ -96,7 +96,7 @@ func (t *Table) runMarkerOps(ctx context.Context, ops []*markerOp) {
 		wg.Go(func() {
 			for op := range next {
 				m := op.marker
-				v, err := t.deps.Groups.Shard(op.shard).Write(ctx, shard.CompleteTxn(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed))
+				v, err := t.deps.Groups.Shard(op.shard).Write(ctx, shard.CompleteTxn(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, t.deps.Limits.TxnMarkerMaxProducers))
 				if err != nil {
 					op.code = kerr.NotLeaderForPartition.Code
 					continue

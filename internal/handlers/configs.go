@@ -85,7 +85,10 @@ func (t *Table) describeGroupConfigs(ctx context.Context, r kmsg.DescribeConfigs
 		want[n] = true
 	}
 	for _, k := range streams.GroupConfigKeys {
-		if k.Internal || (len(r.ConfigNames) > 0 && !want[k.Name]) {
+		// Kafka lists an internal key only when it is set on the group (its describe lists the
+		// group's originals plus the non-internal values): an operator sees what they set,
+		// e.g. streams.migration.policy, and an unset group describes exactly Kafka's keys.
+		if _, isSet := set[k.Name]; (k.Internal && !isSet) || (len(r.ConfigNames) > 0 && !want[k.Name]) {
 			continue
 		}
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
@@ -240,7 +243,7 @@ func (t *Table) alterGroupConfigs(ctx context.Context, group string, ops []group
 		}
 		return cur, nil
 	}
-	v, err := t.deps.Groups.For(group).Write(ctx, shard.AlterGroupConfigs(group, validateOnly, change))
+	v, err := t.deps.Groups.For(group).Write(ctx, shard.AlterGroupConfigs(group, validateOnly, t.deps.Limits.GroupConfigMaxGroups, change))
 	if err != nil {
 		return availabilityCode(err), nil
 	}

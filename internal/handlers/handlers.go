@@ -51,7 +51,11 @@ func (n *Node) endpointFor(listener string) Endpoint {
 
 // Limits are request limits taken from the configuration.
 type Limits struct {
-	OffsetMetadataMaxBytes   int
+	OffsetMetadataMaxBytes int
+	// GroupConfigMaxGroups bounds the group ids with configs on one shard; 0: unbounded.
+	GroupConfigMaxGroups int
+	// TxnMarkerMaxProducers caps the producer ids a shard remembers from markers alone; 0: unbounded.
+	TxnMarkerMaxProducers    int
 	DefaultPartitions        int32
 	DefaultReplicationFactor int16
 }

@@ -68,6 +68,12 @@ func (s *State) Staged(producerID int64, groupID, topic string, partition int32)
 	return p, ok
 }
 
+// ProducerCount is how many producer ids the state remembers.
+func (s *State) ProducerCount() int { return len(s.producers) }
+
+// HasStaged reports whether a producer has offsets staged in any group.
+func (s *State) HasStaged(producerID int64) bool { _, ok := s.txns[producerID]; return ok }
+
 // Producer returns what is known about a producer id.
 func (s *State) Producer(producerID int64) (Producer, bool) {
 	p, ok := s.producers[producerID]

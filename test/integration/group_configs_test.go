@@ -3,10 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -162,5 +164,44 @@ func TestGroupConfigsBrokerSelfDescribe(t *testing.T) {
 	}
 	if trc, _ := trcs.On("t", nil); trc.Err == nil {
 		t.Fatal("a TOPIC resource was answered in standalone mode")
+	}
+}
+
+// kafka-configs --describe shows a coordinatord-only (internal) group key an operator set, with
+// source DYNAMIC_GROUP_CONFIG, and still hides it on a group where it is unset, as Kafka does.
+func TestGroupConfigsInternalKeyShownWhenSet(t *testing.T) {
+	d := startDaemon(t)
+	cl := d.client()
+	if code, msg := alterGroupConfigs(t, cl, "g", false, setGroupConfig("streams.migration.policy", "upgrade")); code != 0 {
+		t.Fatalf("set streams.migration.policy: %d %s", code, msg)
+	}
+	if got := describeGroupConfigs(t, cl, "g")["streams.migration.policy"]; got != "upgrade/8" {
+		t.Fatalf("described streams.migration.policy %q, want upgrade from DYNAMIC_GROUP_CONFIG (8)", got)
+	}
+	if got, ok := describeGroupConfigs(t, cl, "h")["streams.migration.policy"]; ok {
+		t.Fatalf("unset streams.migration.policy described as %q", got)
+	}
+}
+
+// group.config.max.groups.per.shard bounds the group ids that have configs: with one shard and
+// a bound of 2, a third id is refused with INVALID_CONFIG naming the key, and deleting an id's
+// configs makes room.
+func TestGroupConfigsCountBounded(t *testing.T) {
+	d := startDaemon(t, "offsets.topic.num.partitions=1", "group.config.max.groups.per.shard=2")
+	cl := d.client()
+	for _, g := range []string{"never-a-group-1", "never-a-group-2"} {
+		if code, msg := alterGroupConfigs(t, cl, g, false, setGroupConfig("streams.num.standby.replicas", "1")); code != 0 {
+			t.Fatalf("configs of %s: %d %s", g, code, msg)
+		}
+	}
+	code, msg := alterGroupConfigs(t, cl, "never-a-group-3", false, setGroupConfig("streams.num.standby.replicas", "1"))
+	if code != kerr.InvalidConfig.Code || !strings.Contains(msg, "group.config.max.groups.per.shard") {
+		t.Fatalf("configs of a third id: %d %q, want INVALID_CONFIG naming group.config.max.groups.per.shard", code, msg)
+	}
+	if code, msg := alterGroupConfigs(t, cl, "never-a-group-1", false, groupConfigChange{name: "streams.num.standby.replicas", op: kmsg.IncrementalAlterConfigOpDelete}); code != 0 {
+		t.Fatalf("deleting configs: %d %s", code, msg)
+	}
+	if code, msg := alterGroupConfigs(t, cl, "never-a-group-3", false, setGroupConfig("streams.num.standby.replicas", "1")); code != 0 {
+		t.Fatalf("configs of a third id after one was deleted: %d %s", code, msg)
 	}
 }

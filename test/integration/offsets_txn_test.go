@@ -389,3 +389,25 @@ func TestSpec3_4_OffsetDelete(t *testing.T) {
 		t.Fatalf("group with no offsets left: %+v", r)
 	}
 }
+
+// producer.id.max.per.shard: a marker for an unknown producer with nothing staged records the
+// producer's epoch (a delayed TxnOffsetCommit with an older epoch is INVALID_PRODUCER_EPOCH)
+// while the shard remembers fewer producers than the cap; beyond it the marker is answered
+// NONE and records nothing, so markers for made-up producer ids cannot fill the shard.
+func TestMarkersForUnknownProducersBounded(t *testing.T) {
+	d := startDaemon(t, "producer.id.max.per.shard=1")
+	adm := kadm.NewClient(d.client())
+	createTopic(t, adm, "t", 1)
+	part := offsetsPartition("g")
+	for _, pid := range []int64{1, 2} {
+		if got := marker(t, d, pid, 1, true, "__consumer_offsets", part); got[0] != 0 {
+			t.Fatalf("marker for producer %d: %v", pid, got)
+		}
+	}
+	if got := txnCommit(t, d, 3, "g", 1, 0, -1, "t", noID, 100, "", 0); got["t/0"] != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("delayed commit of the remembered producer: %v", got)
+	}
+	if got := txnCommit(t, d, 3, "g", 2, 0, -1, "t", noID, 100, "", 0); got["t/0"] != 0 {
+		t.Fatalf("commit of the producer beyond the cap (nothing recorded for it): %v", got)
+	}
+}

@@ -103,3 +103,35 @@ func TestLargeJoinFitsUnderDefaultMessageMaxBytes(t *testing.T) {
 	r = join(t, d, 5, req)
 	wantCode(t, "join with 100 KiB of protocol metadata", r.ErrorCode, 0)
 }
+
+// A group with more committed partitions than one message.max.bytes batch of tombstones holds
+// can still be deleted: DeleteGroups answers NONE and the offsets are gone, also after a
+// restart (docs/storage.md, deletions larger than one batch).
+func TestDeleteGroupLargerThanOneBatch(t *testing.T) {
+	d := startDaemon(t, "message.max.bytes=65536")
+	const parts = 6000 // ~20 bytes of tombstone each: about twice what 64 KiB holds
+	createStreamsTopics(t, d.Addr, parts, "wide")
+	for from := 0; from < parts; from += 500 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = "big", -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "wide"
+		for p := from; p < from+500; p++ {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = int32(p), int64(p)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = []kmsg.OffsetCommitRequestTopic{rt}
+		for _, p := range rawCall(t, d, req, 8, kmsg.NewPtrOffsetCommitResponse()).Topics[0].Partitions {
+			wantCode(t, fmt.Sprintf("commit of partition %d", p.Partition), p.ErrorCode, 0)
+		}
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"big"}
+	got := rawCall(t, d, del, 2, kmsg.NewPtrDeleteGroupsResponse())
+	wantCode(t, "DeleteGroups of a group with 6000 offsets", got.Groups[0].ErrorCode, 0)
+	d.stop()
+	d.start()
+	got = rawCall(t, d, del, 2, kmsg.NewPtrDeleteGroupsResponse())
+	wantCode(t, "DeleteGroups again after a restart", got.Groups[0].ErrorCode, kerr.GroupIDNotFound.Code)
+}

@@ -73,8 +73,18 @@ var ErrRecordTooLarge = errors.New("records too large for the log")
 // and Err are delivered to the caller once the records (or, when there are none, everything the
 // operation may have read: the keys it named with Ctx.Reads, else everything appended before it)
 // are durable. A *Promise response makes the caller wait for it too.
+//
+// Units lets the records go in several batches when one would exceed the log's limit
+// (message.max.bytes): it lists the lengths of consecutive runs of Records (summing to
+// len(Records)) that are each kept whole in one batch; batches are filled in order with whole
+// units. Nil keeps all Records in one batch. An operation sets it only when every prefix of
+// whole units, replayed without the rest (a crash between batches), is a state replay accepts
+// and that the operation, run again, completes: e.g. the tombstones of a large group's offsets,
+// one unit each, followed by the group's own tombstones as one unit. The response still waits
+// for the last batch.
 type Result struct {
 	Records  []log.Record
+	Units    []int
 	Response any
 	Err      error
 }
@@ -496,8 +506,10 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 	res := op(c, s.spec)
 	w := waiter{done: done, out: outcome{resp: res.Response, err: res.Err}, afterDurable: c.afterDurable}
 	if len(res.Records) > 0 {
+		batches := [][]log.Record{res.Records}
 		if bc, ok := s.log.(log.BatchChecker); ok {
-			if err := bc.CheckBatch(res.Records); err != nil {
+			var err error
+			if batches, err = splitBatches(bc, res.Records, res.Units); err != nil {
 				// Refused before anything changed: only this operation fails, and a response it
 				// parked would never be completed.
 				err = fmt.Errorf("shard %d: %w: %w", s.opts.Shard, ErrRecordTooLarge, err)
@@ -519,15 +531,21 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 			}
 		}
 		s.replaying = -1
-		last, err := s.log.Append(res.Records)
-		if err != nil || last != first+int64(len(res.Records))-1 {
-			if err == nil {
-				err = fmt.Errorf("log assigned offset %d, expected %d", last, first+int64(len(res.Records))-1)
+		var last int64
+		end := first - 1
+		for _, b := range batches {
+			end += int64(len(b))
+			var err error
+			last, err = s.log.Append(b)
+			if err != nil || last != end {
+				if err == nil {
+					err = fmt.Errorf("log assigned offset %d, expected %d", last, end)
+				}
+				// The speculative state is now ahead of the log: rebuild it.
+				reply(done, outcome{err: fmt.Errorf("shard %d: %w: %v", s.opts.Shard, ErrNotDurable, err)})
+				s.storageFailed(!errors.Is(err, log.ErrFailed), err)
+				return
 			}
-			// The speculative state is now ahead of the log: rebuild it.
-			reply(done, outcome{err: fmt.Errorf("shard %d: %w: %v", s.opts.Shard, ErrNotDurable, err)})
-			s.storageFailed(!errors.Is(err, log.ErrFailed), err)
-			return
 		}
 		s.next = last + 1
 		s.appended = last
@@ -562,6 +580,61 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		fn()
 	}
 	reply(done, w.out)
+}
+
+// splitBatches cuts recs into batches the log accepts, each made of whole units (see
+// Result.Units), as few as filling them in order allows. It fails, before anything changed, when
+// a single unit is too large or the units do not add up.
+func splitBatches(bc log.BatchChecker, recs []log.Record, units []int) ([][]log.Record, error) {
+	err := bc.CheckBatch(recs)
+	if err == nil {
+		return [][]log.Record{recs}, nil
+	}
+	if len(units) < 2 {
+		return nil, err
+	}
+	ends := make([]int, len(units)) // ends[i]: index just past unit i
+	n := 0
+	for i, u := range units {
+		if u <= 0 {
+			return nil, fmt.Errorf("record unit of %d records: %w", u, err)
+		}
+		n += u
+		ends[i] = n
+	}
+	if n != len(recs) {
+		return nil, fmt.Errorf("record units cover %d of %d records: %w", n, len(recs), err)
+	}
+	var out [][]log.Record
+	start, next := 0, 0 // next: the first unit not yet placed
+	fits := func(u int) bool { return bc.CheckBatch(recs[start:ends[u]]) == nil }
+	for next < len(units) {
+		if !fits(next) {
+			return nil, bc.CheckBatch(recs[start:ends[next]])
+		}
+		// Gallop to a unit that does not fit, then bisect: a batch costs O(its size · log).
+		lo, step := next, 1
+		hi := len(units)
+		for lo+step < len(units) {
+			if !fits(lo + step) {
+				hi = lo + step
+				break
+			}
+			lo += step
+			step *= 2
+		}
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if fits(mid) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		out = append(out, recs[start:ends[lo]])
+		start, next = ends[lo], lo+1
+	}
+	return out, nil
 }
 
 // compact starts a compaction of the log's sealed history on a goroutine of its own: its reads,

@@ -376,18 +376,21 @@ func DeleteClassicGroup(group string) runtime.WriteOp[*Machine] {
 		if m.ownedByOtherType(group) {
 			return runtime.Result{Response: DeleteResult{Code: kerr.GroupIDNotFound.Code, NotClassic: true}}
 		}
-		var recs []log.Record
+		var d divisible
 		if m.Classic.Has(group) {
 			tx, code := m.Classic.Delete(group)
 			if code != 0 {
 				return runtime.Result{Response: DeleteResult{Code: code}}
 			}
-			recs, _, _ = m.applyClassic(c, tx)
+			recs, _, _ := m.applyClassic(c, tx)
+			d.each(m.Offsets.DeleteGroupRecords(group)...)
+			d.whole(recs...)
 		} else if !m.Offsets.HasGroup(group) {
 			return runtime.Result{Response: DeleteResult{Code: kerr.GroupIDNotFound.Code}}
+		} else {
+			d.each(m.Offsets.DeleteGroupRecords(group)...)
 		}
-		recs = append(recs, m.Offsets.DeleteGroupRecords(group)...)
-		return runtime.Result{Records: recs, Response: DeleteResult{}}
+		return runtime.Result{Records: d.recs, Units: d.units, Response: DeleteResult{}}
 	}
 }
 

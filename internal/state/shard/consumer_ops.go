@@ -132,7 +132,10 @@ func DeleteConsumerGroup(group string) runtime.WriteOp[*Machine] {
 			return runtime.Result{Response: code}
 		}
 		m.cancelConsumerGroupTimers(c, group)
-		return runtime.Result{Records: append(m.Offsets.DeleteGroupRecords(group), tombs...), Response: int16(0)}
+		var d divisible
+		d.each(m.Offsets.DeleteGroupRecords(group)...)
+		d.whole(tombs...)
+		return runtime.Result{Records: d.recs, Units: d.units, Response: int16(0)}
 	}
 }
 

@@ -91,13 +91,19 @@ func ReadGroupConfigs(group string) runtime.ReadOp[*Machine] {
 // AlterGroupConfigs applies change to a copy of the group's overrides on the latest state and,
 // unless validateOnly, persists the result. change returns the new set or an error, which is
 // the op's response (a *streams.GroupConfigError for a rejected change). The response is nil
-// on success.
-func AlterGroupConfigs(group string, validateOnly bool, change func(cur map[string]string) (map[string]string, error)) runtime.WriteOp[*Machine] {
+// on success. maxGroups (0: unbounded) is how many group ids may have overrides on the shard.
+func AlterGroupConfigs(group string, validateOnly bool, maxGroups int, change func(cur map[string]string) (map[string]string, error)) runtime.WriteOp[*Machine] {
 	return func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		cur := m.GroupConfigs[group]
 		next, err := change(maps.Clone(cur))
 		if err != nil {
 			return runtime.Result{Response: err}
+		}
+		// Kafka accepts configs for any id, so without a bound a client could fill the log with
+		// configs of ids no group will ever use; an id that already has some may always change.
+		if len(cur) == 0 && len(next) > 0 && maxGroups > 0 && len(m.GroupConfigs) >= maxGroups {
+			return runtime.Result{Response: &streams.GroupConfigError{Msg: fmt.Sprintf(
+				"%d group ids already have group configs on this group's coordinator shard (group.config.max.groups.per.shard); delete the configs of groups no longer used", len(m.GroupConfigs))}}
 		}
 		if validateOnly || maps.Equal(cur, next) {
 			return runtime.Result{}

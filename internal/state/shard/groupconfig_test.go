@@ -8,13 +8,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func (h *streamsHarness) setGroupConfigs(group string, vals map[string]string) {
 	h.t.Helper()
-	v, err := h.s.Write(context.Background(), AlterGroupConfigs(group, false, func(cur map[string]string) (map[string]string, error) {
+	v, err := h.s.Write(context.Background(), AlterGroupConfigs(group, false, 0, func(cur map[string]string) (map[string]string, error) {
 		if cur == nil {
 			cur = map[string]string{}
 		}
@@ -108,7 +109,7 @@ func TestGroupConfigReplayAndRejectedChange(t *testing.T) {
 		h := newStreamsHarness(t)
 		defer func() { h.close() }()
 		h.setGroupConfigs("nogroup", map[string]string{"streams.num.standby.replicas": "2", "streams.rack.aware.assignment.tags": "zone,rack"})
-		v, err := h.s.Write(context.Background(), AlterGroupConfigs("nogroup", false, func(map[string]string) (map[string]string, error) {
+		v, err := h.s.Write(context.Background(), AlterGroupConfigs("nogroup", false, 0, func(map[string]string) (map[string]string, error) {
 			return nil, &streams.GroupConfigError{Msg: "no"}
 		}))
 		var gce *streams.GroupConfigError
@@ -120,7 +121,7 @@ func TestGroupConfigReplayAndRejectedChange(t *testing.T) {
 		if got := h.groupConfigs("nogroup"); !maps.Equal(got, want) {
 			t.Fatalf("after restart %v, want %v", got, want)
 		}
-		if _, err := h.s.Write(context.Background(), AlterGroupConfigs("nogroup", false, func(map[string]string) (map[string]string, error) {
+		if _, err := h.s.Write(context.Background(), AlterGroupConfigs("nogroup", false, 0, func(map[string]string) (map[string]string, error) {
 			return map[string]string{}, nil
 		})); err != nil {
 			t.Fatal(err)
@@ -130,4 +131,48 @@ func TestGroupConfigReplayAndRejectedChange(t *testing.T) {
 			t.Fatalf("after clearing and restart %v", got)
 		}
 	})
+}
+
+// group.config.max.groups.per.shard: configs for one more id than the bound are refused (also
+// when only validated) and nothing is written; ids that have configs can still change or drop
+// them, which makes room again.
+func TestGroupConfigCountBounded(t *testing.T) {
+	s := memShard(t, memlog.New(), nil)
+	defer closeShard(s)
+	alter := func(group string, validateOnly bool, vals map[string]string) error {
+		t.Helper()
+		v, err := s.Write(context.Background(), AlterGroupConfigs(group, validateOnly, 2, func(map[string]string) (map[string]string, error) { return vals, nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			return nil
+		}
+		return v.(error)
+	}
+	one := map[string]string{"streams.num.standby.replicas": "1"}
+	for _, g := range []string{"a", "b"} {
+		if err := alter(g, false, one); err != nil {
+			t.Fatalf("configs of %s: %v", g, err)
+		}
+	}
+	var gce *streams.GroupConfigError
+	for _, validate := range []bool{true, false} {
+		if err := alter("c", validate, one); !errors.As(err, &gce) {
+			t.Fatalf("configs of a third id with a bound of 2 (validateOnly %v): %v", validate, err)
+		}
+	}
+	if err := alter("a", false, map[string]string{"streams.num.standby.replicas": "2"}); err != nil {
+		t.Fatalf("changing the configs of an id that has some: %v", err)
+	}
+	if err := alter("b", false, map[string]string{}); err != nil {
+		t.Fatalf("deleting configs: %v", err)
+	}
+	if err := alter("c", false, one); err != nil {
+		t.Fatalf("configs of c once b's are gone: %v", err)
+	}
+	v, _ := s.Read(context.Background(), GroupsWithConfigs())
+	if got := v.([]string); len(got) != 2 {
+		t.Fatalf("ids with configs %v", got)
+	}
 }

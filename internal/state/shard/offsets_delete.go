@@ -40,6 +40,8 @@ func DeleteOffsets(group string, parts []offsets.TopicPartition) runtime.WriteOp
 				del = append(del, tp)
 			}
 		}
-		return runtime.Result{Records: m.Offsets.DeleteRecords(group, del), Response: DeleteOffsetsResult{Codes: codes}}
+		var d divisible
+		d.each(m.Offsets.DeleteRecords(group, del)...)
+		return runtime.Result{Records: d.recs, Units: d.units, Response: DeleteOffsetsResult{Codes: codes}}
 	}
 }

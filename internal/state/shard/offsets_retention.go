@@ -33,8 +33,9 @@ const (
 	retentionTimer    = "offsets.retention"
 	retentionMore     = "offsets.retention.more"
 	droppedTopicsMore = "offsets.dropped-topics.more"
-	// sweepBatchRecords bounds the tombstones one sweep operation appends, so that a batch stays
-	// far below the log's batch size limit; the rest follow in further operations at once.
+	// sweepBatchRecords bounds the tombstones one sweep operation appends, so that one
+	// operation's work stays short; the rest follow in further operations at once. The records
+	// go in as many log batches as message.max.bytes requires (divisible).
 	sweepBatchRecords = 4096
 )
 
@@ -74,10 +75,10 @@ func retentionTick(cfg RetentionConfig) runtime.WriteOp[*Machine] {
 func ExpireOffsets(cfg RetentionConfig) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		now := c.Now().UnixMilli()
-		var recs []log.Record
+		var d divisible
 		expired, deleted := 0, 0
 		for _, g := range m.sweepGroups() {
-			if len(recs) >= sweepBatchRecords {
+			if len(d.recs) >= sweepBatchRecords {
 				c.Schedule(retentionMore, 0, ExpireOffsets(cfg))
 				break
 			}
@@ -89,16 +90,16 @@ func ExpireOffsets(cfg RetentionConfig) runtime.WriteOp[*Machine] {
 			if rules.ExpireBase != nil {
 				var tomb []log.Record
 				tomb, allGone = m.Offsets.Expire(g, offsets.ExpireRules{Subscribed: rules.Subscribed, Base: rules.ExpireBase}, now, cfg.Retention.Milliseconds())
-				recs = append(recs, tomb...)
+				d.each(tomb...)
 				expired += len(tomb)
 			}
 			if allGone && rules.Empty && rules.DeleteRecords != nil {
-				recs = append(recs, rules.DeleteRecords()...)
+				d.whole(rules.DeleteRecords()...)
 				deleted++
 			}
 		}
-		if len(recs) < sweepBatchRecords && cfg.ProducerExpiration > 0 {
-			recs = append(recs, m.Offsets.ExpireProducers(now, cfg.ProducerExpiration.Milliseconds())...)
+		if len(d.recs) < sweepBatchRecords && cfg.ProducerExpiration > 0 {
+			d.each(m.Offsets.ExpireProducers(now, cfg.ProducerExpiration.Milliseconds())...)
 		}
 		if expired > 0 || deleted > 0 {
 			lg, shard := cfg.logger(), c.ShardID()
@@ -106,7 +107,7 @@ func ExpireOffsets(cfg RetentionConfig) runtime.WriteOp[*Machine] {
 				lg.Info("expired committed offsets", zap.Int32("shard", shard), zap.Int("offsets", expired), zap.Int("groups_deleted", deleted))
 			})
 		}
-		return runtime.Result{Records: recs}
+		return runtime.Result{Records: d.recs, Units: d.units}
 	}
 }
 
@@ -125,7 +126,9 @@ func DropDeletedTopicOffsets(cfg RetentionConfig, exists offsets.TopicLookup, sn
 				lg.Info("removed offsets of deleted topics", zap.Int32("shard", shard), zap.Int("offsets", n))
 			})
 		}
-		return runtime.Result{Records: recs}
+		var d divisible
+		d.each(recs...)
+		return runtime.Result{Records: d.recs, Units: d.units}
 	}
 }
 

@@ -86,9 +86,17 @@ func (m *Machine) validateTxnCommit(r CommitRequest) int16 {
 
 // CompleteTxn applies a WriteTxnMarkers marker for a producer to this shard (the
 // __consumer_offsets partition with this shard's number). The response is the partition's
-// error code.
-func CompleteTxn(producerID int64, producerEpoch int16, coordinatorEpoch int32, commit bool) runtime.WriteOp[*Machine] {
+// error code. maxProducers (0: unbounded) caps the producer ids the shard remembers before a
+// marker for an unknown producer with nothing staged stops recording anything.
+func CompleteTxn(producerID int64, producerEpoch int16, coordinatorEpoch int32, commit bool, maxProducers int) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+		if _, known := m.Offsets.Producer(producerID); !known && !m.Offsets.HasStaged(producerID) &&
+			maxProducers > 0 && m.Offsets.ProducerCount() >= maxProducers {
+			// Such a marker changes no offset; remembering its epoch only fences a late
+			// TxnOffsetCommit of the transaction it ended. Without a cap, markers for made-up
+			// producer ids would add a record each until producer.id.expiration.ms.
+			return runtime.Result{Response: int16(0)}
+		}
 		recs, code := m.Offsets.CompleteTxn(producerID, producerEpoch, coordinatorEpoch, commit, c.Now().UnixMilli())
 		return runtime.Result{Records: recs, Response: code}
 	}

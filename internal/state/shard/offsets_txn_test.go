@@ -141,7 +141,7 @@ func TestSpec3_3_RequireStableAndMarkers(t *testing.T) {
 	if got := stable(s); !got[0].Unstable {
 		t.Fatalf("staged offset lost on restart: %+v", got)
 	}
-	if code := write[int16](t, s, CompleteTxn(9, 0, 0, true)); code != 0 {
+	if code := write[int16](t, s, CompleteTxn(9, 0, 0, true, 0)); code != 0 {
 		t.Fatalf("marker: %d", code)
 	}
 	if got := stable(s); got[0].Unstable || got[0].Committed.Offset != 500 {
@@ -168,7 +168,7 @@ func TestSpec3_4_OffsetDeleteSimpleGroup(t *testing.T) {
 		t.Fatalf("after delete: %+v", got)
 	}
 	// The marker of the producer whose staged offset was deleted brings nothing back (T78).
-	write[int16](t, s, CompleteTxn(9, 0, 0, true))
+	write[int16](t, s, CompleteTxn(9, 0, 0, true, 0))
 	if got := write[[]FetchPartition](t, s, FetchOffsetsStable("g", []offsets.TopicPartition{tp0})); got[0].Found {
 		t.Fatalf("deleted staged offset reappeared: %+v", got)
 	}
@@ -237,7 +237,7 @@ func TestSpec3_5_RetentionSweepOnShard(t *testing.T) {
 			t.Fatalf("groups after retention: %v", got)
 		}
 		// After an abort nothing protects b any more; a reload re-arms the timer.
-		s.Write(ctx, CompleteTxn(5, 0, 0, false))
+		s.Write(ctx, CompleteTxn(5, 0, 0, false, 0))
 		s.Close(ctx)
 		s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: NewMachine, Backend: b, OnLoaded: onLoaded})
 		s.Start()
@@ -279,7 +279,7 @@ func TestReplayEquivalenceWithTransactions(t *testing.T) {
 		case r < 7:
 			op = txnCommit(group, -1, "", pid, 0, parts(tp()))
 		case r < 9:
-			op = CompleteTxn(pid, 0, 0, rng.Intn(2) == 0)
+			op = CompleteTxn(pid, 0, 0, rng.Intn(2) == 0, 0)
 		default:
 			op = DeleteOffsets(group, []offsets.TopicPartition{tp()})
 		}
@@ -345,4 +345,43 @@ func TestOffsetDeleteUnreadableSubscriptionIsSubscribed(t *testing.T) {
 			t.Fatalf("offset deleted: %+v", got)
 		}
 	})
+}
+
+// producer.id.max.per.shard: markers for producer ids the shard does not know and that staged
+// nothing record their epochs only while the shard remembers fewer producers than the cap;
+// beyond it they are answered NONE and write nothing. A producer that stages offsets, and a
+// marker for a known producer, are not limited, so fencing of known producers is unchanged.
+func TestMarkersForUnknownProducersBounded(t *testing.T) {
+	b := memlog.New()
+	s := memShard(t, b, nil)
+	defer func() { closeShard(s) }()
+	for pid := int64(1); pid <= 10; pid++ {
+		if code := write[int16](t, s, CompleteTxn(pid, 1, 0, true, 3)); code != 0 {
+			t.Fatalf("marker for producer %d: %d", pid, code)
+		}
+	}
+	count := func() int {
+		v, _ := s.Read(context.Background(), func(m *Machine) (any, error) { return m.Offsets.ProducerCount(), nil })
+		return v.(int)
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("%d producers remembered after markers for 10 unknown ones, want the cap of 3", n)
+	}
+	// A remembered producer's epoch still fences, and a marker raising it is still recorded.
+	if code := write[int16](t, s, CompleteTxn(1, 0, 0, true, 3)); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("older epoch of a remembered producer: %d", code)
+	}
+	write[int16](t, s, CompleteTxn(1, 2, 0, true, 3))
+	if codes := write[[]int16](t, s, txnCommit("g", -1, "", 1, 1, []CommitPartition{{TopicPartition: tp0, Offset: 5, LeaderEpoch: -1}})); codes[0] != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("TxnOffsetCommit with the epoch before the marker's bump: %v", codes)
+	}
+	// Staging is not limited by the cap, and its marker completes the transaction.
+	write[[]int16](t, s, txnCommit("g", -1, "", 42, 0, []CommitPartition{{TopicPartition: tp0, Offset: 7, LeaderEpoch: -1}}))
+	if code := write[int16](t, s, CompleteTxn(42, 0, 0, true, 3)); code != 0 {
+		t.Fatalf("marker for a producer with staged offsets: %d", code)
+	}
+	v, _ := s.Read(context.Background(), FetchOffsets("g", []offsets.TopicPartition{tp0}))
+	if fp := v.([]FetchPartition)[0]; fp.Committed.Offset != 7 {
+		t.Fatalf("committed offset %+v after the COMMIT marker", fp)
+	}
 }

@@ -202,7 +202,7 @@ func TestReplayEquivalenceAllKindsOverSegmentLogAndCompaction(t *testing.T) {
 		case r < 7:
 			write(txnCommit(fmt.Sprint("g", rng.Intn(8)), -1, "", int64(rng.Intn(4)), 0, parts(tp())))
 		case r < 8:
-			write(CompleteTxn(int64(rng.Intn(4)), 0, 0, rng.Intn(2) == 0))
+			write(CompleteTxn(int64(rng.Intn(4)), 0, 0, rng.Intn(2) == 0, 0))
 		case r < 12:
 			group := fmt.Sprint("c", rng.Intn(5))
 			m := classicMembers[group]
@@ -268,7 +268,7 @@ func TestReplayEquivalenceAllKindsOverSegmentLogAndCompaction(t *testing.T) {
 			group := fmt.Sprint("s", rng.Intn(3))
 			if rng.Intn(3) == 0 { // group configs: set, change, clear (a tombstone)
 				n := rng.Intn(3)
-				write(AlterGroupConfigs(group, false, func(cur map[string]string) (map[string]string, error) {
+				write(AlterGroupConfigs(group, false, 0, func(cur map[string]string) (map[string]string, error) {
 					switch n {
 					case 0:
 						return map[string]string{}, nil

@@ -59,14 +59,22 @@ func StreamsDescribe(groups []string, includeOps bool, cat streams.Catalog, cfg 
 // when no streams group has the id; otherwise code is the group's result and recs the
 // tombstones (committed offsets first) to append. Call CancelStreamsGroupTimers after it.
 func (m *Machine) StreamsDeleteGroup(group string) (owned bool, code int16, recs []log.Record) {
+	owned, code, d := m.streamsDelete(group)
+	return owned, code, d.recs
+}
+
+// streamsDelete is StreamsDeleteGroup with the records' units (see divisible).
+func (m *Machine) streamsDelete(group string) (owned bool, code int16, d divisible) {
 	if !m.Streams.Owns(group) {
-		return false, 0, nil
+		return false, 0, d
 	}
 	code, tombs := m.Streams.DeleteGroup(group)
 	if code != 0 {
-		return true, code, nil
+		return true, code, d
 	}
-	return true, 0, append(m.Offsets.DeleteGroupRecords(group), tombs...)
+	d.each(m.Offsets.DeleteGroupRecords(group)...)
+	d.whole(tombs...)
+	return true, 0, d
 }
 
 // CancelStreamsGroupTimers cancels a deleted group's initial-delay timer.
@@ -196,14 +204,14 @@ func IsStreamsGroup(group string) runtime.ReadOp[*Machine] {
 // otherwise; GROUP_ID_NOT_FOUND when no streams group has the id.
 func DeleteStreamsGroup(group string) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
-		owned, code, recs := m.StreamsDeleteGroup(group)
+		owned, code, d := m.streamsDelete(group)
 		if !owned {
 			return runtime.Result{Response: kerr.GroupIDNotFound.Code}
 		}
 		if code == 0 {
 			CancelStreamsGroupTimers(c, group)
 		}
-		return runtime.Result{Records: recs, Response: code}
+		return runtime.Result{Records: d.recs, Units: d.units, Response: code}
 	}
 }
 
