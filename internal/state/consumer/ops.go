@@ -17,7 +17,11 @@ func (s *State) LoadedTimers(cfgFor func(group string) Config) []TimerAction {
 	for _, g := range s.Groups {
 		cfg := cfgFor(g.ID)
 		for _, m := range g.Members {
-			out = append(out, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, After: cfg.SessionTimeout})
+			session := cfg.SessionTimeout
+			if m.Classic != nil {
+				session = time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond
+			}
+			out = append(out, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, After: session})
 			if m.State == UnrevokedPartitions {
 				out = append(out, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Epoch: m.Epoch, After: time.Duration(max(m.RebalanceTimeoutMs, 0)) * time.Millisecond})
 			}
@@ -210,7 +214,7 @@ func (s *State) Leave(group string, members []LeaveIdentity) (codes []int16, ids
 		}
 		if !removed[m.ID] {
 			removed[m.ID] = true
-			recs = append(recs, memberTombstones(g.ID, m.ID)...)
+			recs = append(recs, memberTombstones(g, m.ID)...)
 			timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, Cancel: true},
 				TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Cancel: true})
 		}
