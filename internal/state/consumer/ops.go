@@ -37,6 +37,9 @@ const AuthorizedOperationsAll = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
 // MemberTypeConsumer is ConsumerGroupDescribe v1's MemberType of a consumer-protocol member.
 const MemberTypeConsumer = 1
 
+// MemberTypeClassic is the MemberType of a classic-protocol member (online migration).
+const MemberTypeClassic = 0
+
 // Describe answers ConsumerGroupDescribe for one group. foreign reports whether another group
 // type owns the id.
 func (s *State) Describe(group string, includeOps bool, cat Catalog, cfg Config, foreign bool) kmsg.ConsumerGroupDescribeResponseGroup {
@@ -70,6 +73,9 @@ func (s *State) Describe(group string, includeOps bool, cat Catalog, cfg Config,
 		dm.Assignment = describeParts(m.Assigned, cat)
 		dm.TargetAssignment = describeParts(g.Targets[id], cat)
 		dm.MemberType = MemberTypeConsumer
+		if m.Classic != nil {
+			dm.MemberType = MemberTypeClassic
+		}
 		out.Members = append(out.Members, dm)
 	}
 	return out

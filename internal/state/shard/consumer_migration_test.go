@@ -168,6 +168,14 @@ func TestConsumerUpgradeFromClassicGroup(t *testing.T) {
 			t.Fatalf("offsets after the upgrade: %+v", f)
 		}
 		h.checkOwners()
+		dv, _ := h.s.Write(context.Background(), ConsumerDescribe([]string{"g"}, false, h.cat, h.cfg))
+		types := map[string]int8{}
+		for _, dm := range dv.([]kmsg.ConsumerGroupDescribeResponseGroup)[0].Members {
+			types[dm.MemberID] = dm.MemberType
+		}
+		if types[c1] != consumer.MemberTypeClassic || types["a"] != consumer.MemberTypeConsumer {
+			t.Fatalf("describe member types: %v", types)
+		}
 		h.restart()
 
 		// c1's heartbeat at its classic generation, which is its member epoch now.
