@@ -123,6 +123,9 @@ func DecodeAssignment(b []byte, cat Catalog) (Parts, bool) {
 	if len(b) == 0 {
 		return out, true
 	}
+	if cat == nil {
+		return nil, false
+	}
 	var a kmsg.ConsumerMemberAssignment
 	if err := a.ReadFrom(b); err != nil {
 		return nil, false

@@ -331,7 +331,9 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 				recs = append(recs, memberTombstones(g, existing.ID)...)
 				repl := existing.shallow()
 				repl.ID, repl.Epoch, repl.PreviousEpoch = memberID, 0, 0
-				repl.Classic = in.classic
+				// The replacement's classic metadata (if any) is written below like a new
+				// member's; the replaced one's went with its tombstones.
+				repl.Classic = nil
 				recs = append(recs, MemberMetadataRecord(g.ID, repl), TargetMemberRecord(g.ID, repl.ID, oldTarget), CurrentMemberRecord(g.ID, repl))
 				view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
 				timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: existing.ID, Cancel: true},

@@ -326,3 +326,31 @@ func TestConsumerDowngradeWhenLastConsumerMemberLeaves(t *testing.T) {
 		})
 	}
 }
+
+// A classic static member taking over the instance id a consumer-protocol static member left
+// with epoch -2 inherits its partitions and stays a classic member across a restart.
+func TestClassicStaticMemberReplacesConsumerStaticMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		inst := "i1"
+		req := consumerJoin("g", "s1")
+		req.InstanceID = &inst
+		h.hb(consumerJoin("g", "other"))
+		h.hb(req)
+		leave := consumerBeat("g", "s1", -2, nil)
+		leave.InstanceID = &inst
+		h.hb(leave)
+		j := cjoinReq("", -1)
+		j.InstanceID = &inst
+		r := h.cjoin(j)
+		if r.Code != 0 || r.MemberID == "s1" {
+			t.Fatalf("classic static join: %+v", r)
+		}
+		h.restart()
+		if code := h.cbeat(r.MemberID, r.Generation); code != 0 && code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("the replacement is no classic member after a restart: %d", code)
+		}
+		h.checkOwners()
+	})
+}
