@@ -157,9 +157,10 @@ func (m *Machine) consumerClassicHeartbeat(c *runtime.Ctx[*Machine], group, memb
 // consumerDowngrade replaces the records of a removal (removed members) that leaves only
 // classic members, when the policy allows and the classic group size bound holds: the whole
 // consumer group's tombstones and a classic group in PreparingRebalance at the consumer group's
-// epoch, its members with their protocols and current assignments, so that they rejoin
-// and rebalance as a classic group. Otherwise recs are returned unchanged.
-func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, removed []string, recs []log.Record) []log.Record {
+// epoch, its members with their protocols and current assignments (named through cat, or the
+// last catalog the group resolved a regex against when the removal came without one), so that
+// they rejoin and rebalance as a classic group. Otherwise recs are returned unchanged.
+func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, removed []string, recs []log.Record, cat consumer.Catalog) []log.Record {
 	cand := m.Consumer.Downgradable(group, removed)
 	if cand == nil {
 		return recs
@@ -178,7 +179,9 @@ func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, remo
 	for _, t := range timers {
 		c.Cancel(t.Key())
 	}
-	cat := m.Consumer.Snapshot(group)
+	if cat == nil {
+		cat = m.Consumer.Snapshot(group)
+	}
 	now := c.Now()
 	g := &classic.Group{ID: group, State: classic.PreparingRebalance, PreviousState: classic.Stable, Generation: cand.Epoch,
 		ProtocolType: "consumer", Leader: cand.Members[0].ID, StateTimestamp: now.UnixMilli()}

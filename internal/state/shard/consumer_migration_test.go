@@ -312,6 +312,10 @@ func TestConsumerDowngradeWhenLastConsumerMemberLeaves(t *testing.T) {
 				if f := got.([]FetchPartition)[0]; !f.Found || f.Committed.Offset != 7 {
 					t.Fatalf("offsets after the downgrade: %+v", f)
 				}
+				av, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Classic.Group("g").Members[0].Assignment, nil })
+				if got := decodeAssignment(t, av.([]byte)); len(got) != 4 {
+					t.Fatalf("c1's assignment in the classic group: %v, want the 4 partitions it still holds", got)
+				}
 				if code := h.cbeat(c1, gen); code != kerr.RebalanceInProgress.Code {
 					t.Fatalf("c1 heartbeat after the downgrade: %d", code)
 				}

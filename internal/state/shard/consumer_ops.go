@@ -26,7 +26,7 @@ func ConsumerHeartbeat(in consumer.HeartbeatInput) runtime.WriteOp[*Machine] {
 		}
 		applyConsumerTimers(c, out.Timers, in.Config)
 		if in.Req.MemberEpoch == -1 && out.Response.ErrorCode == 0 {
-			out.Records = m.consumerDowngrade(c, in.Req.Group, []string{in.Req.MemberID}, out.Records)
+			out.Records = m.consumerDowngrade(c, in.Req.Group, []string{in.Req.MemberID}, out.Records, in.Catalog)
 		}
 		return runtime.Result{Records: out.Records, Response: out}
 	}
@@ -87,7 +87,7 @@ func consumerFence(group, member string, epoch int32, checkEpoch bool, cfg consu
 		recs, timers := m.Consumer.Fence(group, member, epoch, checkEpoch)
 		applyConsumerTimers(c, timers, cfg)
 		if len(recs) > 0 {
-			recs = m.consumerDowngrade(c, group, []string{member}, recs)
+			recs = m.consumerDowngrade(c, group, []string{member}, recs, nil)
 		}
 		return runtime.Result{Records: recs}
 	}
@@ -207,7 +207,7 @@ func (m *Machine) consumerClassicLeave(c *runtime.Ctx[*Machine], group string, m
 		}
 	}
 	if len(gone) > 0 {
-		recs = m.consumerDowngrade(c, group, gone, recs)
+		recs = m.consumerDowngrade(c, group, gone, recs, nil)
 	}
 	return runtime.Result{Records: recs, Response: LeaveResult{Members: codes, MemberIDs: resolved}}
 }
