@@ -358,3 +358,35 @@ func TestClassicStaticMemberReplacesConsumerStaticMember(t *testing.T) {
 		h.checkOwners()
 	})
 }
+
+// The downgrade also follows a consumer-protocol member fenced by its session timer (the classic
+// member keeps its own session alive) and one removed by LeaveGroup.
+func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
+	for _, how := range []string{"session timeout", "LeaveGroup"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newConsumerHarness(t)
+				defer h.close()
+				c1, gen := stableClassicCG(t, h)
+				if a := h.hb(consumerJoin("g", "a")); a.ErrorCode != 0 {
+					t.Fatalf("upgrade: %d", a.ErrorCode)
+				}
+				if how == "LeaveGroup" {
+					v, _ := h.s.Write(context.Background(), LeaveGroup(classic.DefaultConfig(), "g", []classic.LeaveMember{{MemberID: "a"}}))
+					if r := v.(LeaveResult); r.Members[0] != 0 {
+						t.Fatalf("LeaveGroup: %+v", r)
+					}
+				} else {
+					for range 10 { // 50 s: past a's 45 s session, within c1's 10 s between heartbeats
+						time.Sleep(5 * time.Second)
+						h.cbeat(c1, gen)
+					}
+					synctest.Wait()
+				}
+				if st, g2, live := h.classicState(); !live || st != classic.PreparingRebalance || g2 < gen || h.members("g") != -1 {
+					t.Fatalf("downgrade after %s: classic %v state %v generation %d, consumer members %d", how, live, st, g2, h.members("g"))
+				}
+			})
+		})
+	}
+}
