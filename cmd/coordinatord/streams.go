@@ -57,6 +57,7 @@ func consumerConfig(cfg *config.Config) consumer.Config {
 		MinAssignmentIntervalMs: s.MinAssignmentIntervalMs, MaxAssignmentIntervalMs: s.MaxAssignmentIntervalMs,
 		MinSessionTimeoutMs: s.MinSessionTimeoutMs, MaxSessionTimeoutMs: s.MaxSessionTimeoutMs,
 		MinHeartbeatIntervalMs: s.MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs: s.MaxHeartbeatIntervalMs,
+		MigrationPolicy: s.MigrationPolicy,
 	}
 }
 

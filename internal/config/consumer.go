@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // ConsumerGroupConfig is the broker-level configuration of KIP-848 consumer groups, with
@@ -16,6 +17,8 @@ type ConsumerGroupConfig struct {
 	AssignorOffloadEnable                                                  bool
 	// Assignors are short names (uniform, range); the first is the default.
 	Assignors []string
+	// MigrationPolicy: see group.consumer.migration.policy (lower case once parsed).
+	MigrationPolicy string
 }
 
 func consumerInt(name, def, doc string, min int64, field func(*ConsumerGroupConfig) *int32) key {
@@ -81,6 +84,15 @@ var consumerKeys = []key{
 				c.ConsumerGroup.Assignors = append(c.ConsumerGroup.Assignors, n)
 			}
 			return nil
+		}},
+	{"group.consumer.migration.policy", "bidirectional", "Online migration of a non-empty group between the classic protocol (JoinGroup/SyncGroup) and the consumer protocol (ConsumerGroupHeartbeat), as Kafka's: bidirectional, upgrade (a consumer-protocol member joining a classic group of protocol type consumer converts it), downgrade (a consumer group whose last consumer-protocol member leaves, with classic members left, converts back) or disabled. Case-insensitive. Empty groups convert under every policy. See consumer-groups.md.",
+		func(c *Config, v string) error {
+			switch p := strings.ToLower(strings.TrimSpace(v)); p {
+			case "bidirectional", "upgrade", "downgrade", "disabled":
+				c.ConsumerGroup.MigrationPolicy = p
+				return nil
+			}
+			return errors.New("must be bidirectional, upgrade, downgrade or disabled")
 		}},
 }
 

@@ -18,7 +18,14 @@ func TestConsumerGroupKeys(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(c.ConsumerGroup.Assignors, []string{"range", "uniform"}) {
 		t.Fatalf("Kafka class names: %v %v", err, c)
 	}
+	if c.ConsumerGroup.MigrationPolicy != "bidirectional" {
+		t.Fatalf("group.consumer.migration.policy defaults to %q, want bidirectional as Kafka", c.ConsumerGroup.MigrationPolicy)
+	}
+	if u, err := Load("", []string{"group.consumer.migration.policy= DownGrade "}); err != nil || u.ConsumerGroup.MigrationPolicy != "downgrade" {
+		t.Fatalf("the policy is case-insensitive as Kafka's ConsumerGroupMigrationPolicy.parse: %v %q", err, u.ConsumerGroup.MigrationPolicy)
+	}
 	for _, bad := range []struct{ kv, want string }{
+		{"group.consumer.migration.policy=sideways", "bidirectional, upgrade, downgrade or disabled"},
 		{"group.consumer.assignors=sticky", "unknown assignor sticky"},
 		{"group.consumer.session.timeout.ms=30000", "must be between group.consumer.min.session.timeout.ms"},
 		{"group.consumer.heartbeat.interval.ms=20000", "must be between group.consumer.min.heartbeat.interval.ms"},

@@ -21,6 +21,17 @@ type Config struct {
 	MinSessionTimeoutMs, MaxSessionTimeoutMs         int32
 	MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs   int32
 	MinAssignmentIntervalMs, MaxAssignmentIntervalMs int32
+	// MigrationPolicy is group.consumer.migration.policy: bidirectional, upgrade, downgrade or
+	// disabled ("" counts as bidirectional, Kafka's default).
+	MigrationPolicy string
+}
+
+// Policy is the migration policy with Kafka's default filled in.
+func (c Config) Policy() string {
+	if c.MigrationPolicy == "" {
+		return "bidirectional"
+	}
+	return c.MigrationPolicy
 }
 
 // DefaultConfig is Kafka 4.4's defaults.

@@ -68,6 +68,10 @@ type HeartbeatInput struct {
 	// Foreign reports whether another group type owns the id, whether that group is an empty
 	// classic group a join converts, and the records that delete it.
 	Foreign func(group string) (owned, convertible bool, tombstones []log.Record)
+
+	// classic is the classic-protocol metadata of a JoinGroup run as a heartbeat; nil for a
+	// ConsumerGroupHeartbeat (which makes a classic member a consumer-protocol one).
+	classic *ClassicInfo
 }
 
 // HeartbeatOutput is the outcome of a heartbeat.
@@ -200,7 +204,7 @@ func (s *State) leave(in HeartbeatInput) HeartbeatOutput {
 // last member leaving also moves the (empty) target to the new epoch, with no computation time,
 // so that the next member to join is assigned at once.
 func fenceRecords(g *Group, member string) ([]log.Record, []TimerAction) {
-	recs := append(memberTombstones(g.ID, member), GroupMetadataRecord(g.ID, g.Epoch+1, g.MetadataHash))
+	recs := append(memberTombstones(g, member), GroupMetadataRecord(g.ID, g.Epoch+1, g.MetadataHash))
 	if len(g.Members) == 1 {
 		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
 	}
@@ -271,6 +275,13 @@ func subset(owned, assigned Parts) bool {
 }
 
 func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
+	out, _ := s.heartbeatMember(in)
+	return out
+}
+
+// heartbeatMember is heartbeat that also returns the member as the records leave it (nil on
+// error): the classic-protocol path of online migration answers from it.
+func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 	req, cfg := in.Req, in.Config
 	var recs []log.Record
 	var timers []TimerAction
@@ -278,12 +289,12 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	if g == nil {
 		if owned, convertible, tombs := s.foreign(in); owned {
 			if req.MemberEpoch != 0 || !convertible {
-				return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group)
+				return fail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", req.Group), nil
 			}
 			recs = append(recs, tombs...)
 		}
 		if req.MemberEpoch != 0 {
-			return fail(kerr.GroupIDNotFound, "Consumer group %s not found.", req.Group)
+			return fail(kerr.GroupIDNotFound, "Consumer group %s not found.", req.Group), nil
 		}
 		g = newGroup(req.Group) // lives only in this operation until its records are replayed
 	}
@@ -295,7 +306,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		memberID = in.NewMemberID
 	}
 	if int64(len(g.Members)) >= int64(cfg.MaxSize) && (req.MemberID == "" || g.Members[req.MemberID] == nil) {
-		return fail(kerr.GroupMaxSizeReached, "The consumer group has reached its maximum capacity of %d members.", cfg.MaxSize)
+		return fail(kerr.GroupMaxSizeReached, "The consumer group has reached its maximum capacity of %d members.", cfg.MaxSize), nil
 	}
 
 	// Member resolution.
@@ -304,7 +315,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	if req.InstanceID == nil {
 		stored = g.Members[memberID]
 		if stored == nil && req.MemberEpoch != 0 {
-			return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", memberID, req.Group)
+			return fail(kerr.UnknownMemberID, "Member %s is not a member of group %s.", memberID, req.Group), nil
 		}
 	} else {
 		existing := g.staticMember(*req.InstanceID)
@@ -313,13 +324,16 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 			case existing == nil:
 				stored = g.Members[memberID]
 			case existing.Epoch != -2:
-				return fail(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", memberID, *req.InstanceID, existing.ID)
+				return fail(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", memberID, *req.InstanceID, existing.ID), nil
 			default:
 				// Replacement: the new member id inherits the old one's partitions and target.
 				oldTarget := g.Targets[existing.ID]
-				recs = append(recs, memberTombstones(g.ID, existing.ID)...)
+				recs = append(recs, memberTombstones(g, existing.ID)...)
 				repl := existing.shallow()
 				repl.ID, repl.Epoch, repl.PreviousEpoch = memberID, 0, 0
+				// The replacement's classic metadata (if any) is written below like a new
+				// member's; the replaced one's went with its tombstones.
+				repl.Classic = nil
 				recs = append(recs, MemberMetadataRecord(g.ID, repl), TargetMemberRecord(g.ID, repl.ID, oldTarget), CurrentMemberRecord(g.ID, repl))
 				view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
 				timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: existing.ID, Cancel: true},
@@ -329,9 +343,9 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		} else {
 			switch {
 			case existing == nil:
-				return fail(kerr.UnknownMemberID, "Instance id %s is unknown.", *req.InstanceID)
+				return fail(kerr.UnknownMemberID, "Instance id %s is unknown.", *req.InstanceID), nil
 			case existing.ID != memberID:
-				return fail(kerr.FencedInstanceID, "Static member %s with instance id %s was fenced by member %s.", memberID, *req.InstanceID, existing.ID)
+				return fail(kerr.FencedInstanceID, "Static member %s with instance id %s was fenced by member %s.", memberID, *req.InstanceID, existing.ID), nil
 			}
 			stored = existing
 		}
@@ -340,12 +354,12 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	if req.MemberEpoch > 0 {
 		switch {
 		case req.MemberEpoch > stored.Epoch:
-			return fail(kerr.FencedMemberEpoch, "The consumer group member has a greater member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, stored.Epoch)
+			return fail(kerr.FencedMemberEpoch, "The consumer group member has a greater member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, stored.Epoch), nil
 		case req.MemberEpoch < stored.Epoch:
 			// The answer carrying the newer epoch may have been lost: the previous epoch with a
 			// subset of the current partitions is accepted.
 			if req.MemberEpoch != stored.PreviousEpoch || req.Topics == nil || !subset(owned, stored.Assigned) {
-				return fail(kerr.FencedMemberEpoch, "The consumer group member has a smaller member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, stored.Epoch)
+				return fail(kerr.FencedMemberEpoch, "The consumer group member has a smaller member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, stored.Epoch), nil
 			}
 		}
 	}
@@ -377,10 +391,18 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		m.SubscribedTopicRegex = *req.SubscribedTopicRegex
 	}
 	m.ClientID, m.ClientHost = in.ClientID, in.ClientHost
+	m.Classic = in.classic
 	bump := false
 	var memberRec []log.Record
 	if isNew || !sameMetadata(stored, m) {
 		memberRec = append(memberRec, MemberMetadataRecord(g.ID, m))
+	}
+	if m.Classic != nil && (isNew || !m.Classic.equal(stored.Classic)) {
+		memberRec = append(memberRec, ClassicMemberRecord(g.ID, m.ID, m.Classic))
+	} else if m.Classic == nil && stored.Classic != nil {
+		memberRec = append(memberRec, classicTombstone(g.ID, m.ID))
+	}
+	if isNew || !sameMetadata(stored, m) {
 		if isNew || !sameSubscription(stored, m) || !eqPtr(stored.RackID, m.RackID) {
 			bump = true
 		}
@@ -412,7 +434,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		members := view.members()
 		targets, err := computeTargets(members, view.targets(), preferredAssignor(members, cfg), in.Catalog, g, s)
 		if err != nil {
-			return fail(kerr.UnknownServerError, "")
+			return fail(kerr.UnknownServerError, ""), nil
 		}
 		old := view.targets()
 		for _, id := range sortedIDs(members) {
@@ -431,7 +453,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	own := ownership{g: g, self: m.ID, alias: view.gone}
 	n, err := reconcile(m, targetEpoch, target, owned, req.Topics != nil || req.MemberEpoch == 0, own)
 	if err != nil {
-		return fail(kerr.FencedMemberEpoch, "%s", err.Error())
+		return fail(kerr.FencedMemberEpoch, "%s", err.Error()), nil
 	}
 	var currentRec []log.Record
 	if isNew || !sameCurrent(n, stored) {
@@ -466,7 +488,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		}
 		resp.Assignment = &a
 	}
-	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}
+	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}, n
 }
 
 // assignmentDue reports whether the group may compute a target now.

@@ -17,7 +17,11 @@ func (s *State) LoadedTimers(cfgFor func(group string) Config) []TimerAction {
 	for _, g := range s.Groups {
 		cfg := cfgFor(g.ID)
 		for _, m := range g.Members {
-			out = append(out, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, After: cfg.SessionTimeout})
+			session := cfg.SessionTimeout
+			if m.Classic != nil {
+				session = time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond
+			}
+			out = append(out, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, After: session})
 			if m.State == UnrevokedPartitions {
 				out = append(out, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Epoch: m.Epoch, After: time.Duration(max(m.RebalanceTimeoutMs, 0)) * time.Millisecond})
 			}
@@ -32,6 +36,9 @@ const AuthorizedOperationsAll = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
 
 // MemberTypeConsumer is ConsumerGroupDescribe v1's MemberType of a consumer-protocol member.
 const MemberTypeConsumer = 1
+
+// MemberTypeClassic is the MemberType of a classic-protocol member (online migration).
+const MemberTypeClassic = 0
 
 // Describe answers ConsumerGroupDescribe for one group. foreign reports whether another group
 // type owns the id.
@@ -66,6 +73,9 @@ func (s *State) Describe(group string, includeOps bool, cat Catalog, cfg Config,
 		dm.Assignment = describeParts(m.Assigned, cat)
 		dm.TargetAssignment = describeParts(g.Targets[id], cat)
 		dm.MemberType = MemberTypeConsumer
+		if m.Classic != nil {
+			dm.MemberType = MemberTypeClassic
+		}
 		out.Members = append(out.Members, dm)
 	}
 	return out
@@ -210,7 +220,7 @@ func (s *State) Leave(group string, members []LeaveIdentity) (codes []int16, ids
 		}
 		if !removed[m.ID] {
 			removed[m.ID] = true
-			recs = append(recs, memberTombstones(g.ID, m.ID)...)
+			recs = append(recs, memberTombstones(g, m.ID)...)
 			timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, Cancel: true},
 				TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Cancel: true})
 		}

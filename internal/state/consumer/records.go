@@ -70,9 +70,14 @@ func currentTombstone(group, member string) log.Record {
 	return log.Record{Key: memberKey(records.KindConsumerCurrentMember, group, member)}
 }
 
-// memberTombstones remove a member, current assignment first, as Replay requires.
-func memberTombstones(group, member string) []log.Record {
-	return []log.Record{currentTombstone(group, member), targetMemberTombstone(group, member), memberTombstone(group, member)}
+// memberTombstones remove a member, current assignment (and classic metadata) first, as Replay
+// requires.
+func memberTombstones(g *Group, member string) []log.Record {
+	out := []log.Record{currentTombstone(g.ID, member), targetMemberTombstone(g.ID, member)}
+	if m := g.Members[member]; m != nil && m.Classic != nil {
+		out = append(out, classicTombstone(g.ID, member))
+	}
+	return append(out, memberTombstone(g.ID, member))
 }
 
 // Tombstones delete an empty group: its members' records (none for an empty group) and then
@@ -84,7 +89,7 @@ func (s *State) Tombstones(group string) []log.Record {
 	}
 	var out []log.Record
 	for _, id := range sortedIDs(g.Members) {
-		out = append(out, memberTombstones(group, id)...)
+		out = append(out, memberTombstones(g, id)...)
 	}
 	return append(out, targetMetadataTombstone(group), groupTombstone(group))
 }
@@ -138,7 +143,7 @@ func (s *State) Replay(rec log.Record) error {
 	groupID := r.String()
 	var memberID string
 	switch kind {
-	case records.KindConsumerMemberMetadata, records.KindConsumerTargetMember, records.KindConsumerCurrentMember:
+	case records.KindConsumerMemberMetadata, records.KindConsumerTargetMember, records.KindConsumerCurrentMember, records.KindConsumerClassicMember:
 		memberID = r.String()
 	}
 	if err := r.Err(); err != nil {
@@ -192,6 +197,12 @@ func (s *State) Replay(rec log.Record) error {
 		g.index(m)
 	case records.KindConsumerTargetMetadata:
 		g.AssignmentEpoch, g.AssignmentTime = v.Int32(), v.Int64()
+	case records.KindConsumerClassicMember:
+		info, err := readClassicInfo(v)
+		if err != nil {
+			return fmt.Errorf("%s %s/%s: %w", kind, groupID, memberID, err)
+		}
+		member().Classic = info
 	case records.KindConsumerTargetMember:
 		t, err := readParts(v)
 		if err != nil {
@@ -246,12 +257,19 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 		if _, ok := g.Targets[memberID]; ok {
 			return fmt.Errorf("consumer group %s: member %s metadata tombstone before its target assignment tombstone", g.ID, memberID)
 		}
+		if m.Classic != nil {
+			return fmt.Errorf("consumer group %s: member %s metadata tombstone before its classic member tombstone", g.ID, memberID)
+		}
 		g.unindex(m)
 		delete(g.Members, memberID)
 	case records.KindConsumerTargetMetadata:
 		g.AssignmentEpoch, g.AssignmentTime = 0, 0
 	case records.KindConsumerTargetMember:
 		delete(g.Targets, memberID)
+	case records.KindConsumerClassicMember:
+		if m := g.Members[memberID]; m != nil {
+			m.Classic = nil
+		}
 	case records.KindConsumerCurrentMember:
 		if m := g.Members[memberID]; m != nil {
 			g.unown(m)

@@ -110,6 +110,10 @@ type Member struct {
 	Assigned      Parts
 	Pending       Parts // pending revocation
 
+	// Classic is set for a member that speaks the classic protocol (JoinGroup/SyncGroup/
+	// Heartbeat) inside the consumer group (online migration); nil for a consumer-protocol one.
+	Classic *ClassicInfo
+
 	hasMetadata bool
 	hasCurrent  bool
 }

@@ -60,6 +60,7 @@ const (
 	KindConsumerTargetMetadata Kind = 72 // group: target assignment epoch and timestamp
 	KindConsumerTargetMember   Kind = 73 // group, member: the member's target assignment
 	KindConsumerCurrentMember  Kind = 74 // group, member: epochs, state, assigned and pending partitions
+	KindConsumerClassicMember  Kind = 75 // group, member: a classic-protocol member's session timeout and protocols (online migration)
 	// KindTest is for engine tests that need a record before any group type exists.
 	KindTest Kind = 0xFFFF
 )
@@ -85,6 +86,7 @@ var kindNames = map[Kind]string{
 	KindConsumerTargetMetadata: "consumer_target_assignment_metadata",
 	KindConsumerTargetMember:   "consumer_target_assignment_member",
 	KindConsumerCurrentMember:  "consumer_current_member_assignment",
+	KindConsumerClassicMember:  "consumer_classic_member",
 	KindTest:                   "test",
 }
 

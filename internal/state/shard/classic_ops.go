@@ -101,11 +101,11 @@ func JoinGroupWith(cfg classic.Config, req classic.JoinRequest, sx StreamsContex
 		// tombstones and the new group's records go in one batch. A non-empty one takes the
 		// member as a classic member of the streams group, or refuses (policy disabled).
 		var converted []log.Record
-		// An empty KIP-848 consumer group gives way the same way; a non-empty one refuses
-		// (online migration is not implemented, docs/consumer-groups.md).
+		// An empty KIP-848 consumer group gives way the same way; a non-empty one takes the
+		// member as a classic member (online migration, whatever the policy, as Kafka 4.4).
 		if owned, empty, recs := m.ConsumerConversion(c, req.Group); owned {
 			if !empty {
-				return runtime.Result{Response: &classic.JoinResult{Code: kerr.InconsistentGroupProtocol.Code, Generation: -1, MemberID: req.MemberID}}
+				return m.consumerClassicJoin(c, req, sx)
 			}
 			converted = recs
 		} else if m.ownedByOtherType(req.Group) {
@@ -152,6 +152,9 @@ func SyncGroupWith(cfg classic.Config, req classic.SyncRequest, sx StreamsContex
 		if m.Streams.HasClassicPath(req.Group) {
 			return m.streamsClassicSync(c, req, sx)
 		}
+		if m.Consumer.Owns(req.Group) {
+			return m.consumerClassicSync(c, req, sx)
+		}
 		tx := m.Classic.Sync(cfg, c.Now(), req)
 		recs, _, sync := m.applyClassic(c, tx)
 		switch {
@@ -175,6 +178,9 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 			res := m.Streams.ClassicHeartbeat(group, member, instance, generation, c.Scheduled)
 			applyStreamsTimers(c, res.Timers, m.streamsConfigFor(group, m.streamsBase()))
 			return runtime.Result{Response: res.Code}
+		}
+		if m.Consumer.Owns(group) {
+			return m.consumerClassicHeartbeat(c, group, member, instance, generation)
 		}
 		tx := m.Classic.Heartbeat(cfg, c.Now(), group, member, instance, generation)
 		recs, _, _ := m.applyClassic(c, tx)

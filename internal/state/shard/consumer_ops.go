@@ -20,8 +20,14 @@ func ConsumerHeartbeat(in consumer.HeartbeatInput) runtime.WriteOp[*Machine] {
 		in.Now, in.Foreign = c.Now(), m.consumerForeign
 		// The group's overrides apply from its next heartbeat on.
 		in.Config = m.consumerConfigFor(in.Req.Group, in.Config)
-		out := m.Consumer.Heartbeat(in)
+		out, upgraded := m.consumerUpgrade(c, in)
+		if !upgraded {
+			out = m.Consumer.Heartbeat(in)
+		}
 		applyConsumerTimers(c, out.Timers, in.Config)
+		if in.Req.MemberEpoch == -1 && out.Response.ErrorCode == 0 {
+			out.Records = m.consumerDowngrade(c, in.Req.Group, []string{in.Req.MemberID}, out.Records, in.Catalog)
+		}
 		return runtime.Result{Records: out.Records, Response: out}
 	}
 }
@@ -80,6 +86,9 @@ func consumerFence(group, member string, epoch int32, checkEpoch bool, cfg consu
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		recs, timers := m.Consumer.Fence(group, member, epoch, checkEpoch)
 		applyConsumerTimers(c, timers, cfg)
+		if len(recs) > 0 {
+			recs = m.consumerDowngrade(c, group, []string{member}, recs, nil)
+		}
 		return runtime.Result{Records: recs}
 	}
 }
@@ -193,6 +202,15 @@ func (m *Machine) consumerClassicLeave(c *runtime.Ctx[*Machine], group string, m
 	codes, resolved, recs, timers := m.Consumer.Leave(group, ids)
 	for _, a := range timers {
 		c.Cancel(a.Key())
+	}
+	var gone []string
+	for i, code := range codes {
+		if code == 0 {
+			gone = append(gone, resolved[i])
+		}
+	}
+	if len(gone) > 0 {
+		recs = m.consumerDowngrade(c, group, gone, recs, nil)
 	}
 	return runtime.Result{Records: recs, Response: LeaveResult{Members: codes, MemberIDs: resolved}}
 }

@@ -54,8 +54,9 @@ func newConsumerHarness(t *testing.T) *consumerHarness {
 }
 
 func (h *consumerHarness) start() {
-	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: NewMachine, Backend: h.b,
-		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) { ConsumerOnLoaded(c, m, h.cfg) }})
+	cfg := h.cfg // copied here: the shard goroutine must not read the harness's field
+	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: func() *Machine { m := NewMachine(); m.ConsumerConfig = cfg; return m }, Backend: h.b,
+		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) { ConsumerOnLoaded(c, m, cfg) }})
 	h.s.Start()
 	for h.s.State() != runtime.StateActive {
 		if h.s.State() == runtime.StateFailed {
@@ -176,8 +177,8 @@ func TestConsumerRebalanceTimeoutOnShard(t *testing.T) {
 	})
 }
 
-// Group types never share an id: a classic join or a streams heartbeat on a live consumer
-// group is refused, an empty consumer group gives way to a classic one with its offsets kept,
+// Group types never share an id: a classic join whose metadata is not the consumer protocol's
+// or a streams heartbeat on a live consumer group is refused, an empty consumer group gives way to a classic one with its offsets kept,
 // and a consumer heartbeat on a streams group is refused.
 func TestConsumerGroupTypeCollisions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

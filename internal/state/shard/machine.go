@@ -36,6 +36,9 @@ type Machine struct {
 	// Configuration, not state; zero values mean Kafka's defaults.
 	StreamsConfig streams.Config
 	ClassicConfig classic.Config
+	// ConsumerConfig is the broker's consumer group configuration, for the classic-protocol
+	// members of consumer groups (online migration). Zero value: Kafka's defaults.
+	ConsumerConfig consumer.Config
 
 	// rebalances is the shard's in-memory rebalance history and counter, shared by its durable
 	// and speculative machines (nil in machines built outside a Set: nothing is recorded).
@@ -70,7 +73,7 @@ func (m *Machine) Replay(offset int64, rec log.Record) error {
 		records.KindStreamsClassicMember:
 		return m.Streams.Replay(rec)
 	case records.KindConsumerMemberMetadata, records.KindConsumerTargetMetadata,
-		records.KindConsumerTargetMember, records.KindConsumerCurrentMember:
+		records.KindConsumerTargetMember, records.KindConsumerCurrentMember, records.KindConsumerClassicMember:
 		return m.Consumer.Replay(rec)
 	case records.KindGroupConfig:
 		return m.replayGroupConfig(rec)

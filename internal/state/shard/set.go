@@ -78,7 +78,7 @@ func NewSet(o SetOptions) *Set {
 				m.rebalances = ledger
 				m.PinTopologyDescriptions = o.Streams.TopologyDescriptionPlugin
 				m.OnMigration = o.OnMigration
-				m.StreamsConfig, m.ClassicConfig = o.Streams, o.Classic
+				m.StreamsConfig, m.ClassicConfig, m.ConsumerConfig = o.Streams, o.Classic, o.Consumer
 				return m
 			},
 			Backend:      o.Backend,

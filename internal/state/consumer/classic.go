@@ -1,0 +1,486 @@
+package consumer
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/records"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Online migration between the classic protocol and the consumer protocol, as Kafka 4.4's
+// GroupMetadataManager does it: classic members live inside a consumer group as members with
+// classic metadata; their JoinGroup runs the same reconciliation as a heartbeat, with the owned
+// partitions their subscription reports, and SyncGroup hands out what reconciliation assigned.
+
+// ClassicProtocol is one protocol of a classic member's JoinGroup.
+type ClassicProtocol struct {
+	Name     string
+	Metadata []byte
+}
+
+// ClassicInfo is what a classic-protocol member keeps beyond a consumer member's metadata.
+type ClassicInfo struct {
+	SessionTimeoutMs int32
+	Protocols        []ClassicProtocol
+}
+
+func (c *ClassicInfo) equal(o *ClassicInfo) bool {
+	if c == nil || o == nil {
+		return c == nil && o == nil
+	}
+	if c.SessionTimeoutMs != o.SessionTimeoutMs || len(c.Protocols) != len(o.Protocols) {
+		return false
+	}
+	for i := range c.Protocols {
+		if c.Protocols[i].Name != o.Protocols[i].Name || !bytes.Equal(c.Protocols[i].Metadata, o.Protocols[i].Metadata) {
+			return false
+		}
+	}
+	return true
+}
+
+// ClassicMemberRecord is a classic-protocol member's session timeout and protocols.
+func ClassicMemberRecord(group, member string, c *ClassicInfo) log.Record {
+	b := records.NewValue(0).Int32(c.SessionTimeoutMs).Int32(int32(len(c.Protocols)))
+	for _, p := range c.Protocols {
+		b.String(p.Name).Bytes(p.Metadata)
+	}
+	return log.Record{Key: memberKey(records.KindConsumerClassicMember, group, member), Value: b.Build()}
+}
+
+func classicTombstone(group, member string) log.Record {
+	return log.Record{Key: memberKey(records.KindConsumerClassicMember, group, member)}
+}
+
+func readClassicInfo(v *records.Reader) (*ClassicInfo, error) {
+	c := &ClassicInfo{SessionTimeoutMs: v.Int32()}
+	n := v.Int32()
+	if err := v.Err(); err != nil || n < 0 || n > 1<<10 {
+		return nil, fmt.Errorf("bad protocol list")
+	}
+	for range n {
+		c.Protocols = append(c.Protocols, ClassicProtocol{Name: v.String(), Metadata: v.Bytes()})
+	}
+	return c, v.Err()
+}
+
+// Subscription decodes a classic consumer member's first protocol (Kafka reads the first one
+// too): subscribed topics, sorted and deduplicated, and the partitions it says it owns.
+func Subscription(ps []ClassicProtocol) (topics []string, owned map[string][]int32, generation int32, ok bool) {
+	if len(ps) == 0 {
+		return nil, nil, -1, false
+	}
+	var md kmsg.ConsumerMemberMetadata
+	if err := md.ReadFrom(ps[0].Metadata); err != nil {
+		return nil, nil, -1, false
+	}
+	topics = append([]string(nil), md.Topics...)
+	sort.Strings(topics)
+	owned = map[string][]int32{}
+	for _, t := range md.OwnedPartitions {
+		owned[t.Topic] = append(owned[t.Topic], t.Partitions...)
+	}
+	generation = -1
+	if md.Version >= 2 {
+		generation = md.Generation
+	}
+	return dedup(topics), owned, generation, true
+}
+
+// EncodeAssignment is a partition set as a classic consumer's SyncGroup assignment bytes
+// (ConsumerMemberAssignment), topics by name; partitions of topics the catalog no longer
+// knows are left out.
+func EncodeAssignment(p Parts, cat Catalog) []byte {
+	a := kmsg.NewConsumerMemberAssignment()
+	a.Version = 3
+	for _, t := range p.Sorted() {
+		var name string
+		if cat != nil {
+			if tp, ok := cat.TopicByID(t.Topic); ok {
+				name = tp.Name
+			}
+		}
+		if name == "" {
+			continue
+		}
+		at := kmsg.NewConsumerMemberAssignmentTopic()
+		at.Topic, at.Partitions = name, t.Partitions
+		a.Topics = append(a.Topics, at)
+	}
+	sort.Slice(a.Topics, func(i, j int) bool { return a.Topics[i].Topic < a.Topics[j].Topic })
+	return a.AppendTo(nil)
+}
+
+// DecodeAssignment reads a classic consumer's assignment bytes into a partition set, topics
+// resolved by name through the catalog; false when the bytes are not a consumer assignment.
+func DecodeAssignment(b []byte, cat Catalog) (Parts, bool) {
+	out := Parts{}
+	if len(b) == 0 {
+		return out, true
+	}
+	if cat == nil {
+		return nil, false
+	}
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(b); err != nil {
+		return nil, false
+	}
+	for _, t := range a.Topics {
+		tp, ok := cat.Topic(t.Topic)
+		if !ok {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p >= 0 && p < tp.Partitions {
+				out[TP{Topic: tp.ID, Partition: p}] = struct{}{}
+			}
+		}
+	}
+	return out, true
+}
+
+// ClassicJoinInput is a JoinGroup addressed to a non-empty consumer group.
+type ClassicJoinInput struct {
+	Group, MemberID    string
+	InstanceID         *string
+	ProtocolType       string
+	Protocols          []ClassicProtocol
+	SessionTimeoutMs   int32
+	RebalanceTimeoutMs int32
+	ClientID           string
+	ClientHost         string
+	// RequireKnownMemberID: JoinGroup v4+ without a member id gets MEMBER_ID_REQUIRED and NewMemberID.
+	RequireKnownMemberID bool
+	NewMemberID          string
+	Catalog              Catalog
+	Config               Config
+	Now                  time.Time
+}
+
+// ClassicJoinOutput is the JoinGroup answer (Code 0: Generation is the member epoch).
+type ClassicJoinOutput struct {
+	Code       int16
+	MemberID   string
+	Generation int32
+	Protocol   string
+	Records    []log.Record
+	Timers     []TimerAction
+	// Member is the member as the records leave it.
+	Member *Member
+}
+
+// ClassicJoin runs a classic member's JoinGroup in a consumer group: a new member joins at
+// epoch 0, a known one re-reports its subscription and owned partitions, and either is
+// reconciled toward its target exactly as a ConsumerGroupHeartbeat would be.
+func (s *State) ClassicJoin(in ClassicJoinInput) ClassicJoinOutput {
+	g := s.Groups[in.Group]
+	fail := func(code int16) ClassicJoinOutput {
+		return ClassicJoinOutput{Code: code, MemberID: in.MemberID, Generation: -1}
+	}
+	if g == nil {
+		return fail(kerr.UnknownMemberID.Code)
+	}
+	if in.ProtocolType != "consumer" || len(in.Protocols) == 0 {
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	topics, ownedNames, generation, ok := Subscription(in.Protocols)
+	if !ok {
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	memberID := in.MemberID
+	if memberID == "" {
+		if int64(len(g.Members)) >= int64(in.Config.MaxSize) {
+			return fail(kerr.GroupMaxSizeReached.Code)
+		}
+		if in.RequireKnownMemberID && in.InstanceID == nil {
+			return ClassicJoinOutput{Code: kerr.MemberIDRequired.Code, MemberID: in.NewMemberID, Generation: -1}
+		}
+		memberID = in.NewMemberID
+	}
+	stored := g.Members[memberID]
+	if stored != nil && stored.Classic == nil {
+		return fail(kerr.UnknownMemberID.Code) // a consumer-protocol member cannot send JoinGroup
+	}
+	// As in Kafka, a member id the group does not know joins as a new member.
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.InstanceID = in.Group, memberID, in.InstanceID
+	req.RebalanceTimeoutMillis = in.RebalanceTimeoutMs
+	req.SubscribedTopicNames = topics
+	if req.SubscribedTopicNames == nil {
+		req.SubscribedTopicNames = []string{}
+	}
+	if stored != nil {
+		req.MemberEpoch = stored.Epoch
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		if generation >= 0 && generation != stored.Epoch {
+			// Owned partitions reported for another generation cannot be trusted: assume the
+			// member still holds everything it was given, so nothing it holds moves on.
+			for _, t := range stored.Assigned.union(stored.Pending).Sorted() {
+				req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: t.Topic, Partitions: t.Partitions})
+			}
+		} else {
+			for name, ps := range ownedNames {
+				if tp, ok := in.Catalog.Topic(name); ok {
+					req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: tp.ID, Partitions: ps})
+				}
+			}
+		}
+	}
+	out, n := s.heartbeatMember(HeartbeatInput{
+		Req: req, ClientID: in.ClientID, ClientHost: in.ClientHost, Catalog: in.Catalog, Config: in.Config, Now: in.Now,
+		classic: &ClassicInfo{SessionTimeoutMs: in.SessionTimeoutMs, Protocols: in.Protocols},
+	})
+	if code := out.Response.ErrorCode; code != 0 {
+		if code == kerr.FencedMemberEpoch.Code {
+			code = kerr.IllegalGeneration.Code
+		}
+		return fail(code)
+	}
+	classicSession(out.Timers, in.SessionTimeoutMs)
+	return ClassicJoinOutput{MemberID: n.ID, Generation: n.Epoch, Protocol: in.Protocols[0].Name, Records: out.Records, Timers: out.Timers, Member: n}
+}
+
+// classicSession gives a classic member its own session timeout instead of the group's.
+func classicSession(timers []TimerAction, ms int32) {
+	for i := range timers {
+		if timers[i].Kind == SessionTimer && !timers[i].Cancel {
+			timers[i].After = time.Duration(ms) * time.Millisecond
+		}
+	}
+}
+
+func (p Parts) union(o Parts) Parts {
+	out := Parts{}
+	for tp := range p {
+		out[tp] = struct{}{}
+	}
+	for tp := range o {
+		out[tp] = struct{}{}
+	}
+	return out
+}
+
+// classicMember finds a classic member of a consumer group for SyncGroup and Heartbeat.
+func (s *State) classicMember(group, member string, instance *string, generation int32) (*Group, *Member, int16) {
+	g := s.Groups[group]
+	if g == nil {
+		return nil, nil, kerr.UnknownMemberID.Code
+	}
+	m := g.Members[member]
+	if m == nil || m.Classic == nil {
+		return nil, nil, kerr.UnknownMemberID.Code
+	}
+	if instance != nil && (m.InstanceID == nil || *m.InstanceID != *instance) {
+		return nil, nil, kerr.FencedInstanceID.Code
+	}
+	if generation != m.Epoch {
+		return nil, nil, kerr.IllegalGeneration.Code
+	}
+	return g, m, 0
+}
+
+// ClassicSync answers a classic member's SyncGroup from its current assignment (what
+// reconciliation let it have: never a partition another member still holds) as
+// ConsumerMemberAssignment bytes; the leader's assignments, if any, are ignored.
+func (s *State) ClassicSync(group, member string, instance *string, generation int32, protocolType, protocol *string, cat Catalog) (code int16, assignment []byte, name string, timers []TimerAction) {
+	_, m, code := s.classicMember(group, member, instance, generation)
+	if code != 0 {
+		return code, nil, "", nil
+	}
+	if (protocolType != nil && *protocolType != "consumer") || (protocol != nil && *protocol != m.Classic.Protocols[0].Name) {
+		return kerr.InconsistentGroupProtocol.Code, nil, "", nil
+	}
+	timers = []TimerAction{{Kind: SessionTimer, Group: group, Member: member, After: time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond}}
+	return 0, EncodeAssignment(m.Assigned, cat), m.Classic.Protocols[0].Name, timers
+}
+
+// ClassicHeartbeat answers a classic member's Heartbeat: REBALANCE_IN_PROGRESS while the member
+// has reconciliation to do or the group moved past its epoch, so that it rejoins.
+func (s *State) ClassicHeartbeat(group, member string, instance *string, generation int32) (int16, []TimerAction) {
+	g, m, code := s.classicMember(group, member, instance, generation)
+	if code != 0 {
+		return code, nil
+	}
+	timers := []TimerAction{{Kind: SessionTimer, Group: group, Member: member, After: time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond}}
+	if m.State != Stable || m.Epoch != g.Epoch {
+		return kerr.RebalanceInProgress.Code, timers
+	}
+	return 0, timers
+}
+
+// ClassicView is a non-empty classic group as an upgrade reads it.
+type ClassicView struct {
+	Generation int32
+	Stable     bool
+	// ProtocolType and Protocol are the group's; Protocol nil while none is selected.
+	ProtocolType string
+	Protocol     *string
+	Members      []ClassicMemberView
+}
+
+// ClassicMemberView is one member of a classic group.
+type ClassicMemberView struct {
+	ID                 string
+	InstanceID         *string
+	ClientID           string
+	ClientHost         string
+	RebalanceTimeoutMs int32
+	SessionTimeoutMs   int32
+	Protocols          []ClassicProtocol
+	Assignment         []byte
+}
+
+// UpgradeRefusal says why a non-empty classic group is not converted by a consumer heartbeat;
+// "" when it may be.
+func UpgradeRefusal(v *ClassicView, policy string, cfg Config) string {
+	switch {
+	case policy != "bidirectional" && policy != "upgrade":
+		return "group.consumer.migration.policy " + policy + " does not allow upgrades"
+	case v.ProtocolType != "consumer":
+		return fmt.Sprintf("its protocol type is %q, not consumer", v.ProtocolType)
+	case !v.Stable:
+		return "it is rebalancing"
+	case int64(len(v.Members)) >= int64(cfg.MaxSize):
+		return fmt.Sprintf("its %d members and the joining one exceed group.consumer.max.size %d", len(v.Members), cfg.MaxSize)
+	}
+	return ""
+}
+
+// UpgradeRecords are the records that turn a stable classic group into a consumer group (after
+// the classic group's tombstone, which the caller puts first): group and target epoch the
+// classic generation, each member at that epoch with the subscription its metadata carries and
+// the assignment its SyncGroup gave it as both target and current assignment, so no partition
+// moves by the conversion itself. It fails (false) when a member's bytes are not the consumer
+// protocol's.
+func UpgradeRecords(group string, v *ClassicView, cat Catalog) ([]log.Record, []TimerAction, bool) {
+	gen := max(v.Generation, 1)
+	recs := []log.Record{GroupMetadataRecord(group, gen, 0)}
+	var timers []TimerAction
+	ms := append([]ClassicMemberView(nil), v.Members...)
+	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
+	for _, cm := range ms {
+		ps := cm.Protocols
+		if v.Protocol != nil {
+			// The selected protocol's metadata first: it is the one the assignment came from.
+			for i, p := range ps {
+				if p.Name == *v.Protocol && i > 0 {
+					ps = append([]ClassicProtocol{p}, append(append([]ClassicProtocol(nil), ps[:i]...), ps[i+1:]...)...)
+					break
+				}
+			}
+		}
+		topics, _, _, ok := Subscription(ps)
+		if !ok {
+			return nil, nil, false
+		}
+		assigned, ok := DecodeAssignment(cm.Assignment, cat)
+		if !ok {
+			return nil, nil, false
+		}
+		m := newMember(cm.ID)
+		m.InstanceID, m.ClientID, m.ClientHost, m.RebalanceTimeoutMs = cm.InstanceID, cm.ClientID, cm.ClientHost, cm.RebalanceTimeoutMs
+		m.SubscribedTopicNames = topics
+		if m.SubscribedTopicNames == nil {
+			m.SubscribedTopicNames = []string{}
+		}
+		m.Epoch, m.PreviousEpoch, m.State, m.Assigned, m.Pending = gen, gen-1, Stable, assigned, Parts{}
+		m.Classic = &ClassicInfo{SessionTimeoutMs: cm.SessionTimeoutMs, Protocols: ps}
+		recs = append(recs, MemberMetadataRecord(group, m), ClassicMemberRecord(group, m.ID, m.Classic),
+			TargetMemberRecord(group, m.ID, assigned), CurrentMemberRecord(group, m))
+		timers = append(timers, TimerAction{Kind: SessionTimer, Group: group, Member: m.ID, After: time.Duration(cm.SessionTimeoutMs) * time.Millisecond})
+	}
+	// No computation time: the joining member's heartbeat computes the new target at once.
+	recs = append(recs, TargetMetadataRecord(group, gen, 0))
+	return recs, timers, true
+}
+
+// HeartbeatAfter runs a heartbeat on the group the given records build (an upgrade's batch),
+// without touching s: the output's records are the batch followed by the heartbeat's.
+func HeartbeatAfter(batch []log.Record, in HeartbeatInput) (HeartbeatOutput, error) {
+	tmp := New()
+	for _, r := range batch {
+		if err := tmp.Replay(r); err != nil {
+			return HeartbeatOutput{}, err
+		}
+	}
+	in.Foreign = nil
+	out := tmp.Heartbeat(in)
+	if out.Response.ErrorCode != 0 {
+		return out, nil
+	}
+	out.Records = append(append([]log.Record(nil), batch...), out.Records...)
+	return out, nil
+}
+
+// DowngradeCandidate is a consumer group that a removal leaves with classic members only.
+type DowngradeCandidate struct {
+	Epoch   int32
+	Members []*Member
+}
+
+// Downgradable reports whether removing the given members leaves only classic members (at
+// least one) while a consumer-protocol member is among the removed, as Kafka's
+// validateOnlineDowngrade; nil otherwise.
+func (s *State) Downgradable(group string, removed []string) *DowngradeCandidate {
+	g := s.Groups[group]
+	if g == nil {
+		return nil
+	}
+	gone := map[string]bool{}
+	consumerLeft := false
+	for _, id := range removed {
+		if m := g.Members[id]; m != nil {
+			gone[id] = true
+			consumerLeft = consumerLeft || m.Classic == nil
+		}
+	}
+	if !consumerLeft {
+		return nil
+	}
+	c := &DowngradeCandidate{Epoch: g.Epoch}
+	for _, id := range sortedIDs(g.Members) {
+		if gone[id] {
+			continue
+		}
+		m := g.Members[id]
+		if m.Classic == nil {
+			return nil
+		}
+		c.Members = append(c.Members, m)
+	}
+	if len(c.Members) == 0 {
+		return nil
+	}
+	return c
+}
+
+// DowngradeAllowed is Kafka's policy check of a downgrade.
+func DowngradeAllowed(policy string) bool { return policy == "bidirectional" || policy == "downgrade" }
+
+// GroupTombstones delete a whole group, its members included, and the timers to cancel.
+func (s *State) GroupTombstones(group string) ([]log.Record, []TimerAction) {
+	g := s.Groups[group]
+	if g == nil {
+		return nil, nil
+	}
+	var timers []TimerAction
+	for _, id := range sortedIDs(g.Members) {
+		timers = append(timers, TimerAction{Kind: SessionTimer, Group: group, Member: id, Cancel: true},
+			TimerAction{Kind: RebalanceTimer, Group: group, Member: id, Cancel: true})
+	}
+	return s.Tombstones(group), timers
+}
+
+// Snapshot is the catalog the group's last heartbeat resolved against (nil when none), for
+// work that starts without a request, such as a downgrade decided by a timer.
+func (s *State) Snapshot(group string) Catalog {
+	if g := s.Groups[group]; g != nil && g.soft.snap != nil {
+		return g.soft.snap
+	}
+	return nil
+}

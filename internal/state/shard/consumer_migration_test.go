@@ -1,0 +1,392 @@
+package shard
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/offsets"
+	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/consumer"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cmeta is a classic consumer's JoinGroup metadata (ConsumerMemberMetadata v3).
+func cmeta(gen int32, owned ...int32) []byte {
+	md := kmsg.NewConsumerMemberMetadata()
+	md.Version, md.Topics, md.Generation = 3, []string{"foo"}, gen
+	if len(owned) > 0 {
+		md.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "foo", Partitions: owned}}
+	}
+	return md.AppendTo(nil)
+}
+
+func cjoinReq(member string, gen int32, owned ...int32) classic.JoinRequest {
+	return classic.JoinRequest{Group: "g", MemberID: member, ClientID: "client", ClientHost: "/127.0.0.1",
+		SessionTimeoutMs: 10000, RebalanceTimeout: 20000, ProtocolType: "consumer",
+		Protocols: []classic.Protocol{{Name: "cooperative-sticky", Metadata: cmeta(gen, owned...)}}, Version: 9}
+}
+
+func (h *consumerHarness) cjoin(req classic.JoinRequest) *classic.JoinResult {
+	h.t.Helper()
+	v, err := h.s.Write(context.Background(), JoinGroupWith(classic.DefaultConfig(), req, StreamsContext{Catalog: h.cat}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.(*classic.JoinResult)
+}
+
+var ptConsumer, pnCoop = "consumer", "cooperative-sticky"
+
+func (h *consumerHarness) csync(member string, gen int32, assignments map[string][]byte) *classic.SyncResult {
+	h.t.Helper()
+	v, err := h.s.Write(context.Background(), SyncGroupWith(classic.DefaultConfig(), classic.SyncRequest{Group: "g", MemberID: member, Generation: gen, Assignments: assignments, Version: 5, ProtocolType: &ptConsumer, Protocol: &pnCoop}, StreamsContext{Catalog: h.cat}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.(*classic.SyncResult)
+}
+
+func (h *consumerHarness) cbeat(member string, gen int32) int16 {
+	h.t.Helper()
+	v, err := h.s.Write(context.Background(), Heartbeat(classic.DefaultConfig(), "g", member, nil, gen))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.(int16)
+}
+
+func decodeAssignment(t *testing.T, b []byte) []int32 {
+	t.Helper()
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(b); err != nil {
+		t.Fatalf("assignment bytes: %v", err)
+	}
+	var out []int32
+	for _, tp := range a.Topics {
+		if tp.Topic != "foo" {
+			t.Fatalf("topic %q", tp.Topic)
+		}
+		out = append(out, tp.Partitions...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// checkOwners fails when a partition is held (assigned or pending revocation) by two members
+// of the consumer group.
+func (h *consumerHarness) checkOwners() {
+	h.t.Helper()
+	v, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+		g := m.Consumer.Groups["g"]
+		if g == nil {
+			return "", nil
+		}
+		seen := map[consumer.TP]string{}
+		for id, mem := range g.Members {
+			for _, set := range []consumer.Parts{mem.Assigned, mem.Pending} {
+				for tp := range set {
+					if o, ok := seen[tp]; ok && o != id {
+						return "partition held by " + o + " and " + id, nil
+					}
+					seen[tp] = id
+				}
+			}
+		}
+		return "", nil
+	})
+	if s := v.(string); s != "" {
+		h.t.Fatal(s)
+	}
+}
+
+// stableClassicCG builds a stable classic group "g" whose one member c1 holds foo 0-3 and
+// has committed offset 7 of foo-0; it returns c1's member id and generation.
+func stableClassicCG(t *testing.T, h *consumerHarness) (string, int32) {
+	r := h.cjoin(cjoinReq("", -1))
+	if r.Code != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: %d", r.Code)
+	}
+	id := r.MemberID
+	done := make(chan *classic.JoinResult, 1)
+	go func() { done <- h.cjoin(cjoinReq(id, -1)) }()
+	time.Sleep(4 * time.Second) // past the initial rebalance delay
+	r = <-done
+	if r.Code != 0 || r.Leader != id {
+		t.Fatalf("join: %+v", r)
+	}
+	all := kmsg.NewConsumerMemberAssignment()
+	all.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "foo", Partitions: []int32{0, 1, 2, 3}}}
+	if s := h.csync(id, r.Generation, map[string][]byte{id: all.AppendTo(nil)}); s.Code != 0 {
+		t.Fatalf("sync: %d", s.Code)
+	}
+	codes, _ := h.s.Write(context.Background(), CommitOffsets(CommitRequest{Group: "g", Generation: r.Generation, MemberID: id, Version: 8, MaxMetadata: 4096,
+		Partitions: []CommitPartition{{TopicPartition: offsets.TopicPartition{Topic: "foo", Partition: 0}, Offset: 7, RetentionMs: -1}}}))
+	if c := codes.([]int16)[0]; c != 0 {
+		t.Fatalf("classic commit: %d", c)
+	}
+	return id, r.Generation
+}
+
+func (h *consumerHarness) classicState() (classic.GroupState, int32, bool) {
+	v, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+		g := m.Classic.Group("g")
+		if g == nil {
+			return [3]int32{-1, 0, 0}, nil
+		}
+		return [3]int32{int32(g.State), g.Generation, int32(len(g.Members))}, nil
+	})
+	a := v.([3]int32)
+	return classic.GroupState(a[0]), a[1], a[0] >= 0 && a[2] > 0
+}
+
+// Upgrade: a consumer-protocol member joining a live classic group converts it in one batch;
+// the classic member keeps its partitions until it rejoins and gives up what the new target
+// moves, then the newcomer gets them: no partition is held by two members at any step, the
+// offsets survive, and a restart keeps the classic member's metadata.
+func TestConsumerUpgradeFromClassicGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		c1, gen := stableClassicCG(t, h)
+
+		a := h.hb(consumerJoin("g", "a"))
+		if a.ErrorCode != 0 {
+			t.Fatalf("consumer join on a live classic group: %d %v", a.ErrorCode, a.ErrorMessage)
+		}
+		if a.Assignment == nil || len(a.Assignment.Topics) != 0 {
+			t.Fatalf("a gets nothing while c1 still holds every partition: %+v", a.Assignment)
+		}
+		if _, _, live := h.classicState(); live || h.members("g") != 2 {
+			t.Fatalf("conversion: classic group left %v, consumer members %d", live, h.members("g"))
+		}
+		got, _ := h.s.Read(context.Background(), FetchOffsets("g", []offsets.TopicPartition{{Topic: "foo", Partition: 0}}))
+		if f := got.([]FetchPartition)[0]; !f.Found || f.Committed.Offset != 7 {
+			t.Fatalf("offsets after the upgrade: %+v", f)
+		}
+		h.checkOwners()
+		dv, _ := h.s.Write(context.Background(), ConsumerDescribe([]string{"g"}, false, h.cat, h.cfg))
+		types := map[string]int8{}
+		for _, dm := range dv.([]kmsg.ConsumerGroupDescribeResponseGroup)[0].Members {
+			types[dm.MemberID] = dm.MemberType
+		}
+		if types[c1] != consumer.MemberTypeClassic || types["a"] != consumer.MemberTypeConsumer {
+			t.Fatalf("describe member types: %v", types)
+		}
+		h.restart()
+
+		// c1's heartbeat at its classic generation, which is its member epoch now.
+		if code := h.cbeat(c1, gen); code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("c1 heartbeat after the upgrade: %d, want REBALANCE_IN_PROGRESS", code)
+		}
+		if code := h.cbeat(c1, gen+5); code != kerr.IllegalGeneration.Code {
+			t.Fatalf("c1 heartbeat at a wrong generation: %d", code)
+		}
+		j := h.cjoin(cjoinReq(c1, gen, 0, 1, 2, 3))
+		if j.Code != 0 || j.MemberID != c1 || len(j.Members) != 0 || *j.Protocol != "cooperative-sticky" || *j.ProtocolType != "consumer" {
+			t.Fatalf("c1 rejoin: %+v", j)
+		}
+		s := h.csync(c1, j.Generation, nil)
+		kept := decodeAssignment(t, s.Assignment)
+		if s.Code != 0 || len(kept) != 2 {
+			t.Fatalf("c1 sync while revoking: %d %v, want the 2 partitions it keeps", s.Code, kept)
+		}
+		h.checkOwners()
+		if code := h.cbeat(c1, j.Generation); code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("c1 heartbeat with a revocation owed: %d", code)
+		}
+		j = h.cjoin(cjoinReq(c1, j.Generation, kept...))
+		if j.Code != 0 {
+			t.Fatalf("c1 second rejoin: %d", j.Code)
+		}
+		s = h.csync(c1, j.Generation, nil)
+		if got := decodeAssignment(t, s.Assignment); s.Code != 0 || len(got) != 2 {
+			t.Fatalf("c1 settled: %v", got)
+		}
+		if code := h.cbeat(c1, j.Generation); code != 0 {
+			t.Fatalf("c1 heartbeat once reconciled: %d", code)
+		}
+		a = h.hb(consumerBeat("g", "a", a.MemberEpoch, a.Assignment))
+		if a.Assignment == nil || len(a.Assignment.Topics) != 1 || len(a.Assignment.Topics[0].Partitions) != 2 {
+			t.Fatalf("a gets the released partitions: %+v", a.Assignment)
+		}
+		h.checkOwners()
+	})
+}
+
+// The policy gates the upgrade: under downgrade or disabled a consumer heartbeat on a live
+// classic group is refused as Kafka refuses it, and the classic group is untouched.
+func TestConsumerUpgradeRefusedByPolicy(t *testing.T) {
+	for _, policy := range []string{"downgrade", "disabled"} {
+		t.Run(policy, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newConsumerHarness(t)
+				defer h.close()
+				h.cfg.MigrationPolicy = policy
+				h.restart()
+				stableClassicCG(t, h)
+				a := h.hb(consumerJoin("g", "a"))
+				if a.ErrorCode != kerr.GroupIDNotFound.Code || *a.ErrorMessage != "Group g is not a consumer group." {
+					t.Fatalf("join under %s: %d %v", policy, a.ErrorCode, a.ErrorMessage)
+				}
+				if st, _, live := h.classicState(); !live || st != classic.Stable {
+					t.Fatalf("classic group after a refused upgrade: %v %v", st, live)
+				}
+			})
+		})
+	}
+}
+
+// A classic member joining a live consumer group is taken in (whatever the policy, as Kafka),
+// and gets only partitions nobody else holds.
+func TestClassicMemberJoinsConsumerGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		a := h.hb(consumerJoin("g", "a"))
+		r := h.cjoin(cjoinReq("", -1))
+		if r.Code != kerr.MemberIDRequired.Code || r.MemberID == "" {
+			t.Fatalf("v9 join without id: %+v", r)
+		}
+		c1 := r.MemberID
+		time.Sleep(1100 * time.Millisecond) // the assignment interval
+		j := h.cjoin(cjoinReq(c1, -1))
+		if j.Code != 0 {
+			t.Fatalf("join: %d", j.Code)
+		}
+		s := h.csync(c1, j.Generation, nil)
+		if got := decodeAssignment(t, s.Assignment); s.Code != 0 || len(got) != 0 {
+			t.Fatalf("c1 must wait for a to revoke: %v", got)
+		}
+		h.checkOwners()
+		a = h.hb(consumerBeat("g", "a", a.MemberEpoch, a.Assignment))
+		a = h.hb(consumerBeat("g", "a", a.MemberEpoch, a.Assignment)) // reports the revocation
+		if code := h.cbeat(c1, j.Generation); code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("c1 heartbeat with partitions to receive: %d", code)
+		}
+		j = h.cjoin(cjoinReq(c1, j.Generation))
+		s = h.csync(c1, j.Generation, nil)
+		if got := decodeAssignment(t, s.Assignment); len(got) != 2 {
+			t.Fatalf("c1 after a revoked: %v (a holds %+v)", got, a.Assignment)
+		}
+		h.checkOwners()
+		if code := h.cbeat(c1, j.Generation); code != 0 {
+			t.Fatalf("c1 stable: %d", code)
+		}
+	})
+}
+
+// Downgrade: when the last consumer-protocol member leaves, the classic members left become a
+// classic group in PreparingRebalance at the consumer group's epoch, offsets kept; under the
+// upgrade policy the group stays a consumer group.
+func TestConsumerDowngradeWhenLastConsumerMemberLeaves(t *testing.T) {
+	for _, policy := range []string{"bidirectional", "upgrade"} {
+		t.Run(policy, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newConsumerHarness(t)
+				defer h.close()
+				h.cfg.MigrationPolicy = policy
+				h.restart() // the shard's machines take h.cfg
+				c1, _ := stableClassicCG(t, h)
+				a := h.hb(consumerJoin("g", "a"))
+				if a.ErrorCode != 0 {
+					t.Fatalf("upgrade: %d", a.ErrorCode)
+				}
+				if l := h.hb(consumerBeat("g", "a", -1, nil)); l.ErrorCode != 0 {
+					t.Fatalf("leave: %d", l.ErrorCode)
+				}
+				st, gen, live := h.classicState()
+				if policy == "upgrade" {
+					if live || h.members("g") != 1 {
+						t.Fatalf("no downgrade under upgrade: classic %v, consumer members %d", live, h.members("g"))
+					}
+					return
+				}
+				if !live || st != classic.PreparingRebalance || h.members("g") != -1 {
+					t.Fatalf("downgrade: classic %v state %v, consumer members %d", live, st, h.members("g"))
+				}
+				got, _ := h.s.Read(context.Background(), FetchOffsets("g", []offsets.TopicPartition{{Topic: "foo", Partition: 0}}))
+				if f := got.([]FetchPartition)[0]; !f.Found || f.Committed.Offset != 7 {
+					t.Fatalf("offsets after the downgrade: %+v", f)
+				}
+				av, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Classic.Group("g").Members[0].Assignment, nil })
+				if got := decodeAssignment(t, av.([]byte)); len(got) != 4 {
+					t.Fatalf("c1's assignment in the classic group: %v, want the 4 partitions it still holds", got)
+				}
+				if code := h.cbeat(c1, gen); code != kerr.RebalanceInProgress.Code {
+					t.Fatalf("c1 heartbeat after the downgrade: %d", code)
+				}
+				h.restart()
+				done := make(chan *classic.JoinResult, 1)
+				go func() { done <- h.cjoin(cjoinReq(c1, gen)) }()
+				time.Sleep(time.Second)
+				if j := <-done; j.Code != 0 || j.Leader != c1 || len(j.Members) != 1 {
+					t.Fatalf("c1 rejoins the classic group: %+v", j)
+				}
+			})
+		})
+	}
+}
+
+// A classic static member taking over the instance id a consumer-protocol static member left
+// with epoch -2 inherits its partitions and stays a classic member across a restart.
+func TestClassicStaticMemberReplacesConsumerStaticMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		inst := "i1"
+		req := consumerJoin("g", "s1")
+		req.InstanceID = &inst
+		h.hb(consumerJoin("g", "other"))
+		h.hb(req)
+		leave := consumerBeat("g", "s1", -2, nil)
+		leave.InstanceID = &inst
+		h.hb(leave)
+		j := cjoinReq("", -1)
+		j.InstanceID = &inst
+		r := h.cjoin(j)
+		if r.Code != 0 || r.MemberID == "s1" {
+			t.Fatalf("classic static join: %+v", r)
+		}
+		h.restart()
+		if code := h.cbeat(r.MemberID, r.Generation); code != 0 && code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("the replacement is no classic member after a restart: %d", code)
+		}
+		h.checkOwners()
+	})
+}
+
+// The downgrade also follows a consumer-protocol member fenced by its session timer (the classic
+// member keeps its own session alive) and one removed by LeaveGroup.
+func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
+	for _, how := range []string{"session timeout", "LeaveGroup"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newConsumerHarness(t)
+				defer h.close()
+				c1, gen := stableClassicCG(t, h)
+				if a := h.hb(consumerJoin("g", "a")); a.ErrorCode != 0 {
+					t.Fatalf("upgrade: %d", a.ErrorCode)
+				}
+				if how == "LeaveGroup" {
+					v, _ := h.s.Write(context.Background(), LeaveGroup(classic.DefaultConfig(), "g", []classic.LeaveMember{{MemberID: "a"}}))
+					if r := v.(LeaveResult); r.Members[0] != 0 {
+						t.Fatalf("LeaveGroup: %+v", r)
+					}
+				} else {
+					for range 10 { // 50 s: past a's 45 s session, within c1's 10 s between heartbeats
+						time.Sleep(5 * time.Second)
+						h.cbeat(c1, gen)
+					}
+					synctest.Wait()
+				}
+				if st, g2, live := h.classicState(); !live || st != classic.PreparingRebalance || g2 < gen || h.members("g") != -1 {
+					t.Fatalf("downgrade after %s: classic %v state %v generation %d, consumer members %d", how, live, st, g2, h.members("g"))
+				}
+			})
+		})
+	}
+}
