@@ -33,35 +33,15 @@ func TestGateway_GroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	var ups []kadm.UpsertSCRAM
-	for _, u := range []string{"gw", "alice", "ops"} {
-		ups = append(ups, kadm.UpsertSCRAM{User: u, Mechanism: kadm.ScramSha256, Iterations: 4096, Password: u + "-secret"})
-	}
-	if res, err := adm.AlterUserSCRAMs(ctx, nil, ups); err != nil || res.Error() != nil {
-		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
-	}
 	const topic = "acl-orders"
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatalf("CreateTopic: %v", err)
-	}
 	// The gateway's user describes the cluster (its metadata, and DescribeAcls for the
 	// mirror); alice owns her topic and may read the groups named app-*; ops manages ACLs.
-	for _, b := range []*kadm.ACLBuilder{
+	prepareSASLUpstream(t, ctx, adm, []string{"gw", "alice", "ops"}, topic,
 		kadm.NewACLs().Allow("User:gw").AllowHosts().Topics("*").Clusters().Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
 		kadm.NewACLs().Allow("User:alice").AllowHosts().Topics(topic).Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral),
 		kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("app-").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternPrefixed),
 		kadm.NewACLs().Allow("User:ops").AllowHosts().Clusters().Operations(kadm.OpAlter, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
-	} {
-		res, err := adm.CreateACLs(ctx, b)
-		if err != nil {
-			t.Fatalf("CreateACLs: %v", err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatalf("CreateACLs %+v: %v", r, r.Err)
-			}
-		}
-	}
+	)
 
 	g := &gateway{t: t, DataDir: t.TempDir()}
 	base := freePortRange(t, 11)

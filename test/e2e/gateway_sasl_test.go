@@ -128,33 +128,13 @@ func TestGateway_SCRAMClientsRelayedToASASLUpstream(t *testing.T) {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	var ups []kadm.UpsertSCRAM
-	for _, u := range []string{"gw", "alice", "bob"} {
-		ups = append(ups, kadm.UpsertSCRAM{User: u, Mechanism: kadm.ScramSha256, Iterations: 4096, Password: u + "-secret"})
-	}
-	if res, err := adm.AlterUserSCRAMs(ctx, nil, ups); err != nil || res.Error() != nil {
-		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
-	}
 	const topic = "relay-orders"
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatalf("CreateTopic: %v", err)
-	}
 	// The gateway's user describes the cluster and every topic (its metadata); alice owns her
 	// topic; bob has no ACL at all.
-	for _, b := range []*kadm.ACLBuilder{
+	prepareSASLUpstream(t, ctx, adm, []string{"gw", "alice", "bob"}, topic,
 		kadm.NewACLs().Allow("User:gw").AllowHosts().Topics("*").Clusters().Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
 		kadm.NewACLs().Allow("User:alice").AllowHosts().Topics(topic).Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral),
-	} {
-		res, err := adm.CreateACLs(ctx, b)
-		if err != nil {
-			t.Fatalf("CreateACLs: %v", err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatalf("CreateACLs %+v: %v", r, r.Err)
-			}
-		}
-	}
+	)
 
 	// startGateway's listener is PLAINTEXT; this gateway's is SASL_PLAINTEXT on the same kind of
 	// address (a later --set wins).
@@ -217,5 +197,32 @@ func TestGateway_SCRAMClientsRelayedToASASLUpstream(t *testing.T) {
 	wrong := client("alice", "guess", kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
 	if _, err := kadm.NewClient(wrong).ListTopics(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Fatalf("wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+}
+
+// prepareSASLUpstream creates, on the SASL upstream's admin listener, a SCRAM-SHA-256 user for
+// each name (password "<name>-secret"), the topic and the ACL bindings a test needs.
+func prepareSASLUpstream(t *testing.T, ctx context.Context, adm *kadm.Client, users []string, topic string, acls ...*kadm.ACLBuilder) {
+	t.Helper()
+	var ups []kadm.UpsertSCRAM
+	for _, u := range users {
+		ups = append(ups, kadm.UpsertSCRAM{User: u, Mechanism: kadm.ScramSha256, Iterations: 4096, Password: u + "-secret"})
+	}
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, ups); err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	for _, b := range acls {
+		res, err := adm.CreateACLs(ctx, b)
+		if err != nil {
+			t.Fatalf("CreateACLs: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("CreateACLs %+v: %v", r, r.Err)
+			}
+		}
 	}
 }
