@@ -55,6 +55,13 @@ type streamsApp struct {
 
 func startWordCount(t *testing.T, name, bootstrap, appID, in, out, protocol string, extra ...string) *streamsApp {
 	t.Helper()
+	return startWordCountIn(t, t.TempDir(), name, bootstrap, appID, in, out, protocol, extra...)
+}
+
+// startWordCountIn starts an instance on the state directory given, so that a restarted instance
+// finds the task state its predecessor left there.
+func startWordCountIn(t *testing.T, stateDir, name, bootstrap, appID, in, out, protocol string, extra ...string) *streamsApp {
+	t.Helper()
 	cp := wordCountClasspath(t)
 	logf, err := os.CreateTemp(t.TempDir(), name+"-*.log")
 	if err != nil {
@@ -62,7 +69,7 @@ func startWordCount(t *testing.T, name, bootstrap, appID, in, out, protocol stri
 	}
 	a := &streamsApp{t: t, name: name, out: logf, changed: make(chan struct{}), exited: make(chan struct{})}
 	a.cmd = exec.Command("java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, "WordCount",
-		bootstrap, appID, in, out, protocol, t.TempDir())
+		bootstrap, appID, in, out, protocol, stateDir)
 	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Stderr = logf
 	stdout, err := a.cmd.StdoutPipe()

@@ -55,7 +55,23 @@ func OuterVersion(subscriptionVersion int16) int16 { return max(0, min(3, subscr
 // Encode writes the AssignmentInfo at a.Version (1..11). Maps come out in a canonical order —
 // standby tasks, hosts and partitions ascending, dictionary indexes 0, 1, … in ascending topic
 // order — which the client does not need (it builds hash maps) but tests and replays do.
-func (a Assignment) Encode() ([]byte, error) {
+func (a Assignment) Encode() ([]byte, error) { return a.canonical().encodeInOrder() }
+
+// canonical is a with its map entries in Encode's order; the active list keeps its order, which
+// is the partitions'.
+func (a Assignment) canonical() Assignment {
+	a.Standby = slices.Clone(a.Standby)
+	for i := range a.Standby {
+		a.Standby[i].Partitions = sortedTPs(a.Standby[i].Partitions)
+	}
+	sort.Slice(a.Standby, func(i, j int) bool { return taskLess(a.Standby[i].Task, a.Standby[j].Task) })
+	a.ActiveByHost, a.StandbyByHost = sortedHosts(a.ActiveByHost), sortedHosts(a.StandbyByHost)
+	return a
+}
+
+// encodeInOrder writes the entries in the order a holds them (Java writes its HashMaps' order,
+// which the golden tests reproduce this way); only the topic dictionary is always ascending.
+func (a Assignment) encodeInOrder() ([]byte, error) {
 	v := a.Version
 	if v < 1 || v > LatestVersion {
 		return nil, fmt.Errorf("AssignmentInfo version %d outside 1..%d", v, LatestVersion)
@@ -69,16 +85,14 @@ func (a Assignment) Encode() ([]byte, error) {
 	for _, t := range a.Active {
 		w.taskID(t, v)
 	}
-	standby := slices.Clone(a.Standby)
-	sort.Slice(standby, func(i, j int) bool { return taskLess(standby[i].Task, standby[j].Task) })
-	w.count(len(standby))
-	for _, s := range standby {
+	w.count(len(a.Standby))
+	for _, s := range a.Standby {
 		w.taskID(s.Task, v)
 		if err := w.plainPartitions(s.Partitions); err != nil {
 			return nil, err
 		}
 	}
-	active, stby := sortedHosts(a.ActiveByHost), sortedHosts(a.StandbyByHost)
+	active, stby := a.ActiveByHost, a.StandbyByHost
 	switch {
 	case v >= 6:
 		dict := w.dictionary(active, stby)
@@ -129,7 +143,6 @@ func sortedTPs(ps []TopicPartition) []TopicPartition {
 }
 
 func (w *writer) plainPartitions(ps []TopicPartition) error {
-	ps = sortedTPs(ps)
 	w.count(len(ps))
 	for _, p := range ps {
 		if err := w.utf(p.Topic, "topic"); err != nil {

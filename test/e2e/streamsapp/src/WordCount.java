@@ -22,7 +22,9 @@ import org.apache.kafka.streams.processor.api.FixedKeyRecord;
  * Word count, the stateful Kafka Streams application coordinatord's end-to-end tests run: a
  * repartition topic (groupBy) and a changelog topic (the count store). Arguments: bootstrap
  * servers, application id, input topic, output topic, group protocol (streams or classic),
- * state directory, and optionally the processing guarantee (at_least_once by default). Prints "STATE <new>" on every state change and stops on stdin EOF or SIGTERM.
+ * state directory, and optionally the processing guarantee (at_least_once by default) followed by
+ * any number of key=value StreamsConfig settings (application.server=..., num.standby.replicas=...).
+ * Prints "STATE <new>" on every state change and stops on stdin EOF or SIGTERM.
  * Its task-assignment log: "TASK + <task> <micros>" when an active task starts processing (its
  * processors are initialised) and "TASK - <task> <micros>" when it stops (they are closed, on
  * revocation, loss or shutdown), with the wall clock in microseconds since the epoch, so that a
@@ -76,6 +78,13 @@ public final class WordCount {
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 10000);
         p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), 1000);
         p.put(StreamsConfig.consumerPrefix("max.poll.interval.ms"), 30000);
+        for (int i = 7; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            if (eq <= 0) {
+                throw new IllegalArgumentException("setting " + args[i] + " is not key=value");
+            }
+            p.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
 
         StreamsBuilder b = new StreamsBuilder();
         b.stream(args[2], Consumed.with(Serdes.String(), Serdes.String()))
