@@ -183,7 +183,9 @@ func TestACLsOnSASLPrincipalsOverTLS(t *testing.T) {
 	var commitErr error
 	orders.cl.CommitOffsetsSync(ctxT(t), map[string]map[int32]kgo.EpochOffset{"orders": {0: {Epoch: -1, Offset: 10}, 1: {Epoch: -1, Offset: 11}, 2: {Epoch: -1, Offset: 12}}},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			commitErr = err
+			if commitErr = err; err != nil {
+				return
+			}
 			for _, rt := range resp.Topics {
 				for _, rp := range rt.Partitions {
 					if commitErr == nil && rp.ErrorCode != 0 {
