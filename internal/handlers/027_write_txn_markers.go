@@ -34,8 +34,7 @@ type markerOp struct {
 // coordinator-apis §4.4 option A): for each marker, partition N of __consumer_offsets is shard N,
 // where the producer's staged offsets are committed or dropped. coordinatord stores no data, so
 // every other partition is UNKNOWN_TOPIC_OR_PARTITION. A shard that cannot take the marker now
-// answers NOT_LEADER_OR_FOLLOWER, the only code a transaction coordinator retries. The CLUSTER
-// ALTER / CLUSTER_ACTION check (CLUSTER_AUTHORIZATION_FAILED) comes with ACLs.
+// answers NOT_LEADER_OR_FOLLOWER, the only code a transaction coordinator retries.
 func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"reflect"
@@ -22,7 +23,13 @@ type groupMember struct {
 	cl    *kgo.Client
 	mu    sync.Mutex
 	owned map[int32]bool
+	// pollErrs are the latest errors the polls returned: how a refused member (an ACL
+	// denial) shows in the application.
+	pollErrs []error
 }
+
+// maxPollErrs bounds pollErrs: a refused member retries, and fails again, for as long as it runs.
+const maxPollErrs = 64
 
 func (d *daemon) groupMember(t *testing.T, group, topic string, opts ...kgo.Opt) *groupMember {
 	t.Helper()
@@ -55,18 +62,38 @@ func (d *daemon) groupMember(t *testing.T, group, topic string, opts ...kgo.Opt)
 		t.Fatal(err)
 	}
 	m.cl = cl
-	// kgo runs the group while the application polls; the polls see only fetch errors here.
+	// kgo runs the group while the application polls; the polls see only errors here: of the
+	// group (kgo.ErrGroupSession) or of a topic's metadata.
 	go func() {
 		for {
 			fs := cl.PollFetches(context.Background())
 			if fs.IsClientClosed() {
 				return
 			}
+			fs.EachError(func(_ string, _ int32, err error) {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				if m.pollErrs = append(m.pollErrs, err); len(m.pollErrs) > maxPollErrs {
+					m.pollErrs = m.pollErrs[1:]
+				}
+			})
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
 	t.Cleanup(cl.Close)
 	return m
+}
+
+// polled reports whether a recent poll returned target (errors.Is).
+func (m *groupMember) polled(target error) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, err := range m.pollErrs {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *groupMember) partitions() []int32 {

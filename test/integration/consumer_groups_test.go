@@ -75,22 +75,23 @@ type nextGenMember struct {
 	cl *kgo.Client
 }
 
-func (d *daemon) nextGenMember(t *testing.T, own *ownership, id int, group, topic string) *nextGenMember {
+// nextGenMember starts a KIP-848 member; opts are added last (another listener, TLS, SASL).
+func (d *daemon) nextGenMember(t *testing.T, own *ownership, id int, group, topic string, opts ...kgo.Opt) *nextGenMember {
 	t.Helper()
 	cb := func(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, p map[string][]int32) { own.update(id, p[topic], add) }
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(d.Addr),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.ServerSideBalancer(),
 		kgo.DisableAutoCommit(),
-		kgo.RebalanceTimeout(20*time.Second),
+		kgo.RebalanceTimeout(20 * time.Second),
 		kgo.OnPartitionsAssigned(cb(true)),
 		kgo.OnPartitionsRevoked(cb(false)),
 		kgo.OnPartitionsLost(cb(false)),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

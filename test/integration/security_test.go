@@ -118,9 +118,10 @@ func scramSHA256(user, pass string) sasl.Mechanism {
 }
 
 // saslDaemon serves PLAINTEXT (for administration) and SASL_SSL with PLAIN and both SCRAMs.
+// The PLAIN users are pat and admin (the super user of a test that sets super.users).
 func saslDaemon(t *testing.T, p *testPKI, extra ...string) (*daemon, []string) {
 	users := filepath.Join(p.dir, "plain-users")
-	if err := os.WriteFile(users, []byte("pat=pat-secret\n"), 0o600); err != nil {
+	if err := os.WriteFile(users, []byte("pat=pat-secret\nadmin=admin-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sets := append([]string{
