@@ -113,6 +113,17 @@ again, then retried), abortable (the transaction is aborted, the producer lives)
 fatal; consumers handle the group codes by rejoining). The KIP covers the transactional path; for
 the group APIs the column gives the code's exception class in kafka-clients 4.4 for reference.
 
+The transaction coordinator's APIs (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+FindCoordinator for a transaction, DescribeTransactions, ListTransactions) are not served
+standalone: ApiVersions does not list them, and a request for one closes the connection, as Kafka
+does for an API it does not serve. In gateway mode they are forwarded and their codes are the
+upstream's, untouched, so a client puts each in the category it would against the cluster. The
+gateway adds no code of its own there; where it cannot hand an answer on it closes the client's
+connection instead, which a Kafka 4.4 client treats as a network error (retriable): when the
+upstream connection fails, and when an EndTxn answer comes back but its outcome could not yet be
+written to the staged offsets (the retried EndTxn finds it applied or applies it first;
+docs/transactions.md, the marker relay).
+
 `)
 	for _, api := range docAPIs {
 		r, ok := ranges[api]
