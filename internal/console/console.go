@@ -93,6 +93,7 @@ func New(o Options) *Console {
 		"query":  url.QueryEscape,
 		"bytes":  humanBytes,
 		"millis": func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) },
+		"age":    func(ms int64) string { return max(0, time.Since(time.UnixMilli(ms))).Round(time.Second).String() },
 	}
 	for _, page := range []string{"groups", "group", "shards"} {
 		c.tmpl[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))

@@ -182,6 +182,36 @@ func TestClassicGroupPageShowsMembersPartitionsAndOffsets(t *testing.T) {
 	}
 }
 
+// The group page lists the transactions whose staged offsets wait for a marker, oldest
+// first, with their age: where an operator finds the producer a RequireStable fetch waits on.
+func TestGroupPageListsOpenTransactionsOldestFirst(t *testing.T) {
+	set := newSet(t, 2)
+	now := time.Now().UnixMilli()
+	stage := func(pid int64, part int32, at int64) log.Record {
+		return offsets.StageRecord(pid, "eos", offsets.TopicPartition{Topic: "in", Partition: part},
+			offsets.Pending{ProducerEpoch: 4, Committed: offsets.Committed{Offset: 9, LeaderEpoch: -1, CommitTimestamp: at, ExpireTimestamp: -1}})
+	}
+	write(t, set, "eos", classicGroup("eos", "in", 1).Record(),
+		stage(11, 0, now-5_000), stage(22, 1, now-3_600_000), stage(22, 2, now-60_000))
+	c := New(Options{Groups: set})
+	_, body := get(t, c, "/console/group?id=eos")
+	rows := regexp.MustCompile(`<tr data-producer-id="(\d+)"><td class="num">\d+</td><td class="num">(\d+)</td><td>[^<]+</td><td class="num age">([^<]+)</td><td class="num">(\d+)</td>`).FindAllStringSubmatch(body, -1)
+	if len(rows) != 2 || rows[0][1] != "22" || rows[1][1] != "11" {
+		t.Fatalf("open transactions, want producer 22 (oldest) then 11:\n%s", body)
+	}
+	if rows[0][2] != "4" || rows[0][4] != "2" || rows[1][4] != "1" {
+		t.Errorf("epoch/partitions of the rows: %q", rows)
+	}
+	if age, err := time.ParseDuration(rows[0][3]); err != nil || age < time.Hour || age > time.Hour+time.Minute {
+		t.Errorf("age of producer 22's transaction = %q, want about 1h", rows[0][3])
+	}
+
+	write(t, set, "quiet", classicGroup("quiet", "in", 1).Record())
+	if _, body := get(t, c, "/console/group?id=quiet"); strings.Contains(body, "open-txns") {
+		t.Errorf("a group without open transactions shows the table:\n%s", body)
+	}
+}
+
 // wordCount is the KIP-1071 topology of a word count: sub-topology 0 reads the input and
 // repartitions by word, sub-topology 1 counts into a store with a changelog and writes out.
 func wordCount() *streams.Topology {

@@ -104,6 +104,14 @@ type offsetRow struct {
 	LogEnd, Lag string
 }
 
+// openTxnRow is one open transaction holding staged offsets of the group.
+type openTxnRow struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	Since         int64 // ms of its earliest staged offset
+	Partitions    int
+}
+
 // rebalanceView is one of a group's recent rebalances.
 type rebalanceView struct {
 	Epoch int32
@@ -125,6 +133,9 @@ type groupDetail struct {
 	Subtopologies                              []subtopologyView
 	Members                                    []memberView
 	Offsets                                    []offsetRow
+	// OpenTxns are the transactions whose staged offsets wait for a marker, oldest first:
+	// the one a RequireStable fetch waits on when it answers UNSTABLE_OFFSET_COMMIT.
+	OpenTxns []openTxnRow
 	// Rebalances are the shard's in-memory record of the group's last epoch or generation
 	// bumps, newest first.
 	Rebalances []rebalanceView
@@ -188,6 +199,9 @@ func describeGroup(id string, shardID int32) runtime.ReadOp[*shard.Machine] {
 		}
 		for _, o := range m.Offsets.All(id) {
 			d.Offsets = append(d.Offsets, offsetRow{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, Committed: o.CommitTimestamp})
+		}
+		for _, o := range m.Offsets.OpenTxns(id) {
+			d.OpenTxns = append(d.OpenTxns, openTxnRow{ProducerID: o.ProducerID, ProducerEpoch: o.ProducerEpoch, Since: o.SinceMs, Partitions: o.Partitions})
 		}
 		sort.Slice(d.Members, func(i, j int) bool { return d.Members[i].ID < d.Members[j].ID })
 		return d, nil

@@ -37,12 +37,68 @@ type txn struct {
 	groups map[string]map[string]map[int32]Pending
 }
 
+// OpenTxn is one producer's open transaction in a group, as an operator sees it.
+type OpenTxn struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	// SinceMs is the commit time of its earliest offset still staged in the group. It is
+	// derived from the staged offsets rather than kept apart so that a compacted log replays
+	// to the same state; an offset staged again in the same transaction makes it look younger,
+	// which Kafka Streams, staging each partition once per transaction, never does.
+	SinceMs    int64
+	Partitions int
+}
+
 // StagedEntry is one staged offset with where it belongs.
 type StagedEntry struct {
 	ProducerID int64
 	Group      string
 	TopicPartition
 	Pending
+}
+
+// OpenTxns lists the transactions holding staged offsets of a group, oldest first.
+func (s *State) OpenTxns(groupID string) []OpenTxn {
+	out := make([]OpenTxn, 0, len(s.open[groupID]))
+	for pid := range s.open[groupID] {
+		out = append(out, s.openTxn(pid, groupID))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].SinceMs != out[j].SinceMs {
+			return out[i].SinceMs < out[j].SinceMs
+		}
+		return out[i].ProducerID < out[j].ProducerID
+	})
+	return out
+}
+
+func (s *State) openTxn(pid int64, groupID string) OpenTxn {
+	o := OpenTxn{ProducerID: pid, SinceMs: -1}
+	for _, parts := range s.txns[pid].groups[groupID] {
+		for _, p := range parts {
+			o.ProducerEpoch = max(o.ProducerEpoch, p.ProducerEpoch)
+			if o.SinceMs < 0 || p.CommitTimestamp < o.SinceMs {
+				o.SinceMs = p.CommitTimestamp
+			}
+			o.Partitions++
+		}
+	}
+	return o
+}
+
+// OldestOpenTxnSince maps each group with an open transaction to the start (ms) of its oldest
+// one. It walks the staged offsets only, never the shard's other groups.
+func (s *State) OldestOpenTxnSince() map[string]int64 {
+	out := make(map[string]int64, len(s.open))
+	for g, pids := range s.open {
+		for pid := range pids {
+			since := s.openTxn(pid, g).SinceMs
+			if cur, ok := out[g]; !ok || since < cur {
+				out[g] = since
+			}
+		}
+	}
+	return out
 }
 
 // HasOpenTxns reports whether any producer has offsets staged for the group.

@@ -413,3 +413,45 @@ func TestDropDeletedTopicsByID(t *testing.T) {
 	}
 	l.reload(true)
 }
+
+// An operator finds a hanging transaction by its age: each group's open transactions are
+// listed oldest first, dated by their earliest staged offset, and a marker ends the listing.
+func TestOpenTxnsAreDatedByTheirEarliestStagedOffset(t *testing.T) {
+	l := newShardLog(t)
+	stageAt := func(pid int64, group string, tp TopicPartition, at int64) {
+		l.append(StageRecord(pid, group, tp, Pending{ProducerEpoch: 2, Committed: Committed{Offset: 5, LeaderEpoch: -1, CommitTimestamp: at}}),
+			l.s.ProducerRecord(pid, 2, -1, at))
+	}
+	stageAt(7, "g", TopicPartition{"t", 0}, 3000)
+	stageAt(7, "g", TopicPartition{"t", 1}, 1000)
+	stageAt(9, "g", t0, 2000)
+	stageAt(9, "h", t0, 500)
+
+	want := []OpenTxn{{ProducerID: 7, ProducerEpoch: 2, SinceMs: 1000, Partitions: 2}, {ProducerID: 9, ProducerEpoch: 2, SinceMs: 2000, Partitions: 1}}
+	if got := l.s.OpenTxns("g"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("OpenTxns(g) = %+v, want %+v", got, want)
+	}
+	if got, want := l.s.OldestOpenTxnSince(), map[string]int64{"g": 1000, "h": 500}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("OldestOpenTxnSince = %v, want %v", got, want)
+	}
+	l.reload(true)
+	if got := l.s.OpenTxns("g"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a compacted reload OpenTxns(g) = %+v, want %+v", got, want)
+	}
+
+	if code := l.marker(7, 2, true); code != 0 {
+		t.Fatalf("marker: %d", code)
+	}
+	if got, want := l.s.OldestOpenTxnSince(), map[string]int64{"g": 2000, "h": 500}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after producer 7 committed, OldestOpenTxnSince = %v, want %v", got, want)
+	}
+	if code := l.marker(9, 2, false); code != 0 {
+		t.Fatalf("marker: %d", code)
+	}
+	if got := l.s.OldestOpenTxnSince(); len(got) != 0 {
+		t.Fatalf("with every transaction ended, OldestOpenTxnSince = %v, want none", got)
+	}
+	if got := l.s.OpenTxns("g"); len(got) != 0 {
+		t.Fatalf("with every transaction ended, OpenTxns(g) = %+v", got)
+	}
+}

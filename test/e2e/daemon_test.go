@@ -62,6 +62,33 @@ func startStandalone(t *testing.T, sets ...string) *gateway {
 func (g *gateway) start() {
 	t := g.t
 	t.Helper()
+	started := g.spawn()
+	select {
+	case line := <-started:
+		g.Admin = line["admin"].(string)
+	case <-g.exited:
+		t.Fatalf("coordinatord exited before starting: %v", g.cmd.ProcessState)
+	case <-time.After(60 * time.Second):
+		t.Fatal("coordinatord did not start within 60s")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + g.Admin + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("coordinatord not ready within 30s")
+}
+
+// spawn starts the process and returns at once; the channel gets its "started" line. A test
+// that kills the process at a moment of its start-up uses it instead of start.
+func (g *gateway) spawn() <-chan map[string]any {
+	t := g.t
+	t.Helper()
 	args := []string{"serve",
 		"--set", "listeners=PLAINTEXT://" + g.Addr,
 		"--set", "admin.listener=127.0.0.1:0",
@@ -98,25 +125,20 @@ func (g *gateway) start() {
 			g.reportProblems()
 		}
 	})
-	select {
-	case line := <-started:
-		g.Admin = line["admin"].(string)
-	case <-g.exited:
-		t.Fatalf("coordinatord exited before starting: %v", g.cmd.ProcessState)
-	case <-time.After(60 * time.Second):
-		t.Fatal("coordinatord did not start within 60s")
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + g.Admin + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+	return started
+}
+
+// logCount is how many log lines of every run so far have the message.
+func (g *gateway) logCount(msg string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, l := range g.logs {
+		if l["msg"] == msg {
+			n++
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatal("coordinatord not ready within 30s")
+	return n
 }
 
 func (g *gateway) readLogs(r io.Reader, started chan<- map[string]any) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -379,5 +380,94 @@ func TestGateway_VanishedProducerAbortedByTimeout(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("offsets of a transaction the upstream timed out are still staged")
 		}
+	}
+}
+
+// kill -9 of coordinatord after the upstream ended transactions but before their EndTxn answers
+// reached the clients (the upstream is sent the EndTxns while coordinatord is down: what it
+// sees when the gateway forwarded them and died), and a second kill -9 in the middle of the
+// recovery that follows: the run after that commits exactly the committed transactions' offsets
+// and drops the aborted one's, and a client's retried EndTxn changes nothing.
+func TestGateway_TxnOutcomesSurviveKillsBeforeTheAnswerAndDuringRecovery(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic := "txr-" + run
+	cl := newClient(t, g.Addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	type txn struct {
+		txnStep
+		group  string
+		commit bool
+		offset int64
+	}
+	var txns []txn
+	for i := range 6 {
+		group := fmt.Sprintf("txr-%d-%s", i, run)
+		s := beginStagedTxn(t, ctx, cl, g.Addr, group, group, topic, int64(10+i), 120000)
+		txns = append(txns, txn{s, group, i%3 != 1, int64(10 + i)})
+	}
+	g.kill()
+
+	// EndTxn v4 at most, as the gateway forwards it (it advertises transaction.version 1): v5
+	// would end the transaction with an epoch bump, under version 2's rules.
+	// The upstream is a single broker, so it is every transaction's coordinator.
+	up := dialWire(t, upstreamAddr)
+	for _, x := range txns {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = x.txnID, x.pid, x.epoch, x.commit
+		if kr, _ := up.roundTrip(req, 4); kr.(*kmsg.EndTxnResponse).ErrorCode != 0 {
+			t.Fatalf("EndTxn of %s upstream: %v", x.txnID, kerr.ErrorForCode(kr.(*kmsg.EndTxnResponse).ErrorCode))
+		}
+	}
+
+	const resolvedMsg = "resolved a transaction left staged by a previous run"
+	g.spawn() // its "started" line may never come: the kill can be earlier
+	for deadline := time.Now().Add(60 * time.Second); g.logCount(resolvedMsg) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted gateway resolved nothing within 60 s")
+		}
+	}
+	g.kill()
+	if n := g.logCount(resolvedMsg); n >= len(txns) {
+		t.Logf("the kill came after all %d resolutions; recovery was not interrupted this time", n)
+	}
+
+	g.start()
+	cl = newClient(t, g.Addr)
+	for _, x := range txns {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			got, stable := stableOffsets(t, ctx, cl, x.group, topic, 1)
+			if stable {
+				switch {
+				case x.commit && got[0] != x.offset:
+					t.Errorf("group %s: committed transaction's offsets = %v, want partition 0 at %d", x.group, got, x.offset)
+				case !x.commit && len(got) != 0:
+					t.Errorf("group %s: aborted transaction's offsets were committed: %v", x.group, got)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %s: still staged 30 s after the second restart", x.group)
+			}
+		}
+	}
+	// The client that never saw its answer retries it through the gateway.
+	x := txns[0]
+	retry(t, "EndTxn", func() int16 {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = x.txnID, x.pid, x.epoch, true
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return -2
+		}
+		return resp.ErrorCode
+	})
+	if got, stable := stableOffsets(t, ctx, cl, x.group, topic, 1); !stable || got[0] != x.offset {
+		t.Fatalf("after the retried EndTxn: stable=%v offsets=%v, want partition 0 at %d", stable, got, x.offset)
 	}
 }

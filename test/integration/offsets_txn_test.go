@@ -2,7 +2,10 @@ package integration
 
 import (
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -409,5 +412,50 @@ func TestMarkersForUnknownProducersBounded(t *testing.T) {
 	}
 	if got := txnCommit(t, d, 3, "g", 2, 0, -1, "t", noID, 100, "", 0); got["t/0"] != 0 {
 		t.Fatalf("commit of the producer beyond the cap (nothing recorded for it): %v", got)
+	}
+}
+
+// An operator finds a hanging transaction on the real binary: /metrics carries the age of the
+// oldest open transaction and names its group, the group's console page names the producer id
+// and epoch an ABORT marker needs, both survive a kill -9 (the staged offsets are durable), and
+// the marker clears them.
+func TestHangingTransactionIsVisibleInMetricsAndConsole(t *testing.T) {
+	d := startDaemon(t)
+	adm := kadm.NewClient(d.client())
+	createTopic(t, adm, "t", 2)
+	txnCommit(t, d, 3, "hang", 77, 3, -1, "t", noID, 100, "", 0, 1)
+	staged := time.Now()
+
+	check := func(when string) {
+		t.Helper()
+		age, ok := scrapeGauge(d.Admin, "coordinatord_txn_oldest_open_age_seconds")
+		if !ok || age < time.Since(staged).Seconds()-1 {
+			t.Fatalf("%s: oldest open transaction age %v (served %v), want at least %.0f s", when, age, ok, time.Since(staged).Seconds()-1)
+		}
+		if _, ok := scrapeGauge(d.Admin, `coordinatord_group_txn_oldest_open_age_seconds{group="hang"}`); !ok {
+			t.Fatalf("%s: no per-group age series for group hang", when)
+		}
+		_, body := httpGet(t, "http://"+d.Admin+"/console/group?id=hang")
+		if !regexp.MustCompile(`<tr data-producer-id="77"><td class="num">77</td><td class="num">3</td>.*<td class="num">2</td></tr>`).MatchString(body) {
+			t.Fatalf("%s: the group page does not list producer 77 (epoch 3, 2 partitions):\n%s", when, body)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond)
+	check("while staged")
+	d.kill()
+	d.start()
+	check("after kill -9")
+
+	if got := marker(t, d, 77, 3, false, "__consumer_offsets", offsetsPartition("hang")); len(got) != 1 || got[0] != 0 {
+		t.Fatalf("abort marker: %v", got)
+	}
+	if age, ok := scrapeGauge(d.Admin, "coordinatord_txn_oldest_open_age_seconds"); !ok || age != 0 {
+		t.Fatalf("after the ABORT marker the oldest open transaction age is %v (served %v), want 0", age, ok)
+	}
+	if _, ok := scrapeGauge(d.Admin, `coordinatord_group_txn_oldest_open_age_seconds{group="hang"}`); ok {
+		t.Fatal("after the ABORT marker group hang still has an age series")
+	}
+	if _, body := httpGet(t, "http://"+d.Admin+"/console/group?id=hang"); strings.Contains(body, "open-txns") {
+		t.Fatalf("after the ABORT marker the group page still lists open transactions:\n%s", body)
 	}
 }

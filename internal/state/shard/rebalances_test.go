@@ -234,3 +234,50 @@ func (h *metricsHarness) groups() string {
 	sort.Strings(lines)
 	return strings.Join(lines, "")
 }
+
+// The transaction-age series name the oldest open transaction overall and, for the
+// OldestTxnGroups groups holding the oldest ones, per group; a shard full of open
+// transactions does not grow the scrape past that.
+func TestTxnAgeSeriesAreBoundedAndOldestFirst(t *testing.T) {
+	gm := NewGroupMetrics(nil)
+	now := time.UnixMilli(100_000)
+	perShard := []map[string]int64{{}, {}}
+	for i := range 3 * OldestTxnGroups {
+		perShard[i%2][fmt.Sprintf("g%02d", i)] = int64(50_000 + 1000*i)
+	}
+	ch := make(chan prometheus.Metric, 100)
+	gm.collectTxnAges(ch, perShard, now)
+	close(ch)
+	overall, perGroup := -1.0, map[string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.GetLabel()) == 0 {
+			overall = d.GetGauge().GetValue()
+			continue
+		}
+		perGroup[d.GetLabel()[0].GetValue()] = d.GetGauge().GetValue()
+	}
+	if overall != 50 {
+		t.Errorf("oldest open transaction age = %v s, want 50", overall)
+	}
+	if len(perGroup) != OldestTxnGroups {
+		t.Fatalf("%d groups have a series, want %d: %v", len(perGroup), OldestTxnGroups, perGroup)
+	}
+	for i := range OldestTxnGroups {
+		g := fmt.Sprintf("g%02d", i)
+		if want := float64(50 - i); perGroup[g] != want {
+			t.Errorf("age of %s = %v, want %v (all: %v)", g, perGroup[g], want, perGroup)
+		}
+	}
+
+	ch = make(chan prometheus.Metric, 1)
+	gm.collectTxnAges(ch, []map[string]int64{{}}, now)
+	close(ch)
+	var d dto.Metric
+	if err := (<-ch).Write(&d); err != nil || d.GetGauge().GetValue() != 0 {
+		t.Errorf("with no open transaction the age is %v (%v), want 0", d.GetGauge().GetValue(), err)
+	}
+}
