@@ -38,8 +38,11 @@ test: lint tools unit fuzz
 tools:
 	test/install-tools.sh
 
+# The console test's Chromium screenshots (test/integration/console_test.go) land in
+# bin/test-output/console/, one PNG per page, from the same run.
+CONSOLE_SCREENSHOT_DIR ?= $(CURDIR)/bin/test-output/console
 unit:
-	$(GO) test -race -count=1 -timeout 15m ./...
+	CONSOLE_SCREENSHOT_DIR=$(CONSOLE_SCREENSHOT_DIR) $(GO) test -race -count=1 -timeout 15m ./...
 	cd $(BENCH_MOD) && $(GO) test -race -count=1 ./...
 
 fuzz:
@@ -98,11 +101,10 @@ microbench:
 deploy-check:
 	$(GO) test -count=1 -v ./test/deploy
 
-# The web console in headless Chromium (docs/console.md), keeping each page's screenshot under
-# bin/test-output/_artifacts/. `make unit` runs the same test without keeping them.
+# The web console in headless Chromium alone (docs/console.md), leaving each page's screenshot
+# in bin/test-output/console/ as `make unit` does.
 console-test:
-	mkdir -p bin/test-output
-	$(GO) test -race -count=1 -run 'TestConsole' -artifacts -outputdir $(CURDIR)/bin/test-output ./test/integration
+	CONSOLE_SCREENSHOT_DIR=$(CONSOLE_SCREENSHOT_DIR) $(GO) test -race -count=1 -run 'TestConsole' ./test/integration
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

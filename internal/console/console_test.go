@@ -243,7 +243,7 @@ func wordCountDescription() *topologyplugin.Description {
 
 // streamsGroup writes a Stable word-count group of two members on two processes: m1 runs
 // 0_0 and 1_0 with standby 1_1, m2 runs 0_1 and 1_1 with warm-up 1_0.
-func streamsGroup(t *testing.T, set *shard.Set, id string, storedEpoch int32) {
+func streamsGroup(t testing.TB, set *shard.Set, id string, storedEpoch int32) {
 	g := &streams.Group{ID: id, StoredDescriptionEpoch: storedEpoch, FailedDescriptionEpoch: -1}
 	topo := wordCount()
 	recs := []log.Record{streams.GroupMetadataRecord(g, 2, 0, 1, nil), streams.TopologyRecord(id, topo), streams.TargetMetadataRecord(id, 2, 0)}
@@ -266,7 +266,7 @@ func streamsGroup(t *testing.T, set *shard.Set, id string, storedEpoch int32) {
 	write(t, set, id, recs...)
 }
 
-func memoryCaller(t *testing.T, reg prometheus.Registerer) *plugin.Caller {
+func memoryCaller(t testing.TB, reg prometheus.Registerer) *plugin.Caller {
 	p, err := plugin.NewMemory(topologyplugin.Config{})
 	if err != nil {
 		t.Fatal(err)

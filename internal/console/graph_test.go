@@ -7,8 +7,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/coordinatord/coordinatord/internal/plugin"
+	rt "github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/pkg/topologyplugin"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The layout reads top to bottom: every edge of an acyclic topology points down, and no two
@@ -73,6 +78,57 @@ func BenchmarkGroupList(b *testing.B) {
 			}
 		})
 	}
+}
+
+// tenThousandGroups is the console's sizing point (issue 16): 10 000 Stable classic groups of 3
+// members on 8 shards, and the word-count streams group "wc" with its stored description.
+func tenThousandGroups(b *testing.B) (*shard.Set, *plugin.Caller, *prometheus.Registry) {
+	set := newSet(b, 8)
+	for i := 0; i < 10000; i++ {
+		id := fmt.Sprintf("group-%05d", i)
+		write(b, set, id, classicGroup(id, "t", 3).Record())
+	}
+	streamsGroup(b, set, "wc", 1)
+	reg := prometheus.NewRegistry()
+	caller := memoryCaller(b, reg)
+	if err := caller.Set(context.Background(), "wc", 1, wordCountDescription()); err != nil {
+		b.Fatal(err)
+	}
+	return set, caller, reg
+}
+
+func benchmarkPage(b *testing.B, c *Console, target string) {
+	req := httptest.NewRequest(http.MethodGet, target, nil).WithContext(context.Background())
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatal(rec.Code, rec.Body.String())
+		}
+	}
+}
+
+// BenchmarkGroupPage renders one group's page among 10 000: a classic group (one shard read)
+// and the streams group (shard read, one plugin Get, the topology laid out as SVG).
+// docs/console.md records the figures.
+func BenchmarkGroupPage(b *testing.B) {
+	set, caller, reg := tenThousandGroups(b)
+	c := New(Options{Groups: set, Topology: caller, Gatherer: reg})
+	b.Run("groups=10000/classic", func(b *testing.B) { benchmarkPage(b, c, "/console/group?id=group-04242") })
+	b.Run("groups=10000/streams", func(b *testing.B) { benchmarkPage(b, c, "/console/group?id=wc") })
+}
+
+// BenchmarkShardsPage renders the shards and plugin page with 10 000 groups on 8 shards: every
+// shard counts its groups, the plugin's series are read from the registry.
+// docs/console.md records the figures.
+func BenchmarkShardsPage(b *testing.B) {
+	set, caller, reg := tenThousandGroups(b)
+	c := New(Options{Groups: set, Topology: caller, Gatherer: reg,
+		Meta: func() rt.State { return rt.StateActive }, MetaLastCompaction: func() time.Time { return time.Time{} },
+		LogBytes: func(kind string, id int32) (int64, error) { return 1 << 20, nil }})
+	b.Run("groups=10000", func(b *testing.B) { benchmarkPage(b, c, "/console/shards") })
 }
 
 // Node, topic and store names come from clients: in the SVG they are text, never markup.

@@ -29,6 +29,10 @@ type clientConn struct {
 	// first forward and kept: the choice must not follow later changes of the broker list.
 	pinned    int32
 	hasPinned bool
+	// sent and answered are when the connection's last forwarded request began its write
+	// upstream and when its answer had been read: the span between them is the upstream's.
+	// Only the client connection's own goroutine touches them (requests are served in turn).
+	sent, answered time.Time
 }
 
 type upConn struct {
@@ -37,6 +41,8 @@ type upConn struct {
 	// expires is when the upstream ends the session of coordinatord's own SASL login on this
 	// connection (KIP-368); zero: never, or the client's relayed login, which the client renews.
 	expires time.Time
+	// owner is the client connection this one serves; roundTrip times the upstream's part there.
+	owner *clientConn
 }
 
 func (c *clientConn) close() {
@@ -91,7 +97,7 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 	if !expires.IsZero() {
 		expires = expires.Add(-time.Until(expires) / 10) // renew a little before the upstream's end
 	}
-	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), expires: expires}
+	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), expires: expires, owner: cc}
 	cc.ups[id] = u
 	return u, nil
 }
@@ -185,12 +191,31 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	return out, nil
 }
 
+// observeAdded records the latency the gateway added to the forwarded request a client
+// connection's answer was just written for: from the request's read to its write upstream, and
+// from its answer's read to its write to the client.
+func (g *Gateway) observeAdded(c *wire.Conn, read, written time.Time) {
+	v, ok := g.conns.Load(c)
+	if !ok {
+		return
+	}
+	cc := v.(*clientConn)
+	if cc.sent.Before(read) || cc.answered.Before(cc.sent) {
+		return // not timed by this request's round trip (a relay answered it some other way)
+	}
+	g.opts.Metrics.added.Observe((cc.sent.Sub(read) + written.Sub(cc.answered)).Seconds())
+}
+
 // roundTrip writes the request and reads its answer (size prefix included); nil when the
 // request expects none. The answer's memory is reserved before it is allocated.
 func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error, bound time.Duration, answered bool) ([]byte, error) {
 	// Counted from before the write: a broker that stops reading also stops answering.
+	now := time.Now()
 	if bound > 0 {
-		u.nc.SetDeadline(time.Now().Add(bound))
+		u.nc.SetDeadline(now.Add(bound))
+	}
+	if u.owner != nil {
+		u.owner.sent = now
 	}
 	var size [4]byte
 	binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
@@ -216,6 +241,9 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func
 	if _, err := io.ReadFull(u.br, out[4:]); err != nil {
 		putBuffer(out)
 		return nil, err
+	}
+	if u.owner != nil {
+		u.owner.answered = time.Now()
 	}
 	if corr := int32(binary.BigEndian.Uint32(out[4:8])); corr != h.CorrelationID {
 		putBuffer(out)

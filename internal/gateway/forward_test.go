@@ -23,7 +23,7 @@ import (
 
 // fakeUpstream is an upstream broker on 127.0.0.1 that runs serve for every connection; it
 // returns the broker as the gateway's view names it.
-func fakeUpstream(t *testing.T, id int32, serve func(c net.Conn)) upstream.Broker {
+func fakeUpstream(t testing.TB, id int32, serve func(c net.Conn)) upstream.Broker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -55,7 +55,7 @@ func readRequest(r io.Reader) ([]byte, error) {
 
 // servePort serves node's broker port of g with a wire server on 127.0.0.1 and returns its
 // address and the server.
-func servePort(t *testing.T, g *Gateway, node int32, opts wire.Options) (string, *wire.Server) {
+func servePort(t testing.TB, g *Gateway, node int32, opts wire.Options) (string, *wire.Server) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -18,6 +18,7 @@ type Metrics struct {
 	dials    *prometheus.CounterVec
 	timeouts *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	added    prometheus.Histogram
 	// txnOutcomes counts the marker relay's outcomes (txnrelay.go).
 	txnOutcomes *prometheus.CounterVec
 
@@ -50,12 +51,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from forwarding a request to having its answer ready for the client, by upstream node id (includes the upstream's own time, e.g. a fetch's wait).",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
 		}, []string{"node"}),
+		added: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "coordinatord_gateway_added_latency_seconds",
+			Help:    "Latency the gateway adds to a forwarded request that has an answer: from reading the request to starting its write upstream (routing, connecting upstream), plus from having read the upstream's answer to having written it to the client (rewriting, the write). The upstream's own time is not in it.",
+			Buckets: []float64{.000005, .00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5},
+		}),
 		txnOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinatord_gateway_txn_outcomes_total", Help: "Transaction outcomes the marker relay applied to staged offsets (outcome commit or abort) or could not tell (ambiguous, left staged), by where it learned them.",
 		}, []string{"outcome", "source"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.txnOutcomes)
+		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.added, m.txnOutcomes)
 	}
 	return m
 }

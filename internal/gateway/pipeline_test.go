@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -93,4 +94,88 @@ func TestPipelinedProducesReachTheUpstreamIntactAndInOrder(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// coordinatord_gateway_added_latency_seconds leaves out the upstream's own time: with an
+// upstream that takes 400 ms to answer, what the gateway adds is at most what the client saw
+// minus those 400 ms, while the forwarding latency holds them. A Produce with acks=0, which
+// gets no answer, is not counted.
+func TestAddedLatencyLeavesOutTheUpstreamsTime(t *testing.T) {
+	const upstreamTime = 400 * time.Millisecond
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			if int16(binary.BigEndian.Uint16(frame[12:14])) == 0 {
+				continue // acks=0
+			}
+			time.Sleep(upstreamTime)
+			resp := kmsg.NewPtrProduceResponse()
+			resp.SetVersion(9)
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+		}
+	})
+	g := testGateway(t)
+	reg := prometheus.NewRegistry()
+	g.opts.Metrics = NewMetrics(reg)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	produce := func(corr int32, acks int16) {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		req.Acks, req.TimeoutMillis = acks, 1000
+		topic := kmsg.NewProduceRequestTopic()
+		topic.Topic = "t"
+		topic.Partitions = append(topic.Partitions, kmsg.NewProduceRequestTopicPartition())
+		req.Topics = append(req.Topics, topic)
+		f := requestFrame(req, corr)
+		c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(f))), f...))
+	}
+	produce(1, 0)
+	start := time.Now()
+	produce(2, -1)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := readRequest(c); err != nil {
+		t.Fatal(err)
+	}
+	seen := time.Since(start)
+
+	histogram := func(name string) (count uint64, sum time.Duration) {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				h := mf.GetMetric()[0].GetHistogram()
+				return h.GetSampleCount(), time.Duration(h.GetSampleSum() * float64(time.Second))
+			}
+		}
+		return 0, 0
+	}
+	// The answer's write returns before the Release that records it: wait for the observation.
+	deadline := time.Now().Add(5 * time.Second)
+	count, added := histogram("coordinatord_gateway_added_latency_seconds")
+	for count == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		count, added = histogram("coordinatord_gateway_added_latency_seconds")
+	}
+	if count != 1 {
+		t.Fatalf("added latency observed %d times, want 1 (the acks=0 Produce has no answer)", count)
+	}
+	if added <= 0 || added > seen-upstreamTime {
+		t.Fatalf("added latency %v; the client waited %v of which the upstream took at least %v", added, seen, upstreamTime)
+	}
+	if _, forwarding := histogram("coordinatord_gateway_forward_duration_seconds"); forwarding < upstreamTime {
+		t.Fatalf("forwarding latency %v, want at least the upstream's %v", forwarding, upstreamTime)
+	}
+	t.Logf("client saw %v, upstream took %v, the gateway added %v", seen, upstreamTime, added)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // testGateway maps upstream node n to port 40000+n on gw.example, without binding anything.
-func testGateway(t *testing.T) *Gateway {
+func testGateway(t testing.TB) *Gateway {
 	t.Helper()
 	g, err := New(Options{NodeID: 100, SelfHost: "coord.example", SelfPort: 9092, AdvertisedHost: "gw.example",
 		ListenHost: "127.0.0.1", DataDir: t.TempDir(), WriteFileDurable: writeFile, Serve: func(string, net.Listener, wire.Handler) {}})

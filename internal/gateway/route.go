@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -144,7 +145,12 @@ func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, 
 	return p.g.forward(ctx, p.node, c, h, frame, reserve)
 }
 
-func (p *portHandler) Release(frame []byte) { putBuffer(frame) }
+func (p *portHandler) Release(c *wire.Conn, frame []byte, read, written time.Time) {
+	if !written.IsZero() {
+		p.g.observeAdded(c, read, written)
+	}
+	putBuffer(frame)
+}
 
 func (p *portHandler) Closed(c *wire.Conn) { p.g.closeConn(c) }
 

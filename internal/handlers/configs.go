@@ -268,7 +268,7 @@ func unknownGroupConfigMessage(name string) string {
 	msg := "Unknown group config name: " + name
 	for _, p := range []string{"consumer.", "share.", "errors.deadletterqueue."} {
 		if strings.HasPrefix(name, p) {
-			return msg + " (coordinatord serves classic, consumer and streams groups; it accepts the consumer.session.timeout.ms, consumer.heartbeat.interval.ms and streams.* group configs)"
+			return msg + " (coordinatord serves classic, consumer and streams groups; it accepts the consumer.session.timeout.ms, consumer.heartbeat.interval.ms, consumer.assignment.interval.ms and streams.* group configs)"
 		}
 	}
 	return msg

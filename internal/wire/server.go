@@ -159,8 +159,10 @@ type Forwarder interface {
 	// fails when it never could (or the connection closes meanwhile).
 	Forward(ctx context.Context, c *Conn, h Header, frame []byte, reserve func(n int) error) ([]byte, error)
 	// Release takes back a response frame Forward returned, once it has been written (or the
-	// write failed); the Forwarder may reuse its memory.
-	Release(frame []byte)
+	// write failed); the Forwarder may reuse its memory. read is when the request's frame had
+	// been read and written when the answer's write returned (zero when it failed): what of
+	// that span the Forwarder did not spend waiting for its upstream is the latency it added.
+	Release(c *Conn, frame []byte, read, written time.Time)
 	// Closed releases what the connection held (its upstream connections).
 	Closed(c *Conn)
 }
@@ -483,7 +485,7 @@ func (c *serverConn) run() {
 				return
 			}
 		}
-		if raw, forwarded, err := c.forward(frame, reserve); forwarded {
+		if raw, read, forwarded, err := c.forward(frame, reserve); forwarded {
 			if pooled {
 				putFrame(frame) // written upstream; nothing refers to it any more
 			}
@@ -502,7 +504,11 @@ func (c *serverConn) run() {
 			// came: copying it (a fetch's records) into out would cost a copy and, for answers
 			// over initialFrameChunk, an allocation per answer.
 			reason = c.write(raw)
-			c.srv.handler.(Forwarder).Release(raw)
+			var written time.Time
+			if reason == "" {
+				written = time.Now()
+			}
+			c.srv.handler.(Forwarder).Release(c.info, raw, read, written)
 			if reason != "" {
 				return
 			}
@@ -639,20 +645,21 @@ func (c *serverConn) warn(msg, reason string) {
 }
 
 // forward passes the frame on when the handler is a Forwarder that wants it; forwarded=false
-// leaves the frame to serve.
-func (c *serverConn) forward(frame []byte, reserve func(int) error) (raw []byte, forwarded bool, err error) {
+// leaves the frame to serve. read is when the frame had been read (before its header was
+// parsed and its route chosen).
+func (c *serverConn) forward(frame []byte, reserve func(int) error) (raw []byte, read time.Time, forwarded bool, err error) {
 	fwd, ok := c.srv.handler.(Forwarder)
 	if !ok {
-		return nil, false, nil
+		return nil, read, false, nil
 	}
+	read = time.Now()
 	hdr, rest, err := ParseHeader(frame)
 	if err != nil || !fwd.Forwards(c.info, hdr, rest) {
-		return nil, false, nil // a bad header is serve's to report
+		return nil, read, false, nil // a bad header is serve's to report
 	}
-	start := time.Now()
 	raw, err = fwd.Forward(c.ctx, c.info, hdr, frame, reserve)
-	c.srv.metrics.observeForwarded(hdr.Key, err, time.Since(start))
-	return raw, true, err
+	c.srv.metrics.observeForwarded(hdr.Key, err, time.Since(read))
+	return raw, read, true, err
 }
 
 // serve decodes one frame and runs the handler. A nil response means close, with why.

@@ -141,6 +141,7 @@ func TestDashboardShowsEverySignal(t *testing.T) {
 		"coordinatord_request_duration_seconds_bucket", "coordinatord_log_fsync_seconds_bucket",
 		"coordinatord_shard_state", "coordinatord_streams_group_topology_description_backoff_groups",
 		"coordinatord_gateway_forwarded_request_bytes_total", "coordinatord_gateway_forward_duration_seconds_bucket",
+		"coordinatord_gateway_added_latency_seconds_bucket",
 	} {
 		if !strings.Contains(exprs.String(), want) {
 			t.Errorf("no dashboard query uses %s", want)

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"image/png"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,8 +24,10 @@ import (
 
 // The web console (docs/console.md) in a real headless Chromium (the Debian package; CI installs
 // it with test/install-tools.sh). Every page is rendered twice: --dump-dom for the DOM the
-// browser built, which the test checks, and --screenshot, kept as a test artefact (run with
-// `-artifacts -outputdir DIR` to keep them; `make console-test` does).
+// browser built, which the test checks, and --screenshot, kept as a test artefact in
+// $CONSOLE_SCREENSHOT_DIR (`make unit`, so `make test` and CI, and `make console-test` set
+// bin/test-output/console), else in the test's artifact directory (kept with `go test
+// -artifacts -outputdir DIR`, removed otherwise).
 
 // chromium finds the browser. It is a test dependency like Java for the conformance tests:
 // missing, the test fails and says how to install it.
@@ -58,6 +62,10 @@ func browse(t *testing.T, browser, dir, name, pageURL string, height int) string
 	}
 	dom := string(run("--dump-dom"))
 	shot := filepath.Join(dir, name+".png")
+	// A page that no longer renders must not leave the previous run's picture behind.
+	if err := os.Remove(shot); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
 	run("--screenshot=" + shot)
 	checkScreenshot(t, shot)
 	return dom
@@ -213,9 +221,22 @@ func expectedGraph(d kmsg.TopologyDescription, changelogs, repartition []string)
 	return nodes, edges
 }
 
+// screenshotDir is $CONSOLE_SCREENSHOT_DIR (created if missing) or the test's artifact directory.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("CONSOLE_SCREENSHOT_DIR")
+	if dir == "" {
+		return t.ArtifactDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestConsolePagesInHeadlessChromium(t *testing.T) {
 	browser := chromium(t)
-	shots := t.ArtifactDir()
+	shots := screenshotDir(t)
 	d := startStreamsDaemon(t, topoPluginKey+"class=memory", "group.streams.num.standby.replicas=1")
 	createStreamsTopics(t, d.Addr, 2, "words-in", "words-out")
 

@@ -205,3 +205,77 @@ func TestGroupConfigsCountBounded(t *testing.T) {
 		t.Fatalf("configs of a third id after one was deleted: %d %s", code, msg)
 	}
 }
+
+// kafka-configs.sh --entity-type groups --alter --add-config consumer.heartbeat.interval.ms=...,
+// consumer.session.timeout.ms=... on a live KIP-848 group: as in Kafka, the member's next
+// ConsumerGroupHeartbeat answers with the group's interval, and from that heartbeat on the
+// member is removed after the group's session timeout rather than the broker's.
+func TestGroupConfigsConsumerTimingsApplyAtNextHeartbeat(t *testing.T) {
+	// The broker's session timeout is long enough that a removal within it can only come from
+	// the group's override.
+	d := startDaemon(t, "group.consumer.min.heartbeat.interval.ms=100", "group.consumer.heartbeat.interval.ms=200",
+		"group.consumer.min.session.timeout.ms=1000", "group.consumer.session.timeout.ms=40000")
+	cl := d.client()
+	defer cl.Close()
+	const group, member = "cg-timings", "cg-timings-member-000001"
+	var epoch int32
+	heartbeat := func() *kmsg.ConsumerGroupHeartbeatResponse {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = group, member, epoch, -1
+		if epoch == 0 {
+			req.RebalanceTimeoutMillis, req.SubscribedTopicNames, req.Topics = 10000, []string{}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("ConsumerGroupHeartbeat: %v %v", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+		}
+		epoch = resp.MemberEpoch
+		return resp
+	}
+	members := func() int {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := resp.Groups[0].ErrorCode; c != 0 {
+			t.Fatalf("ConsumerGroupDescribe: %v", kerr.ErrorForCode(c))
+		}
+		return len(resp.Groups[0].Members)
+	}
+
+	if got := heartbeat().HeartbeatIntervalMillis; got != 200 {
+		t.Fatalf("join answered heartbeat interval %d ms, want the broker's 200", got)
+	}
+	if code, msg := alterGroupConfigs(t, cl, group, false, setGroupConfig("consumer.heartbeat.interval.ms", "99")); code != kerr.InvalidConfig.Code ||
+		msg != "consumer.heartbeat.interval.ms must be in the range 100 to 15000 inclusive." {
+		t.Fatalf("heartbeat interval below group.consumer.min.heartbeat.interval.ms: %d %q", code, msg)
+	}
+	if code, msg := alterGroupConfigs(t, cl, group, false, setGroupConfig("consumer.heartbeat.interval.ms", "300"), setGroupConfig("consumer.session.timeout.ms", "1500")); code != 0 {
+		t.Fatalf("set consumer timings: %d %q", code, msg)
+	}
+	if got := describeGroupConfigs(t, cl, group, "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms"); fmt.Sprint(got) != "map[consumer.heartbeat.interval.ms:300/8 consumer.session.timeout.ms:1500/8]" {
+		t.Fatalf("described %v", got)
+	}
+	if got := heartbeat().HeartbeatIntervalMillis; got != 300 {
+		t.Fatalf("next heartbeat answered interval %d ms, want the group's 300", got)
+	}
+	// The member goes silent: the group's 1.5 s session removes it, long before the broker's 40 s.
+	silent := time.Now()
+	deadline := silent.Add(20 * time.Second)
+	for members() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("member still in the group %v after its last heartbeat; consumer.session.timeout.ms=1500 did not apply", time.Since(silent))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := time.Since(silent); took < 1500*time.Millisecond {
+		t.Fatalf("member removed %v after its last heartbeat, before its 1.5 s session ended", took)
+	}
+}
