@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,58 +45,61 @@ func waitStreamsMembers(t *testing.T, ctx context.Context, cl *kgo.Client, group
 	t.Fatalf("streams group %s: want %d members (%d classic), last seen %s", group, n, classic, last)
 }
 
-// Issue 14 with real applications: the word count runs as two instances with
-// group.protocol=classic; a third starts with group.protocol=streams (the seed's situation), which
-// turns the running classic group into a streams group; the classic instances are restarted one
-// by one with the streams protocol; then all three are restarted one by one back to the classic
-// protocol, the last streams instance's leave turning the group back into a classic group. Input
-// flows throughout and every input is reflected in the output (at-least-once), and the
-// instances' own task-assignment logs show no task processed by two of them at the same time.
+// Issue 14 with real applications: the word count, with processing.guarantee=exactly_once_v2,
+// runs as two instances with group.protocol=classic; a third starts with group.protocol=streams
+// (the seed's situation), which turns the running classic group into a streams group; the
+// classic instances are restarted one by one with the streams protocol; then all three are
+// restarted one by one back to the classic protocol, the last streams instance's leave turning
+// the group back into a classic group. Input is produced all the while, restarts included; after
+// every step the committed output catches up with what was produced so far, at the end it holds
+// exactly the counts of all the input (read_committed: a record counted twice or lost leaves
+// some count off for good), and the instances' own task-assignment logs show no task processed
+// by two of them at the same time.
 func TestGateway_StreamsWordCountOnlineMigration(t *testing.T) {
 	requireE2E(t)
 	wordCountClasspath(t)
 	g := startGateway(t, "group.initial.rebalance.delay.ms=0", "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	r := newWordCountRun(t, ctx, g.Addr)
-	batch := 0
-	produce := func() { batch++; r.produce(t, ctx, batch) }
 	start := func(name, protocol string) *streamsApp {
-		a := startWordCount(t, name, g.Addr, r.appID, r.in, r.out, protocol)
-		a.waitState("RUNNING", 90*time.Second)
+		a := startWordCount(t, name, g.Addr, r.appID, r.in, r.out, protocol, "exactly_once_v2")
+		a.waitState("RUNNING", 2*time.Minute)
 		return a
+	}
+	// Ten lines every 200 ms, until the roll is over (or the test's deadline, or 3000 batches:
+	// the producer ends by itself).
+	input := produceContinuously(ctx, newClient(t, g.Addr), r.in, 10, 200*time.Millisecond, 3000)
+	caughtUp := func(step string) {
+		t.Helper()
+		expected, batches := input.snapshot(t)
+		waitCommittedCountsAtLeast(t, ctx, g.Addr, r.out, expected)
+		t.Logf("%s: the committed output reflects the first %d batches", step, batches)
 	}
 
 	c1, c2 := start("classic-1", "classic"), start("classic-2", "classic")
-	produce()
-	waitCountsAtLeast(t, ctx, g.Addr, r.out, r.expected)
+	caughtUp("2 classic instances")
 
 	s3 := start("streams-3", "streams")
 	waitStreamsMembers(t, ctx, r.cl, r.appID, 3, 2)
-	produce()
-	waitCountsAtLeast(t, ctx, g.Addr, r.out, r.expected)
+	caughtUp("a streams instance joined the classic ones")
 
 	c1.stop()
 	s1 := start("streams-1", "streams")
-	produce()
 	c2.stop()
 	s2 := start("streams-2", "streams")
-	produce()
 	// Stopped classic instances do not leave; their sessions (10 s) expire.
 	waitStreamsMembers(t, ctx, r.cl, r.appID, 3, 0)
-	waitCountsAtLeast(t, ctx, g.Addr, r.out, r.expected)
+	caughtUp("rolled to the streams protocol")
 
 	s1.stop()
 	k1 := start("classic-1b", "classic")
-	produce()
 	s2.stop()
 	k2 := start("classic-2b", "classic")
-	produce()
 	waitStreamsMembers(t, ctx, r.cl, r.appID, 3, 2)
 	s3.stop() // the last streams member leaves: the group is a classic group again
 	k3 := start("classic-3b", "classic")
-	produce()
-	waitCountsAtLeast(t, ctx, g.Addr, r.out, r.expected)
+	caughtUp("rolled back to the classic protocol")
 	described, err := kadm.NewClient(r.cl).DescribeGroups(ctx, r.appID)
 	if err != nil {
 		t.Fatal(err)
@@ -102,10 +107,82 @@ func TestGateway_StreamsWordCountOnlineMigration(t *testing.T) {
 	if d := described[r.appID]; d.ProtocolType != "consumer" || len(d.Members) != 3 {
 		t.Fatalf("the application's group after the rolling downgrade: %+v", d)
 	}
+
+	expected, batches := input.finish(t)
+	waitCommittedCounts(t, ctx, g.Addr, r.out, expected)
+	t.Logf("exact counts of %d batches produced throughout", batches)
 	k1.stop()
 	k2.stop()
 	k3.stop()
 	checkNoTaskProcessedTwice(t, c1, c2, s3, s1, s2, k1, k2, k3)
+}
+
+// continuousInput is word-count input produced in the background, a batch at a time; expected
+// holds the counts of the batches the upstream acknowledged.
+type continuousInput struct {
+	stop, done chan struct{}
+
+	mu       sync.Mutex
+	expected map[string]int64
+	batches  int
+	err      error
+}
+
+// produceContinuously produces batches of lines lines, one every interval, until finish, the
+// end of ctx, or max batches.
+func produceContinuously(ctx context.Context, cl *kgo.Client, topic string, lines int, interval time.Duration, max int) *continuousInput {
+	in := &continuousInput{stop: make(chan struct{}), done: make(chan struct{}), expected: map[string]int64{}}
+	go func() {
+		defer close(in.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for batch := 1; batch <= max; batch++ {
+			text, counts := wordCountInput(batch, lines)
+			records := make([]*kgo.Record, len(text))
+			for i, l := range text {
+				records[i] = &kgo.Record{Topic: topic, Value: []byte(l)}
+			}
+			err := cl.ProduceSync(ctx, records...).FirstErr()
+			in.mu.Lock()
+			if err != nil {
+				in.err = fmt.Errorf("producing batch %d: %w", batch, err)
+			} else {
+				addCounts(in.expected, counts)
+				in.batches = batch
+			}
+			in.mu.Unlock()
+			if err != nil {
+				return
+			}
+			select {
+			case <-in.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return in
+}
+
+// snapshot is the counts of the input acknowledged so far and how many batches that is.
+func (in *continuousInput) snapshot(t *testing.T) (map[string]int64, int) {
+	t.Helper()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.err != nil {
+		t.Fatal(in.err)
+	}
+	return maps.Clone(in.expected), in.batches
+}
+
+// finish stops the producer and returns the counts of all the input it produced.
+func (in *continuousInput) finish(t *testing.T) (map[string]int64, int) {
+	t.Helper()
+	close(in.stop)
+	<-in.done
+	return in.snapshot(t)
 }
 
 // taskSpan is a time during which one instance processed one active task, from the word count's

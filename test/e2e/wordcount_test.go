@@ -131,23 +131,35 @@ func waitCounts(t *testing.T, ctx context.Context, addr, topic string, expected 
 // least the expected one.
 func waitCountsAtLeast(t *testing.T, ctx context.Context, addr, topic string, expected map[string]int64) {
 	t.Helper()
-	atLeast := func(got map[string]int64) bool {
+	if got, ok := readCountsUntil(t, ctx, addr, topic, countsAtLeast(expected)); !ok {
+		t.Fatalf("counts %v, want at least %v", got, expected)
+	}
+}
+
+// waitCommittedCountsAtLeast is waitCountsAtLeast with read_committed: the application's
+// committed output has caught up with at least the expected counts.
+func waitCommittedCountsAtLeast(t *testing.T, ctx context.Context, addr, topic string, expected map[string]int64) {
+	t.Helper()
+	if got, ok := readCountsUntil(t, ctx, addr, topic, countsAtLeast(expected), kgo.FetchIsolationLevel(kgo.ReadCommitted())); !ok {
+		t.Fatalf("read_committed counts %v, want at least %v", got, expected)
+	}
+}
+
+func countsAtLeast(expected map[string]int64) func(map[string]int64) bool {
+	return func(got map[string]int64) bool {
 		ok := len(got) == len(expected)
 		for k, v := range expected {
 			ok = ok && got[k] >= v
 		}
 		return ok
 	}
-	if got, ok := readCountsUntil(t, ctx, addr, topic, atLeast); !ok {
-		t.Fatalf("counts %v, want at least %v", got, expected)
-	}
 }
 
 // readCountsUntil reads the output topic from the start, keeping each word's latest count,
 // until done accepts the counts or two minutes pass.
-func readCountsUntil(t *testing.T, ctx context.Context, addr, topic string, done func(map[string]int64) bool) (map[string]int64, bool) {
+func readCountsUntil(t *testing.T, ctx context.Context, addr, topic string, done func(map[string]int64) bool, opts ...kgo.Opt) (map[string]int64, bool) {
 	t.Helper()
-	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := newClient(t, addr, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	got := map[string]int64{}
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {

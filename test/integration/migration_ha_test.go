@@ -16,8 +16,9 @@ import (
 // and that its warm-ups have caught up) until nothing changes. The exact targets are the
 // assignor's business; what is checked at every response is safety — no task active on two
 // members — and validity — no member holds a task both active and standby — and at the end that
-// every task is active somewhere and the group is Stable, and that C's leave returns the group
-// to a classic group that A and B rebalance.
+// every task is active somewhere, that at least one task reached C through a warm-up (held by C
+// as a warm-up while a classic member ran it, then active on C), that the group is Stable, and
+// that C's leave returns the group to a classic group that A and B rebalance.
 func TestMigrationSeedWalkThroughHighAvailability(t *testing.T) {
 	d := startHooksDaemon(t, append(append([]string{}, streamsTestSettings...), "group.streams.session.timeout.ms=45000",
 		"group.streams.assignors=highavailability", "group.streams.assignment.interval.ms=0", "group.streams.initial.rebalance.delay.ms=0",
@@ -129,6 +130,11 @@ func TestMigrationSeedWalkThroughHighAvailability(t *testing.T) {
 	topo.Subtopologies = []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{sub}
 	up.Topology = &topo
 	epoch := int32(0)
+	// The highavailability assignor moves a stateful task to C only through a warm-up: C first
+	// holds it as a warm-up while a classic member keeps it active, and gets it active once it
+	// reports the warm-up caught up.
+	warmedWhileActiveOn := map[int32]string{}
+	var handedOver []int32
 	// streamsStep is one heartbeat of C, reporting what it holds; the answer's tasks, when
 	// present, are what it holds from then on.
 	streamsStep := func(step string, req *kmsg.StreamsGroupHeartbeatRequest) bool {
@@ -152,6 +158,21 @@ func TestMigrationSeedWalkThroughHighAvailability(t *testing.T) {
 		changed := !slices.Equal(a, active["C"]) || !slices.Equal(s, standby["C"]) || !slices.Equal(w, warmup["C"])
 		active["C"], standby["C"], warmup["C"] = a, s, w
 		check(step)
+		for _, task := range w {
+			if _, seen := warmedWhileActiveOn[task]; !seen {
+				for m, tasks := range active {
+					if m != "C" && slices.Contains(tasks, task) {
+						warmedWhileActiveOn[task] = m
+					}
+				}
+			}
+		}
+		for _, task := range a {
+			if from, ok := warmedWhileActiveOn[task]; ok && !slices.Contains(handedOver, task) {
+				handedOver = append(handedOver, task)
+				t.Logf("%s: task %d, warmed up on C while active on %s, is now active on C", step, task, from)
+			}
+		}
 		return changed
 	}
 	streamsStep("C joins", up)
@@ -186,6 +207,9 @@ func TestMigrationSeedWalkThroughHighAvailability(t *testing.T) {
 	slices.Sort(all)
 	if !slices.Equal(all, []int32{0, 1, 2, 3, 4, 5}) {
 		t.Fatalf("stable, but not every task is active exactly once: %v", active)
+	}
+	if len(handedOver) == 0 {
+		t.Fatalf("no task reached C through a warm-up (warm-ups seen while a classic member ran the task: %v); active %v", warmedWhileActiveOn, active)
 	}
 	if dg := describeStreams(t, d.Addr, "app"); dg.State != "Stable" || len(dg.Members) != 3 {
 		t.Fatalf("after the walk-through: %+v", dg)
