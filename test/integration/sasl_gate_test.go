@@ -97,12 +97,20 @@ func TestSASLListenerClosesOnRequestsBeforeAuthentication(t *testing.T) {
 
 // A failed login is answered SASL_AUTHENTICATION_FAILED and the connection closed; an unknown
 // mechanism is answered UNSUPPORTED_SASL_MECHANISM with the enabled ones, then closed.
+//
+// The failed answer is held back for connection.failed.authentication.delay.ms (Kafka's
+// brake on password guessing), here 1 s: it cannot arrive sooner.
 func TestSASLFailedLoginClosesConnection(t *testing.T) {
-	d := saslPlaintextDaemon(t)
+	const failDelay = time.Second
+	d := saslPlaintextDaemon(t, "connection.failed.authentication.delay.ms=1000")
 	addr := d.Listeners["SASL_PLAINTEXT"]
 	c := dialRaw(t, addr)
 	handshake(c, "PLAIN", 1)
+	sent := time.Now()
 	resp := authenticatePlain(c, "pat", "wrong", 1, 2)
+	if held := time.Since(sent); held < failDelay {
+		t.Errorf("the failed login was answered after %v, before connection.failed.authentication.delay.ms (%v)", held, failDelay)
+	}
 	if resp.ErrorCode != kerr.SaslAuthenticationFailed.Code || resp.ErrorMessage == nil {
 		t.Fatalf("wrong password: %v %v, want SASL_AUTHENTICATION_FAILED with a message", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
 	}
