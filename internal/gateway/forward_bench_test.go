@@ -39,12 +39,7 @@ func BenchmarkForwardedProduce(b *testing.B) {
 	g := testGateway(b)
 	g.opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	g.view = &upstream.View{Brokers: []upstream.Broker{up}}
-	addr, _ := servePort(b, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dialBrokerPort(b, g)
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(9)
 	req.Acks, req.TimeoutMillis = -1, 1000

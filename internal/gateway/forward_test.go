@@ -71,6 +71,19 @@ func servePort(t testing.TB, g *Gateway, node int32, opts wire.Options) (string,
 	return ln.Addr().String(), srv
 }
 
+// dialBrokerPort serves g's port for upstream node 1 and connects to it; the connection is
+// closed when the test ends.
+func dialBrokerPort(t testing.TB, g *Gateway) net.Conn {
+	t.Helper()
+	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func gaugeNamed(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -350,12 +363,7 @@ func TestUnansweredForwardClosesTheClientAfterTheRequestTimeout(t *testing.T) {
 	g.opts.RequestTimeout, g.opts.MaxResponseBytes = 100*time.Millisecond, 1<<20
 	g.opts.Metrics, g.lg = NewMetrics(reg), zap.New(core)
 	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
-	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialBrokerPort(t, g)
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
 	frame := requestFrame(req, 7)

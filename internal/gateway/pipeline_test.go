@@ -68,13 +68,7 @@ func TestPipelinedProducesReachTheUpstreamIntactAndInOrder(t *testing.T) {
 	})
 	g := testGateway(t)
 	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
-	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
-
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialBrokerPort(t, g)
 	go func() {
 		for _, f := range sent {
 			c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(f))))
@@ -121,12 +115,7 @@ func TestAddedLatencyLeavesOutTheUpstreamsTime(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	g.opts.Metrics = NewMetrics(reg)
 	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
-	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialBrokerPort(t, g)
 	produce := func(corr int32, acks int16) {
 		req := kmsg.NewPtrProduceRequest()
 		req.SetVersion(9)

@@ -214,6 +214,21 @@ func beginStagedTxn(t *testing.T, ctx context.Context, cl *kgo.Client, addr, txn
 	return s
 }
 
+// commitTxn ends a transaction begun with beginStagedTxn by an EndTxn commit through cl,
+// retrying until it is answered NONE.
+func commitTxn(t *testing.T, ctx context.Context, cl *kgo.Client, s txnStep) {
+	t.Helper()
+	retry(t, "EndTxn", func() int16 {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = s.txnID, s.pid, s.epoch, true
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return -2
+		}
+		return resp.ErrorCode
+	})
+}
+
 func retry(t *testing.T, what string, f func() int16) {
 	t.Helper()
 	var code int16
@@ -281,15 +296,7 @@ func TestGateway_TxnOutcomeResolvedAfterKill(t *testing.T) {
 	if _, stable := stableOffsets(t, ctx, cl, groupA, topic, 1); stable {
 		t.Fatal("the transaction still open upstream was resolved by the restart")
 	}
-	retry(t, "EndTxn", func() int16 {
-		req := kmsg.NewPtrEndTxnRequest()
-		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = a.txnID, a.pid, a.epoch, true
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			return -2
-		}
-		return resp.ErrorCode
-	})
+	commitTxn(t, ctx, cl, a)
 	got, stable := stableOffsets(t, ctx, cl, groupA, topic, 1)
 	if !stable || got[0] != 7 {
 		t.Fatalf("after EndTxn commit: stable=%v offsets=%v, want partition 0 at 7", stable, got)
@@ -458,15 +465,7 @@ func TestGateway_TxnOutcomesSurviveKillsBeforeTheAnswerAndDuringRecovery(t *test
 	}
 	// The client that never saw its answer retries it through the gateway.
 	x := txns[0]
-	retry(t, "EndTxn", func() int16 {
-		req := kmsg.NewPtrEndTxnRequest()
-		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = x.txnID, x.pid, x.epoch, true
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			return -2
-		}
-		return resp.ErrorCode
-	})
+	commitTxn(t, ctx, cl, x.txnStep)
 	if got, stable := stableOffsets(t, ctx, cl, x.group, topic, 1); !stable || got[0] != x.offset {
 		t.Fatalf("after the retried EndTxn: stable=%v offsets=%v, want partition 0 at %d", stable, got, x.offset)
 	}
