@@ -29,7 +29,7 @@ cleanup() {
 trap cleanup EXIT
 
 start=$SECONDS
-E2E=1 E2E_KAFKA_DIR="$tmp/kafka" go test -count=1 -timeout 15m -v ./test/e2e "$@" 2>&1 |
+E2E=1 E2E_KAFKA_DIR="$tmp/kafka" go test -count=1 -timeout 30m -v ./test/e2e "$@" 2>&1 |
   grep -v -e '^=== RUN' -e '^=== PAUSE' -e '^=== CONT' -e '^=== NAME'
 status=${PIPESTATUS[0]}
 # The Kafka log backend's broker tests (internal/state/log/kafkalog) against a broker of their
