@@ -305,7 +305,7 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 	if memberID == "" {
 		memberID = in.NewMemberID
 	}
-	if int64(len(g.Members)) >= int64(cfg.MaxSize) && (req.MemberID == "" || g.Members[req.MemberID] == nil) {
+	if g.full(cfg, req.MemberID, req.InstanceID) {
 		return fail(kerr.GroupMaxSizeReached, "The consumer group has reached its maximum capacity of %d members.", cfg.MaxSize), nil
 	}
 

@@ -204,6 +204,16 @@ func (g *Group) staticMember(instance string) *Member {
 	return nil
 }
 
+// full is Kafka 4.4's throwIfConsumerGroupIsFull: at group.consumer.max.size members a join
+// is refused unless it names a member of the group, or an instance id the group knows (that
+// one replaces its member or is refused UNRELEASED_INSTANCE_ID, never counted as a new one).
+func (g *Group) full(cfg Config, memberID string, instance *string) bool {
+	if instance != nil && g.staticMember(*instance) != nil {
+		return false
+	}
+	return int64(len(g.Members)) >= int64(cfg.MaxSize) && (memberID == "" || g.Members[memberID] == nil)
+}
+
 // State is every consumer group of a shard.
 type State struct {
 	Groups map[string]*Group
