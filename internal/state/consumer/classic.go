@@ -292,6 +292,7 @@ func (s *State) ClassicSync(group, member string, instance *string, generation i
 	if code != 0 {
 		return code, nil, "", nil
 	}
+	s.NoteCatalog(group, cat)
 	if (protocolType != nil && *protocolType != "consumer") || (protocol != nil && *protocol != m.Classic.Protocols[0].Name) {
 		return kerr.InconsistentGroupProtocol.Code, nil, "", nil
 	}
@@ -476,10 +477,16 @@ func (s *State) GroupTombstones(group string) ([]log.Record, []TimerAction) {
 	return s.Tombstones(group), timers
 }
 
-// Snapshot is the catalog the group's last heartbeat resolved against (nil when none), for
-// work that starts without a request, such as a downgrade decided by a timer.
+// Snapshot is the last catalog a request of the group brought (nil when none since the load),
+// for work that starts without a request, such as a downgrade decided by a timer.
 func (s *State) Snapshot(group string) Catalog {
-	if g := s.Groups[group]; g != nil && g.soft.snap != nil {
+	if s.Groups[group] == nil {
+		return nil
+	}
+	if cat := s.catalogs[group]; cat != nil {
+		return cat
+	}
+	if g := s.Groups[group]; g.soft.snap != nil {
 		return g.soft.snap
 	}
 	return nil

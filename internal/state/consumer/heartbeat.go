@@ -298,6 +298,9 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 		}
 		g = newGroup(req.Group) // lives only in this operation until its records are replayed
 	}
+	if s.Groups[req.Group] != nil { // a group this heartbeat creates is noted by its next one
+		s.NoteCatalog(req.Group, in.Catalog)
+	}
 	// Only this operation's resolutions may use this client's filter.
 	g.describable = in.Describable
 	defer func() { g.describable = nil }()

@@ -217,10 +217,22 @@ func (g *Group) full(cfg Config, memberID string, instance *string) bool {
 // State is every consumer group of a shard.
 type State struct {
 	Groups map[string]*Group
+	// catalogs is the last catalog a request of each group brought (a heartbeat, a classic
+	// member's JoinGroup or SyncGroup), kept so that work starting without a request (a
+	// downgrade decided by a timer or a LeaveGroup) can still name the members' partitions.
+	// Not persisted: after a load it is empty until the group's next such request.
+	catalogs map[string]Catalog
 }
 
 // New returns an empty state.
-func New() *State { return &State{Groups: map[string]*Group{}} }
+func New() *State { return &State{Groups: map[string]*Group{}, catalogs: map[string]Catalog{}} }
+
+// NoteCatalog keeps cat as the group's last catalog (a nil cat changes nothing).
+func (s *State) NoteCatalog(group string, cat Catalog) {
+	if cat != nil {
+		s.catalogs[group] = cat
+	}
+}
 
 // Owns reports whether a consumer group has the id.
 func (s *State) Owns(group string) bool { _, ok := s.Groups[group]; return ok }

@@ -71,6 +71,8 @@ func (m *Machine) consumerUpgrade(c *runtime.Ctx[*Machine], in consumer.Heartbea
 		return out, err == nil
 	}
 	m.retireClassicGroup(c, group)
+	// The heartbeat ran on a state of its own; the group's catalog is kept in this one.
+	m.Consumer.NoteCatalog(group, in.Catalog)
 	out.Records = append([]log.Record{classic.DeleteRecord(group)}, out.Records...)
 	out.Timers = append(timers, out.Timers...)
 	m.observeMigration(c, MigrationEvent{Group: group, Direction: "upgrade", Result: "converted", Generation: v.Generation, Members: len(v.Members)})

@@ -386,6 +386,12 @@ func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
 				if st, g2, live := h.classicState(); !live || st != classic.PreparingRebalance || g2 < gen || h.members("g") != -1 {
 					t.Fatalf("downgrade after %s: classic %v state %v generation %d, consumer members %d", how, live, st, g2, h.members("g"))
 				}
+				// No request brought a catalog to this downgrade: the one the group's last
+				// heartbeat used names c1's partitions (a subscription by topic names, no regex).
+				av, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Classic.Group("g").Members[0].Assignment, nil })
+				if got := decodeAssignment(t, av.([]byte)); len(got) != 4 {
+					t.Fatalf("c1's assignment in the classic group after %s: %v, want the 4 partitions it still holds", how, got)
+				}
 			})
 		})
 	}
