@@ -317,7 +317,6 @@ func (s *State) ClassicHeartbeat(group, member string, instance *string, generat
 // ClassicView is a non-empty classic group as an upgrade reads it.
 type ClassicView struct {
 	Generation int32
-	Stable     bool
 	// ProtocolType and Protocol are the group's; Protocol nil while none is selected.
 	ProtocolType string
 	Protocol     *string
@@ -337,17 +336,19 @@ type ClassicMemberView struct {
 }
 
 // UpgradeRefusal says why a non-empty classic group is not converted by a consumer heartbeat;
-// "" when it may be.
+// "" when it may be. A rebalancing group converts as a stable one does (Kafka 4.4 does not
+// look at the state): its members come with their last SyncGroup's assignment, and the caller
+// answers their parked JoinGroup/SyncGroup REBALANCE_IN_PROGRESS.
 func UpgradeRefusal(v *ClassicView, policy string, cfg Config) string {
 	switch {
 	case policy != "bidirectional" && policy != "upgrade":
 		return "group.consumer.migration.policy " + policy + " does not allow upgrades"
 	case v.ProtocolType != "consumer":
 		return fmt.Sprintf("its protocol type is %q, not consumer", v.ProtocolType)
-	case !v.Stable:
-		return "it is rebalancing"
-	case int64(len(v.Members)) >= int64(cfg.MaxSize):
-		return fmt.Sprintf("its %d members and the joining one exceed group.consumer.max.size %d", len(v.Members), cfg.MaxSize)
+	case int64(len(v.Members)) > int64(cfg.MaxSize):
+		// At exactly the bound the group converts and the joiner is the one refused
+		// (GROUP_MAX_SIZE_REACHED, nothing written), as in Kafka.
+		return fmt.Sprintf("its %d members exceed group.consumer.max.size %d", len(v.Members), cfg.MaxSize)
 	}
 	return ""
 }

@@ -29,7 +29,7 @@ func (m *Machine) consumerClassicView(group string) *consumer.ClassicView {
 	if g == nil || len(g.Members) == 0 || g.State == classic.Dead {
 		return nil
 	}
-	v := &consumer.ClassicView{Generation: g.Generation, Stable: g.State == classic.Stable, ProtocolType: g.ProtocolType, Protocol: g.Protocol}
+	v := &consumer.ClassicView{Generation: g.Generation, ProtocolType: g.ProtocolType, Protocol: g.Protocol}
 	for _, mem := range g.Members {
 		ps := make([]consumer.ClassicProtocol, len(mem.Protocols))
 		for i, p := range mem.Protocols {

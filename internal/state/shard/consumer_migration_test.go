@@ -217,6 +217,60 @@ func TestConsumerUpgradeFromClassicGroup(t *testing.T) {
 	})
 }
 
+// A classic group that is rebalancing is upgraded too, as Kafka 4.4 does it: each member comes
+// over with the assignment of its last SyncGroup (none for one that never synced), and a
+// JoinGroup parked in the rebalance is answered REBALANCE_IN_PROGRESS so that its member
+// rejoins the consumer group.
+func TestConsumerUpgradeFromRebalancingClassicGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		c1, _ := stableClassicCG(t, h)
+		r := h.cjoin(cjoinReq("", -1))
+		if r.Code != kerr.MemberIDRequired.Code {
+			t.Fatalf("c2's first join: %+v", r)
+		}
+		c2 := r.MemberID
+		parked := make(chan *classic.JoinResult, 1)
+		go func() { parked <- h.cjoin(cjoinReq(c2, -1)) }()
+		synctest.Wait()
+		if st, _, _ := h.classicState(); st != classic.PreparingRebalance {
+			t.Fatalf("c2's join must start a rebalance: state %v", st)
+		}
+
+		a := h.hb(consumerJoin("g", "a"))
+		if a.ErrorCode != 0 {
+			t.Fatalf("consumer join on a rebalancing classic group: %d %v", a.ErrorCode, a.ErrorMessage)
+		}
+		synctest.Wait() // the parked join is answered once the conversion is durable
+		select {
+		case j := <-parked:
+			if j.Code != kerr.RebalanceInProgress.Code {
+				t.Fatalf("c2's parked join: %+v, want REBALANCE_IN_PROGRESS", j)
+			}
+		default:
+			t.Fatal("c2's join is still parked after the upgrade")
+		}
+		if _, _, live := h.classicState(); live || h.members("g") != 3 {
+			t.Fatalf("conversion: classic group left %v, consumer members %d", live, h.members("g"))
+		}
+		h.checkOwners()
+		v, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+			g := m.Consumer.Groups["g"]
+			return [2]int{len(g.Members[c1].Assigned), len(g.Members[c2].Assigned)}, nil
+		})
+		if n := v.([2]int); n != [2]int{4, 0} {
+			t.Fatalf("partitions after the conversion (c1, c2): %v, want c1's last assignment and nothing for c2", n)
+		}
+		// c2 rejoins the consumer group as a classic member.
+		j := h.cjoin(cjoinReq(c2, -1))
+		if j.Code != 0 || j.MemberID != c2 {
+			t.Fatalf("c2 rejoins: %+v", j)
+		}
+		h.checkOwners()
+	})
+}
+
 // The policy gates the upgrade: under downgrade or disabled a consumer heartbeat on a live
 // classic group is refused as Kafka refuses it, and the classic group is untouched.
 func TestConsumerUpgradeRefusedByPolicy(t *testing.T) {
@@ -238,6 +292,24 @@ func TestConsumerUpgradeRefusedByPolicy(t *testing.T) {
 			})
 		})
 	}
+}
+
+// group.consumer.max.size bounds the upgrade as in Kafka: a classic group as large as the bound
+// converts, then the joiner is refused GROUP_MAX_SIZE_REACHED and nothing is written.
+func TestConsumerUpgradeBoundedByMaxSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		h.cfg.MaxSize = 1
+		h.restart()
+		stableClassicCG(t, h)
+		if a := h.hb(consumerJoin("g", "a")); a.ErrorCode != kerr.GroupMaxSizeReached.Code {
+			t.Fatalf("join of a classic group of 1 under max size 1: %d %v, want GROUP_MAX_SIZE_REACHED", a.ErrorCode, a.ErrorMessage)
+		}
+		if st, _, live := h.classicState(); !live || st != classic.Stable || h.members("g") != -1 {
+			t.Fatalf("the classic group after the refused joiner: %v %v, consumer members %d", st, live, h.members("g"))
+		}
+	})
 }
 
 // A classic member joining a live consumer group is taken in (whatever the policy, as Kafka),
