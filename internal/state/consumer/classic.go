@@ -194,7 +194,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicJoinOutput {
 	}
 	memberID := in.MemberID
 	if memberID == "" {
-		if int64(len(g.Members)) >= int64(in.Config.MaxSize) {
+		if g.full(in.Config, "", in.InstanceID) {
 			return fail(kerr.GroupMaxSizeReached.Code)
 		}
 		if in.RequireKnownMemberID && in.InstanceID == nil {

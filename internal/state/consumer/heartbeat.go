@@ -326,7 +326,10 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 			switch {
 			case existing == nil:
 				stored = g.Members[memberID]
-			case existing.Epoch != -2:
+			case existing.Epoch != -2 && in.classic == nil && existing.Classic == nil:
+				// Between consumer-protocol members only: a classic member, joining or held,
+				// is replaced at once, as the classic protocol replaces a static member that
+				// rejoins with a new member id (Kafka 4.4 does the same in a consumer group).
 				return fail(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", memberID, *req.InstanceID, existing.ID), nil
 			default:
 				// Replacement: the new member id inherits the old one's partitions and target.

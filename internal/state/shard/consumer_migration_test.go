@@ -431,8 +431,75 @@ func TestClassicStaticMemberReplacesConsumerStaticMember(t *testing.T) {
 	})
 }
 
+// A static classic member restarting (a JoinGroup with a new member id and its instance id) in
+// a consumer group replaces its old member at once, as the classic protocol does and Kafka 4.4
+// does inside a consumer group: no UNRELEASED_INSTANCE_ID, the new member inherits the old
+// one's partitions, and the old member id is gone. So does a consumer-protocol member taking
+// the instance id over from a classic one.
+func TestClassicStaticMemberRestartsInConsumerGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		h.cfg.MaxSize = 2 // full with its two members: a replacement is no new member
+		h.restart()
+		h.hb(consumerJoin("g", "other"))
+		inst := "i1"
+		first := cjoinReq("", -1)
+		first.InstanceID = &inst
+		r := h.cjoin(first)
+		if r.Code != 0 {
+			t.Fatalf("classic static join: %+v", r)
+		}
+		old := r.MemberID
+		held := func(id string) int {
+			v, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+				g := m.Consumer.Groups["g"]
+				if g.Members[id] == nil {
+					return -1, nil
+				}
+				return len(g.Members[id].Assigned) + len(g.Targets[id]), nil
+			})
+			return v.(int)
+		}
+		before := held(old)
+
+		again := cjoinReq("", -1)
+		again.InstanceID = &inst
+		r = h.cjoin(again)
+		if r.Code != 0 || r.MemberID == old {
+			t.Fatalf("the static member's restart: code %d member %q (old %q), want a new member", r.Code, r.MemberID, old)
+		}
+		if held(old) != -1 || h.members("g") != 2 {
+			t.Fatalf("after the replacement: old member still there (%d) or members %d", held(old), h.members("g"))
+		}
+		if got := held(r.MemberID); got != before {
+			t.Fatalf("the replacement holds %d (assigned + target), the replaced member held %d", got, before)
+		}
+		if code := h.cbeat(old, r.Generation); code != kerr.UnknownMemberID.Code {
+			t.Fatalf("the replaced member's heartbeat: %d, want UNKNOWN_MEMBER_ID", code)
+		}
+		h.checkOwners()
+
+		// A consumer-protocol member taking over an instance id a classic member holds replaces
+		// it the same way (Kafka checks for an unreleased instance id only between two
+		// consumer-protocol members).
+		classicHolder := r.MemberID
+		before = held(classicHolder)
+		s := consumerJoin("g", "s")
+		s.InstanceID = &inst
+		if resp := h.hb(s); resp.ErrorCode != 0 {
+			t.Fatalf("a consumer-protocol member taking over the classic member's instance id: %d %v", resp.ErrorCode, resp.ErrorMessage)
+		}
+		if held(classicHolder) != -1 || h.members("g") != 2 || held("s") != before {
+			t.Fatalf("after the consumer-protocol replacement: classic member %d, members %d, s holds %d (want %d)", held(classicHolder), h.members("g"), held("s"), before)
+		}
+		h.checkOwners()
+	})
+}
+
 // The downgrade also follows a consumer-protocol member fenced by its session timer (the classic
-// member keeps its own session alive) and one removed by LeaveGroup.
+// member keeps its own session alive) and one removed by LeaveGroup, and writes the classic
+// member's assignment although neither brings a catalog.
 func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
 	for _, how := range []string{"session timeout", "LeaveGroup"} {
 		t.Run(how, func(t *testing.T) {
