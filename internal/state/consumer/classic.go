@@ -242,6 +242,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicJoinOutput {
 		return fail(code)
 	}
 	classicSession(out.Timers, in.SessionTimeoutMs)
+	out.Timers = append(out.Timers, TimerAction{Kind: SyncTimer, Group: in.Group, Member: n.ID, After: time.Duration(max(n.RebalanceTimeoutMs, 0)) * time.Millisecond})
 	return ClassicJoinOutput{MemberID: n.ID, Generation: n.Epoch, Protocol: in.Protocols[0].Name, Records: out.Records, Timers: out.Timers, Member: n}
 }
 
@@ -296,7 +297,8 @@ func (s *State) ClassicSync(group, member string, instance *string, generation i
 	if (protocolType != nil && *protocolType != "consumer") || (protocol != nil && *protocol != m.Classic.Protocols[0].Name) {
 		return kerr.InconsistentGroupProtocol.Code, nil, "", nil
 	}
-	timers = []TimerAction{{Kind: SessionTimer, Group: group, Member: member, After: time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond}}
+	timers = []TimerAction{{Kind: SessionTimer, Group: group, Member: member, After: time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond},
+		{Kind: SyncTimer, Group: group, Member: member, Cancel: true}}
 	return 0, EncodeAssignment(m.Assigned, cat), m.Classic.Protocols[0].Name, timers
 }
 
@@ -472,8 +474,7 @@ func (s *State) GroupTombstones(group string) ([]log.Record, []TimerAction) {
 	}
 	var timers []TimerAction
 	for _, id := range sortedIDs(g.Members) {
-		timers = append(timers, TimerAction{Kind: SessionTimer, Group: group, Member: id, Cancel: true},
-			TimerAction{Kind: RebalanceTimer, Group: group, Member: id, Cancel: true})
+		timers = append(timers, memberTimerCancels(group, id)...)
 	}
 	return s.Tombstones(group), timers
 }

@@ -261,7 +261,7 @@ func TestFenceReleases(t *testing.T) {
 	w.hb(join("g", "b", "t"))
 	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
 	recs, timers := w.s.Fence("g", "a", 0, false)
-	if len(recs) == 0 || len(timers) != 2 {
+	if len(recs) == 0 || len(timers) != 3 {
 		t.Fatalf("fence: %v %v", recs, timers)
 	}
 	w.apply(recs)
@@ -414,7 +414,7 @@ func TestClassicLeave(t *testing.T) {
 	other := "i9"
 	codes, ids, recs, timers := w.s.Leave("g", []LeaveIdentity{{MemberID: "x"}, {MemberID: "", InstanceID: &inst}, {MemberID: "zz", InstanceID: &inst}, {InstanceID: &other}})
 	want := []int16{kerr.UnknownMemberID.Code, 0, kerr.FencedInstanceID.Code, kerr.UnknownMemberID.Code}
-	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 2 {
+	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 3 {
 		t.Fatalf("codes %v ids %v timers %v", codes, ids, timers)
 	}
 	w.apply(recs)

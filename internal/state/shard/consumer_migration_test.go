@@ -497,6 +497,46 @@ func TestClassicStaticMemberRestartsInConsumerGroup(t *testing.T) {
 	})
 }
 
+// A classic member that joins a consumer group but sends no SyncGroup within its rebalance
+// timeout is removed, as Kafka's consumer group sync timeout does, although its heartbeats keep
+// its session alive; a member that syncs is kept.
+func TestClassicMemberRemovedWithoutSyncGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		h.hb(consumerJoin("g", "a"))
+		idle := cjoinReq("idle", -1)
+		idle.Version = 3 // no MEMBER_ID_REQUIRED round trip
+		synced := cjoinReq("synced", -1)
+		synced.Version = 3
+		ji, js := h.cjoin(idle), h.cjoin(synced)
+		if ji.Code != 0 || js.Code != 0 {
+			t.Fatalf("joins: %d %d", ji.Code, js.Code)
+		}
+		if s := h.csync(js.MemberID, js.Generation, nil); s.Code != 0 {
+			t.Fatalf("sync: %d", s.Code)
+		}
+		present := func(id string) bool {
+			v, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Consumer.Groups["g"].Members[id] != nil, nil })
+			return v.(bool)
+		}
+		// 25 s: past the 20 s rebalance timeout, each gap within the classic 10 s session (a's
+		// is 45 s, so the group stays a consumer group).
+		for range 5 {
+			time.Sleep(5 * time.Second)
+			h.cbeat(ji.MemberID, ji.Generation)
+			h.cbeat(js.MemberID, js.Generation)
+		}
+		synctest.Wait()
+		if present(ji.MemberID) {
+			t.Fatal("the classic member that never synced is still in the group after its rebalance timeout")
+		}
+		if !present(js.MemberID) {
+			t.Fatal("the classic member that synced was removed")
+		}
+	})
+}
+
 // The downgrade also follows a consumer-protocol member fenced by its session timer (the classic
 // member keeps its own session alive) and one removed by LeaveGroup, and writes the classic
 // member's assignment although neither brings a catalog.
