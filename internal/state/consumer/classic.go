@@ -337,22 +337,26 @@ type ClassicMemberView struct {
 	Assignment         []byte
 }
 
-// UpgradeRefusal says why a non-empty classic group is not converted by a consumer heartbeat;
-// "" when it may be. A rebalancing group converts as a stable one does (Kafka 4.4 does not
-// look at the state): its members come with their last SyncGroup's assignment, and the caller
-// answers their parked JoinGroup/SyncGroup REBALANCE_IN_PROGRESS.
-func UpgradeRefusal(v *ClassicView, policy string, cfg Config) string {
+// UpgradeRefusal says why a non-empty classic group is not converted by a consumer heartbeat
+// (reason, for the migration log) and the GROUP_ID_NOT_FOUND message Kafka 4.4's
+// validateOnlineUpgrade answers the heartbeat with; both "" when it may be. A rebalancing group
+// converts as a stable one does (Kafka 4.4 does not look at the state): its members come with
+// their last SyncGroup's assignment, and the caller answers their parked JoinGroup/SyncGroup
+// REBALANCE_IN_PROGRESS.
+func UpgradeRefusal(group string, v *ClassicView, policy string, cfg Config) (reason, message string) {
+	prefix := "Cannot upgrade classic group " + group + " to consumer group because "
 	switch {
 	case policy != "bidirectional" && policy != "upgrade":
-		return "group.consumer.migration.policy " + policy + " does not allow upgrades"
+		return "group.consumer.migration.policy " + policy + " does not allow upgrades", prefix + "online upgrade is disabled."
 	case v.ProtocolType != "consumer":
-		return fmt.Sprintf("its protocol type is %q, not consumer", v.ProtocolType)
+		return fmt.Sprintf("its protocol type is %q, not consumer", v.ProtocolType), prefix + "the group does not use the consumer embedded protocol."
 	case int64(len(v.Members)) > int64(cfg.MaxSize):
 		// At exactly the bound the group converts and the joiner is the one refused
 		// (GROUP_MAX_SIZE_REACHED, nothing written), as in Kafka.
-		return fmt.Sprintf("its %d members exceed group.consumer.max.size %d", len(v.Members), cfg.MaxSize)
+		return fmt.Sprintf("its %d members exceed group.consumer.max.size %d", len(v.Members), cfg.MaxSize),
+			prefix + "the group size exceeds the consumer group maximum size."
 	}
-	return ""
+	return "", ""
 }
 
 // UpgradeRecords are the records that turn a stable classic group into a consumer group (after

@@ -283,7 +283,7 @@ func TestConsumerUpgradeRefusedByPolicy(t *testing.T) {
 				h.restart()
 				stableClassicCG(t, h)
 				a := h.hb(consumerJoin("g", "a"))
-				if a.ErrorCode != kerr.GroupIDNotFound.Code || *a.ErrorMessage != "Group g is not a consumer group." {
+				if a.ErrorCode != kerr.GroupIDNotFound.Code || *a.ErrorMessage != "Cannot upgrade classic group g to consumer group because online upgrade is disabled." {
 					t.Fatalf("join under %s: %d %v", policy, a.ErrorCode, a.ErrorMessage)
 				}
 				if st, _, live := h.classicState(); !live || st != classic.Stable {
