@@ -79,6 +79,12 @@ func TestParseServers(t *testing.T) {
 	if err != nil || f.Servers != ServersAuthorizer || pairFor(f) != &srvAuthz {
 		t.Fatalf("servers header: %v %+v", err, f)
 	}
+	if f, err := Parse("x.txt", "servers consumer-max-size\nscenario a\ncall c1 Metadata v1"); err != nil || pairFor(f) != &srvConsumerMaxSize {
+		t.Fatalf("servers consumer-max-size: %v %+v", err, f)
+	}
+	if _, err := Parse("x.txt", "servers nope\nscenario a\ncall c1 Metadata v1"); err == nil || !strings.Contains(err.Error(), "consumer-max-size") {
+		t.Fatalf("an unknown pair: %v", err)
+	}
 	if f, _ := Parse("x.txt", "scenario a\ncall c1 Metadata v1"); f.Servers != "" || pairFor(f) != &srv {
 		t.Fatalf("no header: %+v", f)
 	}
@@ -102,8 +108,8 @@ func TestParseErrors(t *testing.T) {
 		"scenario a\ncall c1 Metadata v1\nscenario a\ncall c1 Metadata v1":        "already defined",
 		"scenario a\nmode zk\ncall c1 Metadata v1":                                "mode needs",
 		"scenario a\nmode gateway\nmode gateway\ncall c1 Metadata v1":             "mode given twice",
-		"servers kerberos\nscenario a\ncall c1 Metadata v1":                       "servers needs authorizer",
-		"servers authorizer\nservers authorizer\nscenario a\ncall c1 Metadata v1": "servers needs authorizer",
+		"servers kerberos\nscenario a\ncall c1 Metadata v1":                       "servers needs one of authorizer, consumer-max-size",
+		"servers authorizer\nservers authorizer\nscenario a\ncall c1 Metadata v1": "servers needs one of authorizer, consumer-max-size",
 		"scenario a\nservers authorizer\ncall c1 Metadata v1":                     "unknown",
 	}
 	for text, want := range cases {

@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,15 +41,25 @@ const (
 type File struct {
 	Name      string // base name, e.g. metadata.txt
 	Scenarios []*Scenario
-	// Servers names the pair of servers the file runs against: "" the shared pair, or
-	// ServersAuthorizer (a file-level "servers authorizer" line before the first scenario).
+	// Servers names the pair of servers the file runs against: "" the shared pair, or one of
+	// ServerPairs (a file-level "servers <name>" line before the first scenario).
 	Servers string
 }
+
+// ServerPairs are the names a "servers" line takes.
+var ServerPairs = []string{ServersAuthorizer, ServersConsumerMaxSize}
 
 // ServersAuthorizer is the pair started with StandardAuthorizer and
 // allow.everyone.if.no.acl.found=true on both servers: a plaintext client is User:ANONYMOUS,
 // allowed everything until a scenario's own ACLs (on its own ${run} names) deny it something.
 const ServersAuthorizer = "authorizer"
+
+// ServersConsumerMaxSize is the pair started with group.consumer.max.size=2 on both servers, so
+// that a scenario fills a consumer group with two members instead of Kafka's default 2^31-1,
+// and group.consumer.assignment.interval.ms=0, so that every join's epoch is computed at once
+// and does not depend on how fast the scenario runs. A pair of its own, so the shared pair
+// keeps the defaults every other scenario answers with.
+const ServersConsumerMaxSize = "consumer-max-size"
 
 // Scenario is a named script of steps run against every target.
 type Scenario struct {
@@ -277,12 +288,12 @@ func (p *parser) directive(l *line) error {
 		return nil
 	}
 	if p.cur == nil {
-		if op == "servers" && len(l.body) == 0 && len(args) == 1 && args[0] == ServersAuthorizer && p.file.Servers == "" {
+		if op == "servers" && len(l.body) == 0 && len(args) == 1 && slices.Contains(ServerPairs, args[0]) && p.file.Servers == "" {
 			p.file.Servers = args[0]
 			return nil
 		}
 		if op == "servers" {
-			return fmt.Errorf("servers needs %s, once, before the first scenario", ServersAuthorizer)
+			return fmt.Errorf("servers needs one of %s, once, before the first scenario", strings.Join(ServerPairs, ", "))
 		}
 		return fmt.Errorf("%q before the first scenario line", op)
 	}

@@ -51,12 +51,21 @@ var srvAuthz = servers{
 	kafkaConfigs: []string{"authorizer.class.name=" + standardAuthorizer, "allow.everyone.if.no.acl.found=true"},
 }
 
+// srvConsumerMaxSize is the pair for files headed "servers consumer-max-size".
+var srvConsumerMaxSize = servers{
+	coordSets:    []string{"group.consumer.max.size=2", "group.consumer.assignment.interval.ms=0"},
+	kafkaConfigs: []string{"group.consumer.max.size=2", "group.consumer.assignment.interval.ms=0"},
+}
+
 const standardAuthorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 // pairFor is the pair a file runs against.
 func pairFor(f *File) *servers {
-	if f.Servers == ServersAuthorizer {
+	switch f.Servers {
+	case ServersAuthorizer:
 		return &srvAuthz
+	case ServersConsumerMaxSize:
+		return &srvConsumerMaxSize
 	}
 	return &srv
 }

@@ -194,7 +194,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicJoinOutput {
 	}
 	memberID := in.MemberID
 	if memberID == "" {
-		if int64(len(g.Members)) >= int64(in.Config.MaxSize) {
+		if g.full(in.Config, "", in.InstanceID) {
 			return fail(kerr.GroupMaxSizeReached.Code)
 		}
 		if in.RequireKnownMemberID && in.InstanceID == nil {
@@ -242,6 +242,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicJoinOutput {
 		return fail(code)
 	}
 	classicSession(out.Timers, in.SessionTimeoutMs)
+	out.Timers = append(out.Timers, TimerAction{Kind: SyncTimer, Group: in.Group, Member: n.ID, After: time.Duration(max(n.RebalanceTimeoutMs, 0)) * time.Millisecond})
 	return ClassicJoinOutput{MemberID: n.ID, Generation: n.Epoch, Protocol: in.Protocols[0].Name, Records: out.Records, Timers: out.Timers, Member: n}
 }
 
@@ -292,10 +293,12 @@ func (s *State) ClassicSync(group, member string, instance *string, generation i
 	if code != 0 {
 		return code, nil, "", nil
 	}
+	s.NoteCatalog(group, cat)
 	if (protocolType != nil && *protocolType != "consumer") || (protocol != nil && *protocol != m.Classic.Protocols[0].Name) {
 		return kerr.InconsistentGroupProtocol.Code, nil, "", nil
 	}
-	timers = []TimerAction{{Kind: SessionTimer, Group: group, Member: member, After: time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond}}
+	timers = []TimerAction{{Kind: SessionTimer, Group: group, Member: member, After: time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond},
+		{Kind: SyncTimer, Group: group, Member: member, Cancel: true}}
 	return 0, EncodeAssignment(m.Assigned, cat), m.Classic.Protocols[0].Name, timers
 }
 
@@ -316,7 +319,6 @@ func (s *State) ClassicHeartbeat(group, member string, instance *string, generat
 // ClassicView is a non-empty classic group as an upgrade reads it.
 type ClassicView struct {
 	Generation int32
-	Stable     bool
 	// ProtocolType and Protocol are the group's; Protocol nil while none is selected.
 	ProtocolType string
 	Protocol     *string
@@ -335,20 +337,26 @@ type ClassicMemberView struct {
 	Assignment         []byte
 }
 
-// UpgradeRefusal says why a non-empty classic group is not converted by a consumer heartbeat;
-// "" when it may be.
-func UpgradeRefusal(v *ClassicView, policy string, cfg Config) string {
+// UpgradeRefusal says why a non-empty classic group is not converted by a consumer heartbeat
+// (reason, for the migration log) and the GROUP_ID_NOT_FOUND message Kafka 4.4's
+// validateOnlineUpgrade answers the heartbeat with; both "" when it may be. A rebalancing group
+// converts as a stable one does (Kafka 4.4 does not look at the state): its members come with
+// their last SyncGroup's assignment, and the caller answers their parked JoinGroup/SyncGroup
+// REBALANCE_IN_PROGRESS.
+func UpgradeRefusal(group string, v *ClassicView, policy string, cfg Config) (reason, message string) {
+	prefix := "Cannot upgrade classic group " + group + " to consumer group because "
 	switch {
 	case policy != "bidirectional" && policy != "upgrade":
-		return "group.consumer.migration.policy " + policy + " does not allow upgrades"
+		return "group.consumer.migration.policy " + policy + " does not allow upgrades", prefix + "online upgrade is disabled."
 	case v.ProtocolType != "consumer":
-		return fmt.Sprintf("its protocol type is %q, not consumer", v.ProtocolType)
-	case !v.Stable:
-		return "it is rebalancing"
-	case int64(len(v.Members)) >= int64(cfg.MaxSize):
-		return fmt.Sprintf("its %d members and the joining one exceed group.consumer.max.size %d", len(v.Members), cfg.MaxSize)
+		return fmt.Sprintf("its protocol type is %q, not consumer", v.ProtocolType), prefix + "the group does not use the consumer embedded protocol."
+	case int64(len(v.Members)) > int64(cfg.MaxSize):
+		// At exactly the bound the group converts and the joiner is the one refused
+		// (GROUP_MAX_SIZE_REACHED, nothing written), as in Kafka.
+		return fmt.Sprintf("its %d members exceed group.consumer.max.size %d", len(v.Members), cfg.MaxSize),
+			prefix + "the group size exceeds the consumer group maximum size."
 	}
-	return ""
+	return "", ""
 }
 
 // UpgradeRecords are the records that turn a stable classic group into a consumer group (after
@@ -470,16 +478,21 @@ func (s *State) GroupTombstones(group string) ([]log.Record, []TimerAction) {
 	}
 	var timers []TimerAction
 	for _, id := range sortedIDs(g.Members) {
-		timers = append(timers, TimerAction{Kind: SessionTimer, Group: group, Member: id, Cancel: true},
-			TimerAction{Kind: RebalanceTimer, Group: group, Member: id, Cancel: true})
+		timers = append(timers, memberTimerCancels(group, id)...)
 	}
 	return s.Tombstones(group), timers
 }
 
-// Snapshot is the catalog the group's last heartbeat resolved against (nil when none), for
-// work that starts without a request, such as a downgrade decided by a timer.
+// Snapshot is the last catalog a request of the group brought (nil when none since the load),
+// for work that starts without a request, such as a downgrade decided by a timer.
 func (s *State) Snapshot(group string) Catalog {
-	if g := s.Groups[group]; g != nil && g.soft.snap != nil {
+	if s.Groups[group] == nil {
+		return nil
+	}
+	if cat := s.catalogs[group]; cat != nil {
+		return cat
+	}
+	if g := s.Groups[group]; g.soft.snap != nil {
 		return g.soft.snap
 	}
 	return nil

@@ -28,6 +28,10 @@ type TimerKind int
 const (
 	SessionTimer TimerKind = iota
 	RebalanceTimer
+	// SyncTimer removes a classic member that sent JoinGroup but no SyncGroup within its
+	// rebalance timeout (Kafka's scheduleConsumerGroupSyncTimeout). Not re-armed after a load,
+	// as Kafka does not either: the member's session timer still bounds it.
+	SyncTimer
 )
 
 // TimerAction asks the shard to arm or cancel a timer.
@@ -42,8 +46,11 @@ type TimerAction struct {
 
 // TimerKey is the runtime timer key of a consumer group timer.
 func TimerKey(kind TimerKind, group, member string) string {
-	if kind == SessionTimer {
+	switch kind {
+	case SessionTimer:
 		return "consumer-session\x00" + group + "\x00" + member
+	case SyncTimer:
+		return "consumer-sync\x00" + group + "\x00" + member
 	}
 	return "consumer-rebalance\x00" + group + "\x00" + member
 }
@@ -208,9 +215,15 @@ func fenceRecords(g *Group, member string) ([]log.Record, []TimerAction) {
 	if len(g.Members) == 1 {
 		recs = append(recs, TargetMetadataRecord(g.ID, g.Epoch+1, 0))
 	}
-	return recs, []TimerAction{
-		{Kind: SessionTimer, Group: g.ID, Member: member, Cancel: true},
-		{Kind: RebalanceTimer, Group: g.ID, Member: member, Cancel: true},
+	return recs, memberTimerCancels(g.ID, member)
+}
+
+// memberTimerCancels cancel every timer a member may have armed.
+func memberTimerCancels(group, member string) []TimerAction {
+	return []TimerAction{
+		{Kind: SessionTimer, Group: group, Member: member, Cancel: true},
+		{Kind: RebalanceTimer, Group: group, Member: member, Cancel: true},
+		{Kind: SyncTimer, Group: group, Member: member, Cancel: true},
 	}
 }
 
@@ -298,6 +311,9 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 		}
 		g = newGroup(req.Group) // lives only in this operation until its records are replayed
 	}
+	if s.Groups[req.Group] != nil { // a group this heartbeat creates is noted by its next one
+		s.NoteCatalog(req.Group, in.Catalog)
+	}
 	// Only this operation's resolutions may use this client's filter.
 	g.describable = in.Describable
 	defer func() { g.describable = nil }()
@@ -305,7 +321,7 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 	if memberID == "" {
 		memberID = in.NewMemberID
 	}
-	if int64(len(g.Members)) >= int64(cfg.MaxSize) && (req.MemberID == "" || g.Members[req.MemberID] == nil) {
+	if g.full(cfg, req.MemberID, req.InstanceID) {
 		return fail(kerr.GroupMaxSizeReached, "The consumer group has reached its maximum capacity of %d members.", cfg.MaxSize), nil
 	}
 
@@ -323,7 +339,10 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 			switch {
 			case existing == nil:
 				stored = g.Members[memberID]
-			case existing.Epoch != -2:
+			case existing.Epoch != -2 && in.classic == nil && existing.Classic == nil:
+				// Between consumer-protocol members only: a classic member, joining or held,
+				// is replaced at once, as the classic protocol replaces a static member that
+				// rejoins with a new member id (Kafka 4.4 does the same in a consumer group).
 				return fail(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", memberID, *req.InstanceID, existing.ID), nil
 			default:
 				// Replacement: the new member id inherits the old one's partitions and target.
@@ -336,8 +355,7 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 				repl.Classic = nil
 				recs = append(recs, MemberMetadataRecord(g.ID, repl), TargetMemberRecord(g.ID, repl.ID, oldTarget), CurrentMemberRecord(g.ID, repl))
 				view.gone, view.repl, view.replTarget = existing.ID, repl.ID, oldTarget
-				timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: existing.ID, Cancel: true},
-					TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: existing.ID, Cancel: true})
+				timers = append(timers, memberTimerCancels(g.ID, existing.ID)...)
 				stored = repl
 			}
 		} else {

@@ -195,6 +195,37 @@ func TestMaxSize(t *testing.T) {
 	}
 }
 
+// TestMaxSizeLetsAStaticMemberBeReplaced: as in Kafka 4.4, a join naming an instance id the
+// group knows is not counted as a new member: it replaces the one at epoch -2 in a full group
+// (and one whose holder is still active gets UNRELEASED_INSTANCE_ID, not GROUP_MAX_SIZE_REACHED),
+// while a dynamic newcomer is still refused.
+func TestMaxSizeLetsAStaticMemberBeReplaced(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	w.cfg.MaxSize = 2
+	inst := "i1"
+	w.hb(join("g", "a", "t"))
+	s1 := join("g", "s1", "t")
+	s1.InstanceID = &inst
+	w.hb(s1)
+	taken := join("g", "s2", "t")
+	taken.InstanceID = &inst
+	if got := errOf(w.hb(taken)); !strings.HasPrefix(got, "111 ") {
+		t.Fatalf("an instance id still held, in a full group: %q, want UNRELEASED_INSTANCE_ID", got)
+	}
+	leave := beat("g", "s1", -2, nil)
+	leave.InstanceID = &inst
+	w.hb(leave)
+	if got := errOf(w.hb(join("g", "d", "t"))); !strings.HasPrefix(got, "81 ") {
+		t.Fatalf("a dynamic member while the static one is away: %q, want GROUP_MAX_SIZE_REACHED", got)
+	}
+	if got := errOf(w.hb(taken)); got != "0 " {
+		t.Fatalf("the static member's replacement in a full group: %q", got)
+	}
+	if g := w.s.Groups["g"]; len(g.Members) != 2 || g.Members["s2"] == nil || g.Members["s1"] != nil {
+		t.Fatalf("members after the replacement: %v", sortedIDs(g.Members))
+	}
+}
+
 // TestMetadataChangeBumps: a topic growing, and a topic appearing that a regex matches, bump
 // the group epoch and reach the member.
 func TestMetadataChangeBumps(t *testing.T) {
@@ -230,7 +261,7 @@ func TestFenceReleases(t *testing.T) {
 	w.hb(join("g", "b", "t"))
 	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
 	recs, timers := w.s.Fence("g", "a", 0, false)
-	if len(recs) == 0 || len(timers) != 2 {
+	if len(recs) == 0 || len(timers) != 3 {
 		t.Fatalf("fence: %v %v", recs, timers)
 	}
 	w.apply(recs)
@@ -383,7 +414,7 @@ func TestClassicLeave(t *testing.T) {
 	other := "i9"
 	codes, ids, recs, timers := w.s.Leave("g", []LeaveIdentity{{MemberID: "x"}, {MemberID: "", InstanceID: &inst}, {MemberID: "zz", InstanceID: &inst}, {InstanceID: &other}})
 	want := []int16{kerr.UnknownMemberID.Code, 0, kerr.FencedInstanceID.Code, kerr.UnknownMemberID.Code}
-	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 2 {
+	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 3 {
 		t.Fatalf("codes %v ids %v timers %v", codes, ids, timers)
 	}
 	w.apply(recs)

@@ -221,8 +221,7 @@ func (s *State) Leave(group string, members []LeaveIdentity) (codes []int16, ids
 		if !removed[m.ID] {
 			removed[m.ID] = true
 			recs = append(recs, memberTombstones(g, m.ID)...)
-			timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: m.ID, Cancel: true},
-				TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Cancel: true})
+			timers = append(timers, memberTimerCancels(g.ID, m.ID)...)
 		}
 	}
 	if len(removed) > 0 {

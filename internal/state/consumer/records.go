@@ -246,6 +246,7 @@ func (s *State) replayTombstone(g *Group, kind records.Kind, memberID string) er
 			return fmt.Errorf("consumer group %s: group tombstone while %d members exist", g.ID, len(g.Members))
 		}
 		delete(s.Groups, g.ID)
+		delete(s.catalogs, g.ID)
 	case records.KindConsumerMemberMetadata:
 		m := g.Members[memberID]
 		if m == nil {

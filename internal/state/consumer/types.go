@@ -204,13 +204,35 @@ func (g *Group) staticMember(instance string) *Member {
 	return nil
 }
 
+// full is Kafka 4.4's throwIfConsumerGroupIsFull: at group.consumer.max.size members a join
+// is refused unless it names a member of the group, or an instance id the group knows (that
+// one replaces its member or is refused UNRELEASED_INSTANCE_ID, never counted as a new one).
+func (g *Group) full(cfg Config, memberID string, instance *string) bool {
+	if instance != nil && g.staticMember(*instance) != nil {
+		return false
+	}
+	return int64(len(g.Members)) >= int64(cfg.MaxSize) && (memberID == "" || g.Members[memberID] == nil)
+}
+
 // State is every consumer group of a shard.
 type State struct {
 	Groups map[string]*Group
+	// catalogs is the last catalog a request of each group brought (a heartbeat, a classic
+	// member's JoinGroup or SyncGroup), kept so that work starting without a request (a
+	// downgrade decided by a timer or a LeaveGroup) can still name the members' partitions.
+	// Not persisted: after a load it is empty until the group's next such request.
+	catalogs map[string]Catalog
 }
 
 // New returns an empty state.
-func New() *State { return &State{Groups: map[string]*Group{}} }
+func New() *State { return &State{Groups: map[string]*Group{}, catalogs: map[string]Catalog{}} }
+
+// NoteCatalog keeps cat as the group's last catalog (a nil cat changes nothing).
+func (s *State) NoteCatalog(group string, cat Catalog) {
+	if cat != nil {
+		s.catalogs[group] = cat
+	}
+}
 
 // Owns reports whether a consumer group has the id.
 func (s *State) Owns(group string) bool { _, ok := s.Groups[group]; return ok }

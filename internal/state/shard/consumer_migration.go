@@ -29,7 +29,7 @@ func (m *Machine) consumerClassicView(group string) *consumer.ClassicView {
 	if g == nil || len(g.Members) == 0 || g.State == classic.Dead {
 		return nil
 	}
-	v := &consumer.ClassicView{Generation: g.Generation, Stable: g.State == classic.Stable, ProtocolType: g.ProtocolType, Protocol: g.Protocol}
+	v := &consumer.ClassicView{Generation: g.Generation, ProtocolType: g.ProtocolType, Protocol: g.Protocol}
 	for _, mem := range g.Members {
 		ps := make([]consumer.ClassicProtocol, len(mem.Protocols))
 		for i, p := range mem.Protocols {
@@ -45,7 +45,8 @@ func (m *Machine) consumerClassicView(group string) *consumer.ClassicView {
 // consumerUpgrade is a joining ConsumerGroupHeartbeat (epoch 0) for a non-empty classic group:
 // when the policy and the group allow, one batch deletes the classic group, builds the consumer
 // group of its members (subscriptions and assignments decoded, offsets untouched) and runs the
-// heartbeat on it. handled is false when the heartbeat should go the usual way (its refusal).
+// heartbeat on it, or refuses it with Kafka's reason. handled is false when the heartbeat should
+// go the usual way.
 func (m *Machine) consumerUpgrade(c *runtime.Ctx[*Machine], in consumer.HeartbeatInput) (out consumer.HeartbeatOutput, handled bool) {
 	group := in.Req.Group
 	if in.Req.MemberEpoch != 0 || m.Consumer.Owns(group) || m.Streams.Owns(group) {
@@ -55,9 +56,9 @@ func (m *Machine) consumerUpgrade(c *runtime.Ctx[*Machine], in consumer.Heartbea
 	if v == nil {
 		return out, false
 	}
-	if reason := consumer.UpgradeRefusal(v, in.Config.Policy(), in.Config); reason != "" {
+	if reason, msg := consumer.UpgradeRefusal(group, v, in.Config.Policy(), in.Config); reason != "" {
 		m.observeMigration(c, MigrationEvent{Group: group, Direction: "upgrade", Result: "refused", Reason: reason, Generation: v.Generation})
-		return out, false
+		return consumer.HeartbeatOutput{Response: consumer.ErrorResponse(kerr.GroupIDNotFound.Code, msg)}, true
 	}
 	batch, timers, ok := consumer.UpgradeRecords(group, v, in.Catalog)
 	if !ok {
@@ -71,6 +72,8 @@ func (m *Machine) consumerUpgrade(c *runtime.Ctx[*Machine], in consumer.Heartbea
 		return out, err == nil
 	}
 	m.retireClassicGroup(c, group)
+	// The heartbeat ran on a state of its own; the group's catalog is kept in this one.
+	m.Consumer.NoteCatalog(group, in.Catalog)
 	out.Records = append([]log.Record{classic.DeleteRecord(group)}, out.Records...)
 	out.Timers = append(timers, out.Timers...)
 	m.observeMigration(c, MigrationEvent{Group: group, Direction: "upgrade", Result: "converted", Generation: v.Generation, Members: len(v.Members)})

@@ -217,6 +217,60 @@ func TestConsumerUpgradeFromClassicGroup(t *testing.T) {
 	})
 }
 
+// A classic group that is rebalancing is upgraded too, as Kafka 4.4 does it: each member comes
+// over with the assignment of its last SyncGroup (none for one that never synced), and a
+// JoinGroup parked in the rebalance is answered REBALANCE_IN_PROGRESS so that its member
+// rejoins the consumer group.
+func TestConsumerUpgradeFromRebalancingClassicGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		c1, _ := stableClassicCG(t, h)
+		r := h.cjoin(cjoinReq("", -1))
+		if r.Code != kerr.MemberIDRequired.Code {
+			t.Fatalf("c2's first join: %+v", r)
+		}
+		c2 := r.MemberID
+		parked := make(chan *classic.JoinResult, 1)
+		go func() { parked <- h.cjoin(cjoinReq(c2, -1)) }()
+		synctest.Wait()
+		if st, _, _ := h.classicState(); st != classic.PreparingRebalance {
+			t.Fatalf("c2's join must start a rebalance: state %v", st)
+		}
+
+		a := h.hb(consumerJoin("g", "a"))
+		if a.ErrorCode != 0 {
+			t.Fatalf("consumer join on a rebalancing classic group: %d %v", a.ErrorCode, a.ErrorMessage)
+		}
+		synctest.Wait() // the parked join is answered once the conversion is durable
+		select {
+		case j := <-parked:
+			if j.Code != kerr.RebalanceInProgress.Code {
+				t.Fatalf("c2's parked join: %+v, want REBALANCE_IN_PROGRESS", j)
+			}
+		default:
+			t.Fatal("c2's join is still parked after the upgrade")
+		}
+		if _, _, live := h.classicState(); live || h.members("g") != 3 {
+			t.Fatalf("conversion: classic group left %v, consumer members %d", live, h.members("g"))
+		}
+		h.checkOwners()
+		v, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+			g := m.Consumer.Groups["g"]
+			return [2]int{len(g.Members[c1].Assigned), len(g.Members[c2].Assigned)}, nil
+		})
+		if n := v.([2]int); n != [2]int{4, 0} {
+			t.Fatalf("partitions after the conversion (c1, c2): %v, want c1's last assignment and nothing for c2", n)
+		}
+		// c2 rejoins the consumer group as a classic member.
+		j := h.cjoin(cjoinReq(c2, -1))
+		if j.Code != 0 || j.MemberID != c2 {
+			t.Fatalf("c2 rejoins: %+v", j)
+		}
+		h.checkOwners()
+	})
+}
+
 // The policy gates the upgrade: under downgrade or disabled a consumer heartbeat on a live
 // classic group is refused as Kafka refuses it, and the classic group is untouched.
 func TestConsumerUpgradeRefusedByPolicy(t *testing.T) {
@@ -229,7 +283,7 @@ func TestConsumerUpgradeRefusedByPolicy(t *testing.T) {
 				h.restart()
 				stableClassicCG(t, h)
 				a := h.hb(consumerJoin("g", "a"))
-				if a.ErrorCode != kerr.GroupIDNotFound.Code || *a.ErrorMessage != "Group g is not a consumer group." {
+				if a.ErrorCode != kerr.GroupIDNotFound.Code || *a.ErrorMessage != "Cannot upgrade classic group g to consumer group because online upgrade is disabled." {
 					t.Fatalf("join under %s: %d %v", policy, a.ErrorCode, a.ErrorMessage)
 				}
 				if st, _, live := h.classicState(); !live || st != classic.Stable {
@@ -238,6 +292,24 @@ func TestConsumerUpgradeRefusedByPolicy(t *testing.T) {
 			})
 		})
 	}
+}
+
+// group.consumer.max.size bounds the upgrade as in Kafka: a classic group as large as the bound
+// converts, then the joiner is refused GROUP_MAX_SIZE_REACHED and nothing is written.
+func TestConsumerUpgradeBoundedByMaxSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		h.cfg.MaxSize = 1
+		h.restart()
+		stableClassicCG(t, h)
+		if a := h.hb(consumerJoin("g", "a")); a.ErrorCode != kerr.GroupMaxSizeReached.Code {
+			t.Fatalf("join of a classic group of 1 under max size 1: %d %v, want GROUP_MAX_SIZE_REACHED", a.ErrorCode, a.ErrorMessage)
+		}
+		if st, _, live := h.classicState(); !live || st != classic.Stable || h.members("g") != -1 {
+			t.Fatalf("the classic group after the refused joiner: %v %v, consumer members %d", st, live, h.members("g"))
+		}
+	})
 }
 
 // A classic member joining a live consumer group is taken in (whatever the policy, as Kafka),
@@ -359,8 +431,115 @@ func TestClassicStaticMemberReplacesConsumerStaticMember(t *testing.T) {
 	})
 }
 
+// A static classic member restarting (a JoinGroup with a new member id and its instance id) in
+// a consumer group replaces its old member at once, as the classic protocol does and Kafka 4.4
+// does inside a consumer group: no UNRELEASED_INSTANCE_ID, the new member inherits the old
+// one's partitions, and the old member id is gone. So does a consumer-protocol member taking
+// the instance id over from a classic one.
+func TestClassicStaticMemberRestartsInConsumerGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		h.cfg.MaxSize = 2 // full with its two members: a replacement is no new member
+		h.restart()
+		h.hb(consumerJoin("g", "other"))
+		inst := "i1"
+		first := cjoinReq("", -1)
+		first.InstanceID = &inst
+		r := h.cjoin(first)
+		if r.Code != 0 {
+			t.Fatalf("classic static join: %+v", r)
+		}
+		old := r.MemberID
+		held := func(id string) int {
+			v, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) {
+				g := m.Consumer.Groups["g"]
+				if g.Members[id] == nil {
+					return -1, nil
+				}
+				return len(g.Members[id].Assigned) + len(g.Targets[id]), nil
+			})
+			return v.(int)
+		}
+		before := held(old)
+
+		again := cjoinReq("", -1)
+		again.InstanceID = &inst
+		r = h.cjoin(again)
+		if r.Code != 0 || r.MemberID == old {
+			t.Fatalf("the static member's restart: code %d member %q (old %q), want a new member", r.Code, r.MemberID, old)
+		}
+		if held(old) != -1 || h.members("g") != 2 {
+			t.Fatalf("after the replacement: old member still there (%d) or members %d", held(old), h.members("g"))
+		}
+		if got := held(r.MemberID); got != before {
+			t.Fatalf("the replacement holds %d (assigned + target), the replaced member held %d", got, before)
+		}
+		if code := h.cbeat(old, r.Generation); code != kerr.UnknownMemberID.Code {
+			t.Fatalf("the replaced member's heartbeat: %d, want UNKNOWN_MEMBER_ID", code)
+		}
+		h.checkOwners()
+
+		// A consumer-protocol member taking over an instance id a classic member holds replaces
+		// it the same way (Kafka checks for an unreleased instance id only between two
+		// consumer-protocol members).
+		classicHolder := r.MemberID
+		before = held(classicHolder)
+		s := consumerJoin("g", "s")
+		s.InstanceID = &inst
+		if resp := h.hb(s); resp.ErrorCode != 0 {
+			t.Fatalf("a consumer-protocol member taking over the classic member's instance id: %d %v", resp.ErrorCode, resp.ErrorMessage)
+		}
+		if held(classicHolder) != -1 || h.members("g") != 2 || held("s") != before {
+			t.Fatalf("after the consumer-protocol replacement: classic member %d, members %d, s holds %d (want %d)", held(classicHolder), h.members("g"), held("s"), before)
+		}
+		h.checkOwners()
+	})
+}
+
+// A classic member that joins a consumer group but sends no SyncGroup within its rebalance
+// timeout is removed, as Kafka's consumer group sync timeout does, although its heartbeats keep
+// its session alive; a member that syncs is kept.
+func TestClassicMemberRemovedWithoutSyncGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		h.hb(consumerJoin("g", "a"))
+		idle := cjoinReq("idle", -1)
+		idle.Version = 3 // no MEMBER_ID_REQUIRED round trip
+		synced := cjoinReq("synced", -1)
+		synced.Version = 3
+		ji, js := h.cjoin(idle), h.cjoin(synced)
+		if ji.Code != 0 || js.Code != 0 {
+			t.Fatalf("joins: %d %d", ji.Code, js.Code)
+		}
+		if s := h.csync(js.MemberID, js.Generation, nil); s.Code != 0 {
+			t.Fatalf("sync: %d", s.Code)
+		}
+		present := func(id string) bool {
+			v, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Consumer.Groups["g"].Members[id] != nil, nil })
+			return v.(bool)
+		}
+		// 25 s: past the 20 s rebalance timeout, each gap within the classic 10 s session (a's
+		// is 45 s, so the group stays a consumer group).
+		for range 5 {
+			time.Sleep(5 * time.Second)
+			h.cbeat(ji.MemberID, ji.Generation)
+			h.cbeat(js.MemberID, js.Generation)
+		}
+		synctest.Wait()
+		if present(ji.MemberID) {
+			t.Fatal("the classic member that never synced is still in the group after its rebalance timeout")
+		}
+		if !present(js.MemberID) {
+			t.Fatal("the classic member that synced was removed")
+		}
+	})
+}
+
 // The downgrade also follows a consumer-protocol member fenced by its session timer (the classic
-// member keeps its own session alive) and one removed by LeaveGroup.
+// member keeps its own session alive) and one removed by LeaveGroup, and writes the classic
+// member's assignment although neither brings a catalog.
 func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
 	for _, how := range []string{"session timeout", "LeaveGroup"} {
 		t.Run(how, func(t *testing.T) {
@@ -385,6 +564,12 @@ func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
 				}
 				if st, g2, live := h.classicState(); !live || st != classic.PreparingRebalance || g2 < gen || h.members("g") != -1 {
 					t.Fatalf("downgrade after %s: classic %v state %v generation %d, consumer members %d", how, live, st, g2, h.members("g"))
+				}
+				// No request brought a catalog to this downgrade: the one the group's last
+				// heartbeat used names c1's partitions (a subscription by topic names, no regex).
+				av, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Classic.Group("g").Members[0].Assignment, nil })
+				if got := decodeAssignment(t, av.([]byte)); len(got) != 4 {
+					t.Fatalf("c1's assignment in the classic group after %s: %v, want the 4 partitions it still holds", how, got)
 				}
 			})
 		})

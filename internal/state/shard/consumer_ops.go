@@ -78,6 +78,8 @@ func applyConsumerTimers(c *runtime.Ctx[*Machine], actions []consumer.TimerActio
 			c.Schedule(key, a.After, consumerFence(a.Group, a.Member, 0, false, cfg))
 		case consumer.RebalanceTimer:
 			c.Schedule(key, a.After, consumerFence(a.Group, a.Member, a.Epoch, true, cfg))
+		case consumer.SyncTimer:
+			c.Schedule(key, a.After, consumerFence(a.Group, a.Member, 0, false, cfg))
 		}
 	}
 }
@@ -104,8 +106,9 @@ func ConsumerOnLoaded(c *runtime.Ctx[*Machine], m *Machine, cfg consumer.Config)
 func (m *Machine) cancelConsumerGroupTimers(c *runtime.Ctx[*Machine], group string) {
 	if g := m.Consumer.Groups[group]; g != nil {
 		for id := range g.Members {
-			c.Cancel(consumer.TimerKey(consumer.SessionTimer, group, id))
-			c.Cancel(consumer.TimerKey(consumer.RebalanceTimer, group, id))
+			for _, kind := range []consumer.TimerKind{consumer.SessionTimer, consumer.RebalanceTimer, consumer.SyncTimer} {
+				c.Cancel(consumer.TimerKey(kind, group, id))
+			}
 		}
 	}
 }
