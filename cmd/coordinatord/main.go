@@ -86,6 +86,9 @@ func newConfigCommand() *cobra.Command {
 			if _, _, err := setupSecurity(cfg, zap.NewNop()); err != nil {
 				return configError(err)
 			}
+			if _, err := adminTLS(cfg, zap.NewNop()); err != nil {
+				return configError(err)
+			}
 			if cfg.Gateway.Enabled() {
 				if _, err := upstreamSecurity(cfg.Gateway.Security); err != nil {
 					return configError(err)

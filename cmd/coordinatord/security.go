@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"strings"
@@ -86,4 +87,39 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 func secretKey(key string) bool {
 	k := strings.ToLower(key)
 	return strings.HasSuffix(k, "ssl.keystore.key") || strings.Contains(k, "password") || strings.HasSuffix(k, "sasl.jaas.config")
+}
+
+// adminTLS loads the admin listener's TLS material (nil: plain HTTP). The reloader is the one
+// the Kafka SSL listeners use, so a renewed certificate reaches the admin listener the same way.
+func adminTLS(cfg *config.Config, log *zap.Logger) (*tls.Config, error) {
+	a := cfg.AdminSecurity
+	if !a.TLS() {
+		return nil, nil
+	}
+	files := security.TLSFiles{
+		KeystoreLocation:         a.SSL.KeystoreLocation,
+		KeystoreCertificateChain: a.SSL.KeystoreCertificateChain,
+		KeystoreKey:              a.SSL.KeystoreKey,
+		TruststoreLocation:       a.SSL.TruststoreLocation,
+		TruststoreCertificates:   a.SSL.TruststoreCertificates,
+		ClientAuth:               a.SSL.ClientAuth,
+	}
+	reloader, err := security.NewTLSReloader(files, func(err error) {
+		log.Warn("TLS files changed but cannot be used; the listener keeps its previous certificates", zap.String("listener", "admin"), zap.Error(err))
+	})
+	if err != nil {
+		key := "admin.ssl.keystore.location"
+		switch {
+		case strings.HasPrefix(err.Error(), "ssl.truststore") || strings.HasPrefix(err.Error(), "truststore") ||
+			(files.TruststoreLocation != "" && strings.Contains(err.Error(), files.TruststoreLocation)):
+			key = "admin.ssl.truststore.location"
+			if files.TruststoreLocation == "" {
+				key = "admin.ssl.truststore.certificates"
+			}
+		case files.KeystoreLocation == "":
+			key = "admin.ssl.keystore.key"
+		}
+		return nil, &config.KeyError{Key: key, Reason: err.Error()}
+	}
+	return reloader.Config(), nil
 }

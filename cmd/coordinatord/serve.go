@@ -127,6 +127,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return configError(err)
 	}
+	adminTLSConfig, err := adminTLS(cfg, log)
+	if err != nil {
+		return configError(err)
+	}
 	topology, err := openTopologyPlugin(cfg, log, reg)
 	if err != nil {
 		return err
@@ -199,8 +203,16 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		mountConsole(mux, st, topology, reg, logEnd)
 	}
 	registerTestHooks(mux, st)
-	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go admin.Serve(adminLn)
+	// ReadHeaderTimeout bounds the TLS handshake too. Refused handshakes (no client
+	// certificate, an unknown CA, plain HTTP) are net/http's to log: routed to zap so that they
+	// reach the same log as everything else rather than stderr.
+	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: adminTLSConfig,
+		ErrorLog: zap.NewStdLog(log.With(zap.String("listener", "admin")))}
+	if adminTLSConfig != nil {
+		go admin.ServeTLS(adminLn, "", "")
+	} else {
+		go admin.Serve(adminLn)
+	}
 
 	stopCleanup := startTopologyCleanup(table, topology, cfg.OffsetsRetentionCheckInterval, st.descriptionsSettled, log)
 	defer stopCleanup()
@@ -258,7 +270,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		addrs[i] = cfg.Listeners[i].Name + "://" + ln.Addr().String()
 	}
 	log.Info("coordinatord started",
-		zap.String("version", version), zap.Strings("listeners", addrs), zap.String("admin", adminLn.Addr().String()),
+		zap.String("version", version), zap.Strings("listeners", addrs), zap.String("admin", adminLn.Addr().String()), zap.String("admin_protocol", cfg.AdminSecurity.Protocol),
 		zap.Int32("node_id", cfg.NodeID), zap.String("cluster_id", clusterID), zap.Int32("shards", cfg.ShardCount),
 		zap.String("log_dirs", cfg.LogDirs))
 

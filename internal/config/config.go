@@ -52,8 +52,10 @@ type Config struct {
 	AdminListener       string
 	AdminPprofEnable    bool
 	AdminConsoleEnable  bool
-	LogLevel            string
-	ShutdownTimeout     time.Duration
+	// AdminSecurity is admin.listener.security.protocol and the admin.ssl.* keys.
+	AdminSecurity   AdminSecurity
+	LogLevel        string
+	ShutdownTimeout time.Duration
 
 	// QueuedMaxRequestBytes is queued.max.request.bytes; <= 0: unbounded.
 	QueuedMaxRequestBytes int64
@@ -222,7 +224,7 @@ var keys = []key{
 		}},
 	{"connections.max.idle.ms", "600000", "A connection with no request for this long is closed.",
 		func(c *Config, v string) (err error) { c.ConnectionsMaxIdle, err = parseMillis(v, 1); return }},
-	{"admin.listener", "127.0.0.1:9644", "host:port of the HTTP listener serving /metrics, /healthz and /readyz.",
+	{"admin.listener", "127.0.0.1:9644", "host:port of the admin listener serving /metrics, /healthz, /readyz and the console: HTTP, or HTTPS with admin.listener.security.protocol=SSL.",
 		func(c *Config, v string) error {
 			if _, _, err := net.SplitHostPort(v); err != nil {
 				return errors.New("must be host:port")
@@ -449,6 +451,9 @@ func (c *Config) validate() error {
 		}
 	}
 	if err := c.validateUpstreamSecurity(); err != nil {
+		return err
+	}
+	if err := c.validateAdminSecurity(); err != nil {
 		return err
 	}
 	if err := c.validateGateway(); err != nil {

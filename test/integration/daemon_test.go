@@ -4,6 +4,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,6 +66,8 @@ type daemon struct {
 	binary string
 	// noWaitReady makes start return as soon as the listeners are up, before shards load.
 	noWaitReady bool
+	// adminTLS, when set, is how to reach an HTTPS admin listener (admin.listener.security.protocol=SSL).
+	adminTLS *tls.Config
 
 	mu   sync.Mutex
 	logs []map[string]any
@@ -162,7 +165,7 @@ func (d *daemon) waitReady() {
 			d.t.Fatalf("coordinatord exited before it was ready: %s", exitReport(d.cmd.ProcessState))
 		default:
 		}
-		resp, err := http.Get("http://" + d.Admin + "/readyz")
+		resp, err := d.adminGet("/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -172,6 +175,15 @@ func (d *daemon) waitReady() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	d.t.Fatal("coordinatord not ready within 30s")
+}
+
+// adminGet asks the admin listener for a path, over HTTPS when the daemon serves it so.
+func (d *daemon) adminGet(path string) (*http.Response, error) {
+	if d.adminTLS == nil {
+		return http.Get("http://" + d.Admin + path)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: d.adminTLS}, Timeout: 10 * time.Second}
+	return client.Get("https://" + d.Admin + path)
 }
 
 func (d *daemon) readLogs(r io.Reader, started chan<- map[string]any) {
