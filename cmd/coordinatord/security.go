@@ -37,11 +37,7 @@ func setupSecurity(cfg *config.Config, log *zap.Logger) (map[string]func(*wire.O
 				log.Warn("TLS files changed but cannot be used; the listener keeps its previous certificates", zap.String("listener", name), zap.Error(err))
 			})
 			if err != nil {
-				key := "ssl.keystore.location"
-				if files.KeystoreLocation == "" {
-					key = "ssl.keystore.key"
-				}
-				return nil, sasl, &config.KeyError{Key: key, Reason: fmt.Sprintf("listener %s: %v", name, err)}
+				return nil, sasl, &config.KeyError{Key: tlsErrorKey("", files, err), Reason: fmt.Sprintf("listener %s: %v", name, err)}
 			}
 			mapper, err := security.ParsePrincipalRules(sec.SSL.PrincipalMappingRules)
 			if err != nil {
@@ -108,18 +104,24 @@ func adminTLS(cfg *config.Config, log *zap.Logger) (*tls.Config, error) {
 		log.Warn("TLS files changed but cannot be used; the listener keeps its previous certificates", zap.String("listener", "admin"), zap.Error(err))
 	})
 	if err != nil {
-		key := "admin.ssl.keystore.location"
-		switch {
-		case strings.HasPrefix(err.Error(), "ssl.truststore") || strings.HasPrefix(err.Error(), "truststore") ||
-			(files.TruststoreLocation != "" && strings.Contains(err.Error(), files.TruststoreLocation)):
-			key = "admin.ssl.truststore.location"
-			if files.TruststoreLocation == "" {
-				key = "admin.ssl.truststore.certificates"
-			}
-		case files.KeystoreLocation == "":
-			key = "admin.ssl.keystore.key"
-		}
-		return nil, &config.KeyError{Key: key, Reason: err.Error()}
+		return nil, &config.KeyError{Key: tlsErrorKey("admin.", files, err), Reason: err.Error()}
 	}
 	return reloader.Config(), nil
+}
+
+// tlsErrorKey names the key (under prefix: "" for the Kafka listeners, "admin." for the admin
+// listener) whose file or PEM the TLS files could not be loaded from, so that the one-line
+// error points the operator at the truststore when it is the truststore that is wrong.
+func tlsErrorKey(prefix string, files security.TLSFiles, err error) string {
+	switch {
+	case strings.HasPrefix(err.Error(), "ssl.truststore") || strings.HasPrefix(err.Error(), "truststore") ||
+		(files.TruststoreLocation != "" && strings.Contains(err.Error(), files.TruststoreLocation)):
+		if files.TruststoreLocation == "" {
+			return prefix + "ssl.truststore.certificates"
+		}
+		return prefix + "ssl.truststore.location"
+	case files.KeystoreLocation == "":
+		return prefix + "ssl.keystore.key"
+	}
+	return prefix + "ssl.keystore.location"
 }

@@ -213,4 +213,11 @@ func TestConfigCheckAdminTLS(t *testing.T) {
 			t.Errorf("serve, %s: exit %d, stderr %q; want 2 naming %s", tc.name, code, stderr, tc.want)
 		}
 	}
+	// The Kafka listeners' TLS files name their own keys the same way: a missing truststore is
+	// the truststore's key, not the keystore's.
+	code, _, stderr = runCLI(t, "serve", "--set", "log.dirs="+t.TempDir(), "--set", "admin.listener=127.0.0.1:0",
+		"--set", "listeners=SSL://127.0.0.1:0", "--set", "ssl.keystore.location="+keystore, "--set", "ssl.truststore.location="+keystore+"-absent")
+	if code != 2 || !strings.Contains(stderr, "ssl.truststore.location") {
+		t.Errorf("serve with a missing ssl.truststore.location: exit %d, stderr %q; want 2 naming ssl.truststore.location", code, stderr)
+	}
 }
