@@ -533,13 +533,21 @@ func (a *rollingApp) settleClassic(what string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			stopped := false
+			defer func() { // a failed check of a shared helper ends the goroutine, not the test
+				if !stopped {
+					errs <- fmt.Errorf("%s's client thread ended by a failed check", m.name)
+				}
+			}()
 			for {
 				if err := m.classicTick(); err != nil {
 					errs <- err
+					stopped = true
 					return
 				}
 				select {
 				case <-stop:
+					stopped = true
 					return
 				case <-time.After(50 * time.Millisecond):
 				}
@@ -715,12 +723,16 @@ func TestMigrationRollingUpgradeAndDowngradeOverTheWire(t *testing.T) {
 	// rebalances without it, it starts again with the other protocol under the same process
 	// id, and the group rebalances with it: the assignor moves tasks from running members to
 	// it, which they must revoke before it may run them.
+	// The group is a streams group exactly while a streams member is in it (the default policy
+	// bidirectional).
 	settle := func(what string) {
 		t.Helper()
-		switch n := a.classicCount(); {
-		case n == len(a.live) && a.listedType() == "classic":
+		if a.classicCount() == len(a.live) {
+			if tp := a.listedType(); tp != "classic" {
+				t.Fatalf("%s: ListGroups type %q with only classic members, want classic", what, tp)
+			}
 			a.settleClassic(what)
-		default:
+		} else {
 			a.checkStreamsGroup(what, a.settleStreams(what))
 		}
 		a.checkOffsets(what)
@@ -737,7 +749,10 @@ func TestMigrationRollingUpgradeAndDowngradeOverTheWire(t *testing.T) {
 		if !classic {
 			// Its first heartbeat; the first one converts the classic group.
 			ledger.setGroup("streams")
-			if _, err := m.streamsBeat(); err != nil {
+			m.mu.Lock()
+			_, err := m.streamsBeat()
+			m.mu.Unlock()
+			if err != nil {
 				t.Fatalf("%s starts: %v", name, err)
 			}
 			ledger.check(t, name+" starts")
