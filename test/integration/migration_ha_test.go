@@ -121,14 +121,7 @@ func TestMigrationSeedWalkThroughHighAvailability(t *testing.T) {
 	up.Group, up.MemberID, up.RebalanceTimeoutMillis, up.ProcessID = "app", "C", 300000, strp("pC")
 	up.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "hostC", Port: 8080}
 	up.ActiveTasks, up.StandbyTasks, up.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
-	topo := kmsg.NewStreamsGroupHeartbeatRequestTopology()
-	sub := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
-	sub.SubtopologyID, sub.SourceTopics = "0", []string{"input"}
-	cl := kmsg.NewTopicInfo()
-	cl.Topic = "app-store-changelog"
-	sub.StateChangelogTopics = []kmsg.TopicInfo{cl}
-	topo.Subtopologies = []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{sub}
-	up.Topology = &topo
+	up.Topology = seedTopology()
 	epoch := int32(0)
 	// The highavailability assignor moves a stateful task to C only through a warm-up: C first
 	// holds it as a warm-up while a classic member keeps it active, and gets it active once it

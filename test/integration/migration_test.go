@@ -114,6 +114,19 @@ func TestMigrationPolicyGroupOverride(t *testing.T) {
 	policyIsKafka44(t, d, "app", "sg")
 }
 
+// seedTopology is the seed's application: one stateful subtopology "0" reading "input", its
+// store's changelog "app-store-changelog".
+func seedTopology() *kmsg.StreamsGroupHeartbeatRequestTopology {
+	topo := kmsg.NewStreamsGroupHeartbeatRequestTopology()
+	st := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
+	st.SubtopologyID, st.SourceTopics = "0", []string{"input"}
+	cl := kmsg.NewTopicInfo()
+	cl.Topic = "app-store-changelog"
+	st.StateChangelogTopics = []kmsg.TopicInfo{cl}
+	topo.Subtopologies = []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{st}
+	return &topo
+}
+
 // seedAssignment is a classic Streams assignment of input partitions with one task per
 // partition of subtopology 0 (what a StreamsPartitionAssignor leader sends for the seed).
 func seedAssignment(t *testing.T, active, standby []int32) string {
@@ -270,14 +283,7 @@ func TestMigrationSeedWalkThroughOverTheWire(t *testing.T) {
 	up.Group, up.MemberID, up.RebalanceTimeoutMillis, up.ProcessID = "app", "C", 300000, strp("pC")
 	up.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "hostC", Port: 8080}
 	up.ActiveTasks, up.StandbyTasks, up.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
-	topo := kmsg.NewStreamsGroupHeartbeatRequestTopology()
-	st := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
-	st.SubtopologyID, st.SourceTopics = "0", []string{"input"}
-	cl := kmsg.NewTopicInfo()
-	cl.Topic = "app-store-changelog"
-	st.StateChangelogTopics = []kmsg.TopicInfo{cl}
-	topo.Subtopologies = []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{st}
-	up.Topology = &topo
+	up.Topology = seedTopology()
 	r := streamsHeartbeatRaw(t, c, 1, up)
 	if r.ErrorCode != 0 || r.MemberEpoch != g+1 || len(r.ActiveTasks) != 0 || !slices.Equal(seedTasks(r.StandbyTasks), []int32{0, 4}) || !slices.Equal(seedTasks(r.WarmupTasks), []int32{2, 5}) {
 		t.Fatalf("step 1: %+v", r)
