@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -156,8 +157,9 @@ func checkStandaloneStreamsTool(t *testing.T, ctx context.Context, addr string, 
 	wantsListOffsets := func(args ...string) {
 		t.Helper()
 		out, err := kafkaToolResult(t, "org.apache.kafka.tools.streams.StreamsGroupCommand", addr, args...)
-		if err == nil || !strings.Contains(out, "UnsupportedVersionException: The node does not support LIST_OFFSETS") {
-			t.Fatalf("kafka-streams-groups %v against a standalone coordinatord: %v, want the tool to fail saying ListOffsets is not served:\n%s", args, err, tail([]byte(out), 2000))
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, "UnsupportedVersionException: The node does not support LIST_OFFSETS") {
+			t.Fatalf("kafka-streams-groups %v against a standalone coordinatord: %v, want the tool to exit 1 saying ListOffsets is not served:\n%s", args, err, tail([]byte(out), 2000))
 		}
 	}
 	if rs := rows(tool("--list", "--state"), app); len(rs) != 1 || rs[0][1] != "Stable" {
