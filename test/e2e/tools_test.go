@@ -51,8 +51,8 @@ func rows(out, first string) [][]string {
 
 // Every kafka-streams-groups.sh sub-command an operator uses, against a running Kafka Streams
 // application through the gateway: --list (plain, --state), --describe --state/--members/--offsets
-// (verbose too); then, with the application stopped, --reset-offsets, --delete-offsets and
-// --delete. kafka-groups.sh --list shows the streams group beside a classic one.
+// (verbose too); then, with the application stopped, --reset-offsets (--to-current,
+// --to-earliest), --delete-offsets and --delete. kafka-groups.sh --list shows the streams group beside a classic one.
 func TestGateway_KafkasStreamsGroupToolEverySubCommand(t *testing.T) {
 	requireE2E(t)
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0")
@@ -114,6 +114,22 @@ func TestGateway_KafkasStreamsGroupToolEverySubCommand(t *testing.T) {
 
 	a.stop()
 	waitGroupState(t, ctx, adm, r.appID, "Empty")
+	held, err := adm.FetchOffsets(ctx, r.appID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GROUP TOPIC PARTITION NEW-OFFSET: --to-current rewrites what the group holds.
+	out = tool("--reset-offsets", "--group", r.appID, "--all-input-topics", "--to-current", "--execute")
+	rs := rows(out, r.appID)
+	for _, row := range rs {
+		p, _ := strconv.Atoi(row[2])
+		if o, ok := held.Lookup(row[1], int32(p)); row[1] != r.in || !ok || row[3] != strconv.FormatInt(o.At, 10) {
+			t.Fatalf("--reset-offsets --to-current plans %v, want the offset the group holds (%+v):\n%s", row, o, out)
+		}
+	}
+	if len(rs) != inputRows {
+		t.Fatalf("--reset-offsets --all-input-topics --to-current, want the %d committed input partitions:\n%s", inputRows, out)
+	}
 	out = tool("--reset-offsets", "--group", r.appID, "--all-input-topics", "--to-earliest", "--execute")
 	if rs := rows(out, r.appID); len(rs) != inputRows || rs[0][1] != r.in || rs[0][3] != "0" {
 		t.Fatalf("--reset-offsets --all-input-topics --to-earliest, want the %d committed input partitions at 0:\n%s", inputRows, out)
