@@ -91,27 +91,40 @@ func TestGateway_MixedDescribeConfigsAnsweredInOrder(t *testing.T) {
 func TestGateway_KafkaConfigsToolGroupsAndBroker(t *testing.T) {
 	requireE2E(t)
 	g := startGateway(t)
-	group := "cfgtool-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	checkConfigsTool(t, g.Addr, "cfgtool-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+}
+
+// checkConfigsTool runs kafka-configs.sh against coordinatord at addr: it alters a consumer and
+// a streams key of group (refusing a value out of the broker's bounds with Kafka's message),
+// describes the group alone and among every group, deletes the keys again and describes
+// coordinatord's broker entry.
+func checkConfigsTool(t *testing.T, addr, group string) {
+	t.Helper()
 	const tool = "org.apache.kafka.tools.ConfigCommand"
-	out := kafkaTool(t, tool, g.Addr, "--alter", "--entity-type", "groups", "--entity-name", group, "--add-config", "streams.num.standby.replicas=1")
+	out, err := kafkaToolResult(t, tool, addr, "--alter", "--entity-type", "groups", "--entity-name", group, "--add-config", "consumer.session.timeout.ms=1000")
+	if err == nil || !strings.Contains(out, "InvalidConfigurationException: consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.") {
+		t.Fatalf("kafka-configs --alter consumer.session.timeout.ms=1000, want it refused by the broker's bounds: %v\n%s", err, tail([]byte(out), 2000))
+	}
+	out = kafkaTool(t, tool, addr, "--alter", "--entity-type", "groups", "--entity-name", group, "--add-config", "streams.num.standby.replicas=1,consumer.session.timeout.ms=50000")
 	if !strings.Contains(out, "Completed updating config for group "+group) {
 		t.Fatalf("kafka-configs --alter:\n%s", out)
 	}
-	out = kafkaTool(t, tool, g.Addr, "--describe", "--entity-type", "groups", "--entity-name", group)
+	out = kafkaTool(t, tool, addr, "--describe", "--entity-type", "groups", "--entity-name", group)
 	if !strings.Contains(out, "Dynamic configs for group "+group+" are:") ||
-		!strings.Contains(out, "streams.num.standby.replicas=1 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:streams.num.standby.replicas=1") {
+		!strings.Contains(out, "streams.num.standby.replicas=1 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:streams.num.standby.replicas=1") ||
+		!strings.Contains(out, "consumer.session.timeout.ms=50000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}") {
 		t.Fatalf("kafka-configs --describe groups:\n%s", out)
 	}
-	out = kafkaTool(t, tool, g.Addr, "--describe", "--entity-type", "groups")
+	out = kafkaTool(t, tool, addr, "--describe", "--entity-type", "groups")
 	if !strings.Contains(out, "Dynamic configs for group "+group+" are:") {
 		t.Fatalf("kafka-configs --describe --entity-type groups (every group) does not list %s:\n%s", group, out)
 	}
-	out = kafkaTool(t, tool, g.Addr, "--alter", "--entity-type", "groups", "--entity-name", group, "--delete-config", "streams.num.standby.replicas")
-	out = kafkaTool(t, tool, g.Addr, "--describe", "--entity-type", "groups", "--entity-name", group)
-	if strings.Contains(out, "streams.num.standby.replicas=1") {
-		t.Fatalf("kafka-configs --delete-config left the value:\n%s", out)
+	kafkaTool(t, tool, addr, "--alter", "--entity-type", "groups", "--entity-name", group, "--delete-config", "streams.num.standby.replicas,consumer.session.timeout.ms")
+	out = kafkaTool(t, tool, addr, "--describe", "--entity-type", "groups", "--entity-name", group)
+	if strings.Contains(out, "streams.num.standby.replicas=") || strings.Contains(out, "consumer.session.timeout.ms=") {
+		t.Fatalf("kafka-configs --delete-config left a value:\n%s", out)
 	}
-	out = kafkaTool(t, tool, g.Addr, "--describe", "--all", "--entity-type", "brokers", "--entity-name", strconv.Itoa(nodeID))
+	out = kafkaTool(t, tool, addr, "--describe", "--all", "--entity-type", "brokers", "--entity-name", strconv.Itoa(nodeID))
 	if !strings.Contains(out, "All configs for broker "+strconv.Itoa(nodeID)+" are:") ||
 		!strings.Contains(out, "node.id="+strconv.Itoa(nodeID)+" sensitive=false") {
 		t.Fatalf("kafka-configs --describe brokers:\n%s", out)

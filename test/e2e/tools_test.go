@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -18,15 +20,22 @@ import (
 // against addr and returns its standard output.
 func kafkaTool(t *testing.T, class, addr string, args ...string) string {
 	t.Helper()
-	cp := wordCountClasspath(t)
-	cmd := exec.Command("java", append([]string{"-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, class,
-		"--bootstrap-server", addr}, args...)...)
+	cmd := toolCommand(t, class, addr, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s %v: %v\nstdout:\n%s\nstderr:\n%s", class, args, err, out.String(), tail(errb.Bytes(), 3000))
 	}
 	return out.String()
+}
+
+// toolCommand is the JVM running one tool. A tool lives a second or two, so the JIT's first tier
+// and the serial collector serve it best: they start it in well under half the time the defaults
+// take on a loaded machine.
+func toolCommand(t *testing.T, class, addr string, args ...string) *exec.Cmd {
+	t.Helper()
+	return exec.Command("java", append([]string{"-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", wordCountClasspath(t), class, "--bootstrap-server", addr}, args...)...)
 }
 
 // rows returns the whitespace-separated rows of a tool's table whose first column is first.
@@ -42,8 +51,8 @@ func rows(out, first string) [][]string {
 
 // Every kafka-streams-groups.sh sub-command an operator uses, against a running Kafka Streams
 // application through the gateway: --list (plain, --state), --describe --state/--members/--offsets
-// (verbose too); then, with the application stopped, --reset-offsets, --delete-offsets and
-// --delete. kafka-groups.sh --list shows the streams group beside a classic one.
+// (verbose too); then, with the application stopped, --reset-offsets (--to-current,
+// --to-earliest), --delete-offsets and --delete. kafka-groups.sh --list shows the streams group beside a classic one.
 func TestGateway_KafkasStreamsGroupToolEverySubCommand(t *testing.T) {
 	requireE2E(t)
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0")
@@ -105,6 +114,22 @@ func TestGateway_KafkasStreamsGroupToolEverySubCommand(t *testing.T) {
 
 	a.stop()
 	waitGroupState(t, ctx, adm, r.appID, "Empty")
+	held, err := adm.FetchOffsets(ctx, r.appID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GROUP TOPIC PARTITION NEW-OFFSET: --to-current rewrites what the group holds.
+	out = tool("--reset-offsets", "--group", r.appID, "--all-input-topics", "--to-current", "--execute")
+	rs := rows(out, r.appID)
+	for _, row := range rs {
+		p, _ := strconv.Atoi(row[2])
+		if o, ok := held.Lookup(row[1], int32(p)); row[1] != r.in || !ok || row[3] != strconv.FormatInt(o.At, 10) {
+			t.Fatalf("--reset-offsets --to-current plans %v, want the offset the group holds (%+v):\n%s", row, o, out)
+		}
+	}
+	if len(rs) != inputRows {
+		t.Fatalf("--reset-offsets --all-input-topics --to-current, want the %d committed input partitions:\n%s", inputRows, out)
+	}
 	out = tool("--reset-offsets", "--group", r.appID, "--all-input-topics", "--to-earliest", "--execute")
 	if rs := rows(out, r.appID); len(rs) != inputRows || rs[0][1] != r.in || rs[0][3] != "0" {
 		t.Fatalf("--reset-offsets --all-input-topics --to-earliest, want the %d committed input partitions at 0:\n%s", inputRows, out)
@@ -132,6 +157,91 @@ func TestGateway_KafkasStreamsGroupToolEverySubCommand(t *testing.T) {
 	}
 	if out := tool("--list"); hasLine(out, r.appID) {
 		t.Fatalf("--list still lists the deleted group:\n%s", out)
+	}
+}
+
+// kafka-streams-groups.sh against a standalone coordinatord, for a live streams group app of two
+// members (s0 on process-0, s1 on process-1) reading the two partitions of topic: list, describe
+// state and members (verbose), then, with the members gone, --reset-offsets --to-current,
+// --delete-offsets and --delete; the default --describe (offsets and lag) and the resets that
+// need log offsets fail with the tool's message naming ListOffsets.
+func checkStandaloneStreamsTool(t *testing.T, ctx context.Context, addr string, adm *kadm.Client, app, topic string, members []*liveMember) {
+	t.Helper()
+	tool := func(args ...string) string {
+		return kafkaTool(t, "org.apache.kafka.tools.streams.StreamsGroupCommand", addr, args...)
+	}
+	wantsListOffsets := func(args ...string) {
+		t.Helper()
+		out, err := kafkaToolResult(t, "org.apache.kafka.tools.streams.StreamsGroupCommand", addr, args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, "UnsupportedVersionException: The node does not support LIST_OFFSETS") {
+			t.Fatalf("kafka-streams-groups %v against a standalone coordinatord: %v, want the tool to exit 1 saying ListOffsets is not served:\n%s", args, err, tail([]byte(out), 2000))
+		}
+	}
+	if rs := rows(tool("--list", "--state"), app); len(rs) != 1 || rs[0][1] != "Stable" {
+		t.Fatalf("--list --state: %v, want %s Stable", rs, app)
+	}
+	out := tool("--describe", "--group", app, "--state", "--verbose")
+	// GROUP COORDINATOR (ID) ASSIGNOR STATE GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH #MEMBERS
+	if rs := rows(out, app); len(rs) != 1 || rs[0][2] != "("+strconv.Itoa(nodeID)+")" ||
+		rs[0][3] != "sticky" || rs[0][4] != "Stable" || rs[0][5] != rs[0][6] || rs[0][7] != "2" {
+		t.Fatalf("--describe --state --verbose, want coordinatord as coordinator, sticky, Stable, target epoch = group epoch, 2 members:\n%s", out)
+	}
+	out = tool("--describe", "--group", app, "--members", "--verbose")
+	// GROUP TARGET-ASSIGNMENT-EPOCH TOPOLOGY-EPOCH MEMBER MEMBER-PROTOCOL MEMBER-EPOCH PROCESS CLIENT-ID ASSIGNMENTS
+	rs := rows(out, app)
+	if len(rs) != 2 {
+		t.Fatalf("--describe --members --verbose lists %d members, want 2:\n%s", len(rs), out)
+	}
+	tasks := map[string]bool{}
+	for _, r := range rs {
+		member, assignments := r[3], strings.Join(r[8:], " ")
+		var task string
+		if n, err := fmt.Sscanf(assignments, "ACTIVE: 0:[%1s]; TARGET-ACTIVE: 0:[", &task); n != 1 || err != nil ||
+			assignments != "ACTIVE: 0:["+task+"]; TARGET-ACTIVE: 0:["+task+"];" {
+			t.Fatalf("member %s: assignments %q, want one active task of subtopology 0, its target too:\n%s", member, assignments, out)
+		}
+		tasks[task] = true
+		if r[4] != "streams" || r[5] != r[1] || r[6] != "process-"+strings.TrimPrefix(member, "s") {
+			t.Fatalf("member %s, want the streams protocol, at the target epoch, on process-%s:\n%s", member, strings.TrimPrefix(member, "s"), out)
+		}
+	}
+	if !tasks["0"] || !tasks["1"] {
+		t.Fatalf("the two members do not hold tasks 0 and 1 between them:\n%s", out)
+	}
+	wantsListOffsets("--describe", "--group", app)
+
+	for _, m := range members {
+		m.leave()
+	}
+	waitGroupState(t, ctx, adm, app, "Empty")
+	if resp, err := adm.CommitOffsets(ctx, app, kadm.Offsets{topic: {0: {Topic: topic, At: 3}, 1: {Topic: topic, Partition: 1, At: 5}}}); err != nil || resp.Error() != nil {
+		t.Fatalf("commit to the empty streams group: %v %v", err, resp.Error())
+	}
+	// GROUP TOPIC PARTITION NEW-OFFSET
+	out = tool("--reset-offsets", "--group", app, "--all-input-topics", "--to-current", "--execute")
+	if rs := rows(out, app); len(rs) != 2 || rs[0][1] != topic || rs[0][3] != map[string]string{"0": "3", "1": "5"}[rs[0][2]] || rs[1][3] != map[string]string{"0": "3", "1": "5"}[rs[1][2]] {
+		t.Fatalf("--reset-offsets --to-current, want partition 0 at 3 and 1 at 5:\n%s", out)
+	}
+	wantsListOffsets("--reset-offsets", "--group", app, "--all-input-topics", "--to-offset", "1", "--execute")
+	wantsListOffsets("--reset-offsets", "--group", app, "--input-topic", topic, "--to-earliest", "--dry-run")
+	if got := committed(t, ctx, adm, app, topic); got != [3]int64{3, 5, -1} {
+		t.Fatalf("after the resets the group holds %v, want what it held", got)
+	}
+	out = tool("--delete-offsets", "--group", app, "--input-topic", topic)
+	if !strings.Contains(out, "Request succeeded") || strings.Count(out, "Successful") != 2 {
+		t.Fatalf("--delete-offsets --input-topic, want both partitions deleted:\n%s", out)
+	}
+	if got := committed(t, ctx, adm, app, topic); got != [3]int64{-1, -1, -1} {
+		t.Fatalf("after --delete-offsets the group holds %v", got)
+	}
+	if out := tool("--delete", "--group", app); !strings.Contains(out, "Deletion of requested streams groups ('"+app+"') was successful") {
+		t.Fatalf("--delete:\n%s", out)
+	}
+	if listed, err := adm.ListGroups(ctx); err != nil {
+		t.Fatalf("ListGroups: %v", err)
+	} else if _, ok := listed[app]; ok {
+		t.Fatalf("the deleted streams group is still listed: %v", listed[app])
 	}
 }
 
