@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // These tests need the reference broker: test/kafka/kafka.sh start --dir D --port P, then
@@ -32,7 +35,7 @@ func newBackend(t testing.TB, partitions int32) *Backend {
 func newBackendTimeout(t testing.TB, partitions int32, txnTimeout time.Duration) *Backend {
 	t.Helper()
 	addr := brokerAddr(t)
-	topic := fmt.Sprintf("kafkalog-%s-%d", t.Name(), time.Now().UnixNano())
+	topic := fmt.Sprintf("kafkalog-%s-%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := New(ctx, Options{
@@ -59,6 +62,58 @@ func open(t testing.TB, b *Backend, shard int32) (log.Log, *reports) {
 		t.Fatal(err)
 	}
 	return l, r
+}
+
+// lossyReports also take Lost, as the shard runtime does.
+type lossyReports struct {
+	reports
+	lost   chan *log.WriteError
+	resume func() // set before the report is sent on lost
+}
+
+func openLossy(t testing.TB, b *Backend, shard int32) (log.Log, *lossyReports) {
+	t.Helper()
+	r := &lossyReports{reports: reports{durable: make(chan int64, 1<<16), failed: make(chan error, 1)}, lost: make(chan *log.WriteError, 1)}
+	l, err := b.Open(shard, log.Callbacks{
+		Durable: func(o int64) { r.durable <- o },
+		Failed:  func(err error) { r.failed <- err },
+		Lost:    func(err *log.WriteError, res func()) { r.resume = res; r.lost <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, r
+}
+
+// appendUntilDurable appends recs again after each lost round until one is durable, and returns
+// its last offset. Tests with a short transaction timeout use it where a round that misses the
+// timeout on a loaded machine is not what they are about.
+func appendUntilDurable(t testing.TB, l log.Log, r *lossyReports, recs ...log.Record) int64 {
+	t.Helper()
+	deadline := time.After(2 * time.Minute)
+	for {
+		last, err := l.Append(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+	wait:
+		for {
+			select {
+			case o := <-r.durable:
+				if o >= last {
+					return last
+				}
+			case werr := <-r.lost:
+				t.Logf("round lost, appending again: %v", werr)
+				r.resume()
+				break wait
+			case err := <-r.failed:
+				t.Fatalf("log failed: %v", err)
+			case <-deadline:
+				t.Fatalf("no round became durable")
+			}
+		}
+	}
 }
 
 func load(t testing.TB, l log.Log) ([]log.Record, int64) {
@@ -351,24 +406,10 @@ func TestBrokerLargestAcceptedBatchIsWritten(t *testing.T) {
 // them and reloads; it is not acknowledged, and it does not fail the shard for good.
 func TestBrokerAbortedRoundIsLostNotFailed(t *testing.T) {
 	b := newBackendTimeout(t, 1, 3*time.Second)
-	lost := make(chan *log.WriteError, 1)
-	r := &reports{durable: make(chan int64, 16), failed: make(chan error, 1)}
-	var resume func()
-	l, err := b.Open(0, log.Callbacks{
-		Durable: func(o int64) { r.durable <- o },
-		Failed:  func(err error) { r.failed <- err },
-		Lost:    func(err *log.WriteError, res func()) { resume = res; lost <- err },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, r := openLossy(t, b, 0)
 	defer l.Close()
 	load(t, l)
-	ok, err := l.Append([]log.Record{rec("a", "1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitDurable(t, r, ok)
+	ok := appendUntilDurable(t, l, r, rec("a", "1"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -385,7 +426,7 @@ func TestBrokerAbortedRoundIsLostNotFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case werr := <-lost:
+	case werr := <-r.lost:
 		if werr.First != ok+1 || werr.Last != last {
 			t.Fatalf("lost offsets %d..%d, want %d..%d", werr.First, werr.Last, ok+1, last)
 		}
@@ -400,8 +441,87 @@ func TestBrokerAbortedRoundIsLostNotFailed(t *testing.T) {
 	if _, err := l.Append([]log.Record{rec("d", "4")}); !errors.As(err, &werr) {
 		t.Fatalf("append before resume: %v, want the WriteError", err)
 	}
-	resume()
+	r.resume()
 	if _, err := l.Append([]log.Record{rec("d", "4")}); err != nil {
 		t.Fatalf("append after resume: %v", err)
+	}
+}
+
+// A load whose marker cannot be written keeps the shard loading and retries; once the topic is
+// back the load completes and the log takes appends. It must not return an error: the shard
+// would go FAILED until the process restarts. The topic is deleted to make every attempt fail,
+// either as soon as kgo gives up on the missing topic (UNKNOWN_TOPIC_OR_PARTITION) or, when kgo
+// waits for it, once the transaction timeout runs out: "records have timed out", what a slow
+// upstream gives.
+func TestBrokerLoadRetriesMarkerUntilTopicIsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    []kgo.Opt
+		failure string
+	}{
+		{"UnknownTopic", nil, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"RecordTimeout", []kgo.Opt{kgo.UnknownTopicRetries(-1)}, "records have timed out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackendTimeout(t, 1, 3*time.Second)
+			b.opts.Client = append(b.opts.Client, tc.opts...)
+			core, logs := observer.New(zap.WarnLevel)
+			b.lg = zap.New(core)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			kc, err := kgo.NewClient(b.opts.Client...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kc.Close()
+			if _, err := kadm.NewClient(kc).DeleteTopic(ctx, b.opts.Topic); err != nil {
+				t.Fatal(err)
+			}
+			l, r := openLossy(t, b, 0)
+			defer l.Close()
+			loaded := make(chan error, 1)
+			go func() {
+				_, err := l.Load(func(int64, log.Record) error { return nil })
+				loaded <- err
+			}()
+			retried := func() bool {
+				for _, e := range logs.FilterMessageSnippet("retrying with a new producer").All() {
+					if strings.Contains(fmt.Sprint(e.ContextMap()["error"]), tc.failure) {
+						return true
+					}
+				}
+				return false
+			}
+			for !retried() {
+				select {
+				case err := <-loaded:
+					t.Fatalf("load ended while the topic is missing: %v", err)
+				case <-ctx.Done():
+					t.Fatalf("the load never retried after %q (logged: %v)", tc.failure, logs.All())
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			// Deletion finishes asynchronously: creating the topic again may be refused for a while.
+			for {
+				_, err := New(ctx, b.opts)
+				if err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("could not create the topic again: %v", err)
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+			select {
+			case err := <-loaded:
+				if err != nil {
+					t.Fatalf("load after the topic came back: %v", err)
+				}
+			case <-ctx.Done():
+				t.Fatal("the load never finished after the topic came back")
+			}
+			appendUntilDurable(t, l, r, rec("a", "1"))
+		})
 	}
 }

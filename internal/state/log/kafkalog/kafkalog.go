@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -156,7 +157,7 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &kafkaLog{b: b, shard: shard, cb: cb, kc: kc, lg: b.lg.With(zap.Int32("shard", shard)),
+	l := &kafkaLog{b: b, shard: shard, cb: cb, kc: kc, producerOpts: opts, lg: b.lg.With(zap.Int32("shard", shard)),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	return l, nil
 }
@@ -165,8 +166,10 @@ type kafkaLog struct {
 	b     *Backend
 	shard int32
 	cb    log.Callbacks
-	kc    *kgo.Client
+	kc    *kgo.Client // replaced only by Load, before the writer starts, under mu
 	lg    *zap.Logger
+
+	producerOpts []kgo.Opt
 
 	mu      sync.Mutex
 	next    int64 // logical offset of the next appended record
@@ -204,14 +207,9 @@ func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 		}
 	}()
 	start := time.Now()
-	// Fencing: InitProducerId bumps the epoch and aborts the old owner's open transaction, so
-	// nothing it has not committed can appear after our marker.
-	if _, _, err := l.kc.ProducerID(ctx); err != nil {
-		return 0, l.loadErr(fmt.Errorf("shard %d: init producer: %w", l.shard, err))
-	}
-	end, err := l.writeMarker(ctx)
+	end, err := l.fenceAndMark(ctx)
 	if err != nil {
-		return 0, l.loadErr(fmt.Errorf("shard %d: write load marker: %w", l.shard, err))
+		return 0, err
 	}
 	n, err := l.replay(ctx, end, fn)
 	if err != nil {
@@ -227,11 +225,95 @@ func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 	return end + 2, nil
 }
 
-func (l *kafkaLog) loadErr(err error) error {
-	if isFenced(err) {
-		return fmt.Errorf("%w: %w", log.ErrFailed, err)
+// Bounds of the pause between two attempts of a load's fence and marker: short enough that a
+// shard is back soon after its upstream is, long enough not to hammer a struggling cluster.
+const (
+	loadRetryBackoffMin = 100 * time.Millisecond
+	loadRetryBackoffMax = 5 * time.Second
+)
+
+// fenceAndMark fences the previous owner and writes the load marker, and returns the marker's
+// offset. Each attempt is bounded by the transaction timeout (RecordDeliveryTimeout). A failure
+// whose KIP-1050 action is retry, or abort and repeat (the marker timed out on a slow or
+// unreachable upstream, the partition has no leader yet, the coordinator moved), has made
+// nothing visible and acknowledged nothing, so the attempt is repeated with a new producer until
+// it succeeds or the log is closed: the shard stays LOADING (COORDINATOR_LOAD_IN_PROGRESS) and
+// clients retry, as while the replay waits for the upstream, instead of going FAILED until the
+// process restarts. Being fenced (another owner loaded meanwhile) or a configuration error
+// (authorization, versions) is returned: repeating cannot help.
+func (l *kafkaLog) fenceAndMark(ctx context.Context) (int64, error) {
+	backoff := loadRetryBackoffMin
+	for attempt := 1; ; attempt++ {
+		end, api, err := l.tryFenceAndMark(ctx)
+		if err == nil {
+			return end, nil
+		}
+		if ctx.Err() != nil {
+			return 0, log.ErrClosed
+		}
+		err = fmt.Errorf("shard %d: %w", l.shard, err)
+		if isFenced(err) {
+			return 0, fmt.Errorf("%w: %w", log.ErrFailed, err)
+		}
+		class := kerrclass.OfError(api, err)
+		if act := class.Action(); act != kerrclass.Retry && act != kerrclass.Abort && !isNetworkError(err) {
+			return 0, err
+		}
+		l.lg.Warn("load could not write its marker to the state topic; retrying with a new producer",
+			zap.Error(err), zap.String("class", class.String()), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
+		if err := l.renewProducer(); err != nil {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, log.ErrClosed
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, loadRetryBackoffMax)
 	}
-	return err
+}
+
+// tryFenceAndMark is one attempt; api is the request whose answer the error came in.
+func (l *kafkaLog) tryFenceAndMark(ctx context.Context) (end int64, api int16, err error) {
+	// Fencing: InitProducerId bumps the epoch and aborts the old owner's open transaction (and
+	// whatever an earlier attempt of ours left open), so nothing that was not committed can
+	// appear after our marker.
+	if _, _, err := l.kc.ProducerID(ctx); err != nil {
+		return 0, kmsg.InitProducerID.Int16(), fmt.Errorf("init producer: %w", err)
+	}
+	end, err = l.writeMarker(ctx)
+	if err != nil {
+		return 0, kmsg.Produce.Int16(), fmt.Errorf("write load marker: %w", err)
+	}
+	return end, -1, nil
+}
+
+// renewProducer replaces the producer after a failed attempt. A fresh one starts from a known
+// state whatever the failure left behind (a transaction whose abort did not get through, a
+// producer id kgo marked failed); its InitProducerId fences the old one.
+func (l *kafkaLog) renewProducer() error {
+	kc, err := kgo.NewClient(l.producerOpts...)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		kc.Close()
+		return log.ErrClosed
+	}
+	old := l.kc
+	l.kc = kc
+	l.mu.Unlock()
+	old.Close()
+	return nil
+}
+
+// isNetworkError reports a connection that failed or timed out, which kgo hands back as it is
+// and which the Java client raises as the retriable NetworkException or TimeoutException.
+func isNetworkError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
@@ -250,6 +332,10 @@ func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
 		commit = kgo.TryAbort
 	}
 	if err := l.kc.EndTransaction(ctx, commit); err != nil {
+		if perr != nil {
+			// The produce error says why; a fence met by the abort still shows through.
+			return 0, fmt.Errorf("%w (abort: %w)", perr, err)
+		}
 		return 0, err
 	}
 	if perr != nil {
@@ -515,7 +601,10 @@ func (l *kafkaLog) Close() error {
 	if started {
 		<-l.done
 	}
-	l.kc.Close()
+	l.mu.Lock()
+	kc := l.kc
+	l.mu.Unlock()
+	kc.Close()
 	return nil
 }
 
