@@ -20,6 +20,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	srv.stop()
 	srvAuthz.stop()
+	srvSASL.stop()
 	os.Exit(code)
 }
 

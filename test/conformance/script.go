@@ -41,7 +41,8 @@ type File struct {
 	Name      string // base name, e.g. metadata.txt
 	Scenarios []*Scenario
 	// Servers names the pair of servers the file runs against: "" the shared pair, or
-	// ServersAuthorizer (a file-level "servers authorizer" line before the first scenario).
+	// ServersAuthorizer or ServersSASL (a file-level "servers <pair>" line before the first
+	// scenario).
 	Servers string
 }
 
@@ -49,6 +50,13 @@ type File struct {
 // allow.everyone.if.no.acl.found=true on both servers: a plaintext client is User:ANONYMOUS,
 // allowed everything until a scenario's own ACLs (on its own ${run} names) deny it something.
 const ServersAuthorizer = "authorizer"
+
+// ServersSASL is the pair with StandardAuthorizer, allow.everyone.if.no.acl.found=false,
+// super.users=User:ANONYMOUS on the plaintext listener and a SASL_PLAINTEXT listener with
+// SCRAM-SHA-256 users (saslUsers): a connection a scenario logs in with `login` is that user's,
+// denied whatever no ACL allows it, while a plaintext connection is the super user that creates
+// the ACLs.
+const ServersSASL = "sasl"
 
 // Scenario is a named script of steps run against every target.
 type Scenario struct {
@@ -72,7 +80,7 @@ const (
 // Step is one directive that does something on a connection (or to the scenario's variables).
 type Step struct {
 	Line int
-	Op   string // call send recv frame raw eof close closed quiet sleep set
+	Op   string // call send recv frame raw eof close closed quiet sleep set login
 	Only string // run on this target only ("" = every target)
 	Tag  string // difference id, required with Only
 
@@ -89,7 +97,7 @@ type Step struct {
 	Dur       time.Duration // quiet, sleep
 	Timeout   time.Duration
 	Until     time.Duration // call: repeat until the expectations hold, for at most this long
-	Var       string        // set
+	Var       string        // set; login: the user
 	Value     string        // set
 
 	Checks []*Check
@@ -277,12 +285,12 @@ func (p *parser) directive(l *line) error {
 		return nil
 	}
 	if p.cur == nil {
-		if op == "servers" && len(l.body) == 0 && len(args) == 1 && args[0] == ServersAuthorizer && p.file.Servers == "" {
+		if op == "servers" && len(l.body) == 0 && len(args) == 1 && (args[0] == ServersAuthorizer || args[0] == ServersSASL) && p.file.Servers == "" {
 			p.file.Servers = args[0]
 			return nil
 		}
 		if op == "servers" {
-			return fmt.Errorf("servers needs %s, once, before the first scenario", ServersAuthorizer)
+			return fmt.Errorf("servers needs %s or %s, once, before the first scenario", ServersAuthorizer, ServersSASL)
 		}
 		return fmt.Errorf("%q before the first scenario line", op)
 	}
@@ -415,6 +423,15 @@ func (p *parser) step(st *Step, l *line, args []string) error {
 			return fmt.Errorf("raw needs hex bytes in an indented body")
 		}
 		st.Hex = b
+	case "login":
+		if err := needConn(); err != nil {
+			return err
+		}
+		if len(args) != 1 || strings.Contains(args[0], "=") {
+			return fmt.Errorf("login needs: login <conn> <user>")
+		}
+		st.Var = args[0]
+		return noBody()
 	case "eof", "close":
 		if err := needConn(); err != nil {
 			return err
