@@ -7,6 +7,7 @@ package conformance
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"sort"
@@ -154,7 +155,7 @@ func (r *Run) norm(v any, field string) any {
 			return "${node}"
 		case nodeFields[field] && r.isUpstreamNode(x):
 			return "${node}"
-		case field == "Port" && (x == int64(r.Target.Port) || r.isGatewayPort(x)):
+		case field == "Port" && (x == int64(r.Target.Port) || r.isGatewayPort(x) || r.isSASLPort(x)):
 			return "${port}"
 		case strings.Contains(field, "Timestamp") && x > 0:
 			return "<timestamp>"
@@ -199,6 +200,13 @@ func (r *Run) sharedName(s string) string {
 func (r *Run) isUpstreamNode(x int64) bool {
 	_, ok := r.Target.Upstream[int32(x)]
 	return ok
+}
+
+// isSASLPort says whether x is the port of the target's SASL listener, which it advertises to
+// the connections that came in there (Metadata, FindCoordinator).
+func (r *Run) isSASLPort(x int64) bool {
+	_, port, err := net.SplitHostPort(r.Target.SASLAddr)
+	return err == nil && strconv.FormatInt(x, 10) == port
 }
 
 func (r *Run) isGatewayPort(x int64) bool {

@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 	srv.stop()
 	srvAuthz.stop()
 	srvConsumerMaxSize.stop()
+	srvSASL.stop()
 	os.Exit(code)
 }
 

@@ -79,6 +79,9 @@ func TestParseServers(t *testing.T) {
 	if err != nil || f.Servers != ServersAuthorizer || pairFor(f) != &srvAuthz {
 		t.Fatalf("servers header: %v %+v", err, f)
 	}
+	if f, err := Parse("x.txt", "servers sasl\nscenario a\nlogin a alice\ncall a Metadata v1"); err != nil || pairFor(f) != &srvSASL || f.Scenarios[0].Steps[0].Var != "alice" {
+		t.Fatalf("servers sasl: %v %+v", err, f)
+	}
 	if f, err := Parse("x.txt", "servers consumer-max-size\nscenario a\ncall c1 Metadata v1"); err != nil || pairFor(f) != &srvConsumerMaxSize {
 		t.Fatalf("servers consumer-max-size: %v %+v", err, f)
 	}

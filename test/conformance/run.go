@@ -36,6 +36,8 @@ type Target struct {
 	// topics (and transactional ids) in the same broker, so their names must not collide.
 	// Normalization maps the target's names back to the shared run's.
 	RunSuffix string
+	// SASLAddr is the SASL_PLAINTEXT listener of the SASL pair (empty elsewhere).
+	SASLAddr string
 }
 
 const (
@@ -310,6 +312,27 @@ func (r *Run) conn(name string) (*clientConn, error) {
 	return c, nil
 }
 
+// login opens a connection on the target's SASL listener and logs in there as the step's user.
+func (r *Run) login(st *Step) error {
+	if _, ok := r.conns[st.Conn]; ok {
+		return fmt.Errorf("login %s: the connection is open already; log in first", st.Conn)
+	}
+	if r.Target.SASLAddr == "" {
+		return fmt.Errorf("login %s: %s has no SASL listener (a file headed servers %s has)", st.Conn, r.Target.Name, ServersSASL)
+	}
+	c, err := dial(st.Conn, r.Target.SASLAddr)
+	if err != nil {
+		return err
+	}
+	if err := loginSCRAM(c, st.Var, saslPassword(st.Var)); err != nil {
+		c.close()
+		return err
+	}
+	// The login's requests took correlation ids 1..n: the scenario's go on from there.
+	r.conns[st.Conn] = c
+	return nil
+}
+
 func clientID(st *Step) *string {
 	if st.ClientSet {
 		return st.Client
@@ -330,6 +353,8 @@ func (r *Run) step(i int, st *Step) error {
 	case "sleep":
 		time.Sleep(st.Dur)
 		return nil
+	case "login":
+		return r.login(st)
 	}
 	c, err := r.conn(st.Conn)
 	if err != nil {

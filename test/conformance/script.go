@@ -47,7 +47,7 @@ type File struct {
 }
 
 // ServerPairs are the names a "servers" line takes.
-var ServerPairs = []string{ServersAuthorizer, ServersConsumerMaxSize}
+var ServerPairs = []string{ServersAuthorizer, ServersConsumerMaxSize, ServersSASL}
 
 // ServersAuthorizer is the pair started with StandardAuthorizer and
 // allow.everyone.if.no.acl.found=true on both servers: a plaintext client is User:ANONYMOUS,
@@ -60,6 +60,13 @@ const ServersAuthorizer = "authorizer"
 // and does not depend on how fast the scenario runs. A pair of its own, so the shared pair
 // keeps the defaults every other scenario answers with.
 const ServersConsumerMaxSize = "consumer-max-size"
+
+// ServersSASL is the pair with StandardAuthorizer, allow.everyone.if.no.acl.found=false,
+// super.users=User:ANONYMOUS on the plaintext listener and a SASL_PLAINTEXT listener with
+// SCRAM-SHA-256 users (saslUsers): a connection a scenario logs in with `login` is that user's,
+// denied whatever no ACL allows it, while a plaintext connection is the super user that creates
+// the ACLs.
+const ServersSASL = "sasl"
 
 // Scenario is a named script of steps run against every target.
 type Scenario struct {
@@ -83,7 +90,7 @@ const (
 // Step is one directive that does something on a connection (or to the scenario's variables).
 type Step struct {
 	Line int
-	Op   string // call send recv frame raw eof close closed quiet sleep set
+	Op   string // call send recv frame raw eof close closed quiet sleep set login
 	Only string // run on this target only ("" = every target)
 	Tag  string // difference id, required with Only
 
@@ -100,7 +107,7 @@ type Step struct {
 	Dur       time.Duration // quiet, sleep
 	Timeout   time.Duration
 	Until     time.Duration // call: repeat until the expectations hold, for at most this long
-	Var       string        // set
+	Var       string        // set; login: the user
 	Value     string        // set
 
 	Checks []*Check
@@ -426,6 +433,15 @@ func (p *parser) step(st *Step, l *line, args []string) error {
 			return fmt.Errorf("raw needs hex bytes in an indented body")
 		}
 		st.Hex = b
+	case "login":
+		if err := needConn(); err != nil {
+			return err
+		}
+		if len(args) != 1 || strings.Contains(args[0], "=") {
+			return fmt.Errorf("login needs: login <conn> <user>")
+		}
+		st.Var = args[0]
+		return noBody()
 	case "eof", "close":
 		if err := needConn(); err != nil {
 			return err

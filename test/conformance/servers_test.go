@@ -33,6 +33,9 @@ type servers struct {
 	// coordSets and kafkaConfigs are what this pair adds to the shared configuration
 	// (coordinatord --set, kafka.sh --config).
 	coordSets, kafkaConfigs []string
+	// sasl adds a SASL_PLAINTEXT listener to the reference broker and creates saslUsers on
+	// both servers.
+	sasl bool
 
 	tmp   string
 	coord *coordinatord
@@ -59,6 +62,22 @@ var srvConsumerMaxSize = servers{
 
 const standardAuthorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
+// srvSASL is the pair for files headed "servers sasl", started on first use: both servers deny
+// what no ACL allows, have a SASL_PLAINTEXT listener with SCRAM-SHA-256 and the users of
+// saslUsers, and keep their plaintext listener for the super user User:ANONYMOUS (on Kafka also
+// its controller's principal).
+var srvSASL = servers{
+	sasl: true,
+	coordSets: []string{"authorizer.class.name=" + standardAuthorizer, "allow.everyone.if.no.acl.found=false",
+		"super.users=User:ANONYMOUS", "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"sasl.enabled.mechanisms=SCRAM-SHA-256"},
+	kafkaConfigs: []string{"authorizer.class.name=" + standardAuthorizer, "allow.everyone.if.no.acl.found=false",
+		"super.users=User:ANONYMOUS",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+		"sasl.enabled.mechanisms=SCRAM-SHA-256",
+		"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"},
+}
+
 // pairFor is the pair a file runs against.
 func pairFor(f *File) *servers {
 	switch f.Servers {
@@ -66,6 +85,8 @@ func pairFor(f *File) *servers {
 		return &srvAuthz
 	case ServersConsumerMaxSize:
 		return &srvConsumerMaxSize
+	case ServersSASL:
+		return &srvSASL
 	}
 	return &srv
 }
@@ -95,7 +116,7 @@ func (s *servers) startAll() error {
 	}
 	if want {
 		go func() {
-			b, err := startKafka(filepath.Join(tmp, "kafka"), s.kafkaConfigs)
+			b, err := startKafka(filepath.Join(tmp, "kafka"), s.kafkaConfigs, s.sasl)
 			kch <- kafkaStart{b, err}
 		}()
 	} else {
@@ -136,6 +157,18 @@ func (s *servers) startAll() error {
 		s.kafka = k.b
 		if s.Kafka, err = Probe(Kafka, k.b.addr, false); err != nil {
 			return err
+		}
+	}
+	if s.sasl {
+		s.Coord.SASLAddr = coord.saslAddr
+		if err := createSASLUsers(coord.addr, coord.saslAddr); err != nil {
+			return err
+		}
+		if s.Kafka != nil {
+			s.Kafka.SASLAddr = s.kafka.saslAddr
+			if err := createSASLUsers(s.kafka.addr, s.kafka.saslAddr); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -179,9 +212,10 @@ func gatewayWanted() bool {
 // ---------------------------------------------------------------------------- coordinatord
 
 type coordinatord struct {
-	cmd    *exec.Cmd
-	addr   string
-	exited chan struct{}
+	cmd      *exec.Cmd
+	addr     string
+	saslAddr string // the SASL_PLAINTEXT listener, when it has one
+	exited   chan struct{}
 
 	mu   sync.Mutex
 	logs []string
@@ -245,7 +279,7 @@ func startCoordinatord(tmp, upstream string, sets []string) (*coordinatord, erro
 	go func() { c.cmd.Wait(); close(c.exited) }()
 	select {
 	case line := <-started:
-		c.addr = line.addr
+		c.addr, c.saslAddr = line.addr, line.saslAddr
 		// Like a deployment's readiness gate: scenarios start once every shard has loaded
 		// (before that, Metadata finds no catalog).
 		if err := waitReady(line.admin, c.exited); err != nil {
@@ -261,7 +295,7 @@ func startCoordinatord(tmp, upstream string, sets []string) (*coordinatord, erro
 	}
 }
 
-type startedLine struct{ addr, admin string }
+type startedLine struct{ addr, saslAddr, admin string }
 
 func waitReady(admin string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(30 * time.Second)
@@ -296,7 +330,13 @@ func (c *coordinatord) readLogs(r io.Reader, started chan<- startedLine) {
 			Admin     string   `json:"admin"`
 		}
 		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "coordinatord started" && len(l.Listeners) > 0 {
-			started <- startedLine{addr: strings.TrimPrefix(l.Listeners[0], "PLAINTEXT://"), admin: l.Admin}
+			sl := startedLine{addr: strings.TrimPrefix(l.Listeners[0], "PLAINTEXT://"), admin: l.Admin}
+			for _, ln := range l.Listeners {
+				if a, ok := strings.CutPrefix(ln, "SASL_PLAINTEXT://"); ok {
+					sl.saslAddr = a
+				}
+			}
+			started <- sl
 		}
 	}
 }
@@ -331,15 +371,16 @@ func (c *coordinatord) stop() {
 // ---------------------------------------------------------------------------- kafka
 
 type kafkaBroker struct {
-	addr string
-	dir  string // empty when the broker was started by someone else (KAFKA_ADDR)
+	addr     string
+	saslAddr string // its SASL_PLAINTEXT listener, when started with one
+	dir      string // empty when the broker was started by someone else (KAFKA_ADDR)
 }
 
 const kafkaScript = "../kafka/kafka.sh"
 
 // startKafka runs test/kafka/kafka.sh start in dir (or CONFORMANCE_KAFKA_DIR), or uses the
 // broker KAFKA_ADDR names.
-func startKafka(dir string, configs []string) (*kafkaBroker, error) {
+func startKafka(dir string, configs []string, sasl bool) (*kafkaBroker, error) {
 	if addr := os.Getenv("KAFKA_ADDR"); addr != "" {
 		return &kafkaBroker{addr: addr}, nil
 	}
@@ -347,6 +388,9 @@ func startKafka(dir string, configs []string) (*kafkaBroker, error) {
 		dir = d
 	}
 	cmd := exec.Command(kafkaScript, "start", "--dir", dir)
+	if sasl {
+		cmd.Args = append(cmd.Args, "--listener", "SASL_PLAINTEXT")
+	}
 	for _, kv := range configs {
 		cmd.Args = append(cmd.Args, "--config", kv)
 	}
@@ -366,8 +410,11 @@ func startKafka(dir string, configs []string) (*kafkaBroker, error) {
 		if v, ok := strings.CutPrefix(line, "KAFKA_ADDR="); ok {
 			b.addr = strings.TrimSpace(v)
 		}
+		if v, ok := strings.CutPrefix(line, "KAFKA_LISTENER_SASL_PLAINTEXT="); ok {
+			b.saslAddr = strings.TrimSpace(v)
+		}
 	}
-	if b.addr == "" {
+	if b.addr == "" || (sasl && b.saslAddr == "") {
 		b.stop()
 		return nil, fmt.Errorf("%s start printed no KAFKA_ADDR", kafkaScript)
 	}

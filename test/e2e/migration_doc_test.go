@@ -28,21 +28,7 @@ func TestGateway_MigrationDocRunsAsWritten(t *testing.T) {
 	if len(blocks) != 3 {
 		t.Fatalf("docs/migration.md should have 3 command blocks (before the upgrade, after it, after the rollback), has %d: %v", len(blocks), blocks)
 	}
-	cp := wordCountClasspath(t)
-	bin := t.TempDir()
-	for name, class := range map[string]string{
-		"kafka-configs.sh":         "org.apache.kafka.tools.ConfigCommand",
-		"kafka-groups.sh":          "org.apache.kafka.tools.GroupsCommand",
-		"kafka-streams-groups.sh":  "org.apache.kafka.tools.streams.StreamsGroupCommand",
-		"kafka-consumer-groups.sh": consumerGroupCommand,
-		"kafka-topics.sh":          "org.apache.kafka.tools.TopicCommand",
-	} {
-		script := "#!/bin/sh\nexec java -Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp '" + cp + "' " + class + " \"$@\"\n"
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	env := append(os.Environ(), "PATH="+kafkaBin(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	g := startGateway(t, "group.initial.rebalance.delay.ms=0", "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -109,6 +95,8 @@ func docCommandBlocks(t *testing.T, path string) [][]quickstartCommand {
 	defer f.Close()
 	var blocks [][]quickstartCommand
 	inBlock := false
+	// A line ending in a backslash goes on with the next, as in a shell.
+	pending := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -118,10 +106,42 @@ func docCommandBlocks(t *testing.T, path string) [][]quickstartCommand {
 			blocks = append(blocks, nil)
 		case line == "```":
 			inBlock = false
-		case inBlock && line != "":
+		case inBlock && strings.HasSuffix(line, "\\"):
+			pending += strings.TrimSuffix(line, "\\")
+		case inBlock && (line != "" || pending != ""):
+			line, pending = pending+line, ""
+			c := quickstartCommand{}
 			cmd, expect, _ := strings.Cut(line, "# expect:")
-			blocks[len(blocks)-1] = append(blocks[len(blocks)-1], quickstartCommand{line: strings.TrimSpace(cmd), expect: strings.TrimSpace(expect)})
+			if cmdErr, expectErr, ok := strings.Cut(line, "# expect error:"); ok {
+				cmd, expect, c.fails = cmdErr, expectErr, true
+			}
+			c.line, c.expect = strings.TrimSpace(cmd), strings.TrimSpace(expect)
+			blocks[len(blocks)-1] = append(blocks[len(blocks)-1], c)
 		}
 	}
 	return blocks
+}
+
+// kafkaBin returns a directory of scripts named as Kafka 4.4's bin/ tools that run the same
+// tool classes, for pages whose commands call them by name.
+func kafkaBin(t *testing.T) string {
+	t.Helper()
+	cp := wordCountClasspath(t)
+	bin := t.TempDir()
+	for name, class := range map[string]string{
+		"kafka-acls.sh":             "org.apache.kafka.tools.AclCommand",
+		"kafka-configs.sh":          "org.apache.kafka.tools.ConfigCommand",
+		"kafka-console-consumer.sh": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+		"kafka-console-producer.sh": "org.apache.kafka.tools.ConsoleProducer",
+		"kafka-groups.sh":           "org.apache.kafka.tools.GroupsCommand",
+		"kafka-streams-groups.sh":   "org.apache.kafka.tools.streams.StreamsGroupCommand",
+		"kafka-consumer-groups.sh":  consumerGroupCommand,
+		"kafka-topics.sh":           "org.apache.kafka.tools.TopicCommand",
+	} {
+		script := "#!/bin/sh\nexec java -Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp '" + cp + "' " + class + " \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
 }

@@ -66,7 +66,12 @@ func TestQuickstartDocRunsAsWritten(t *testing.T) {
 	}
 }
 
-type quickstartCommand struct{ line, expect string }
+// quickstartCommand is one command of a page and the text its output must have; fails says the
+// text is an error the command reports (`# expect error:`), so its exit status is not checked.
+type quickstartCommand struct {
+	line, expect string
+	fails        bool
+}
 
 func quickstartCommands(t *testing.T, path string) []quickstartCommand {
 	t.Helper()
