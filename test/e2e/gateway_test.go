@@ -3,10 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,6 +97,21 @@ func TestGateway_ProduceConsumeCommitThroughGateway(t *testing.T) {
 	if err != nil || described[group].State != "Stable" {
 		t.Fatalf("DescribeGroups through the gateway: %v, %+v", err, described[group])
 	}
+
+	// The console's group page shows the lag from the upstream's log end offsets: ten records
+	// more than the group committed, into a partition it committed.
+	const more = 10
+	var committedParts int
+	var latePartition int32
+	offsets.Each(func(o kadm.OffsetResponse) { committedParts++; latePartition = o.Partition })
+	late := newClient(t, g.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := 0; i < more; i++ {
+		late.Produce(ctx, &kgo.Record{Topic: topic, Partition: latePartition, Value: []byte(fmt.Sprintf("late-%d", i))}, nil)
+	}
+	if err := late.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	consolePageLag(t, g, group, topic, committedParts, records+more, more)
 
 	// Every connection the upstream has from outside is the gateway's.
 	if n := connectionsTo(t, os.Getpid(), upstreamAddr); n != 0 {
@@ -350,5 +369,36 @@ func TestGateway_CommitForATopicJustCreatedUpstream(t *testing.T) {
 	resp, err := adm.CommitOffsets(ctx, topic+"-group", kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 1, Offset: 7}))
 	if err != nil || resp.Error() != nil {
 		t.Fatalf("commit for a topic just created upstream: %v %v", err, resp.Error())
+	}
+}
+
+// consolePageLag reads the console's group page and checks, per committed partition of topic,
+// log end = committed + lag, and the totals of both columns.
+func consolePageLag(t *testing.T, g *gateway, group, topic string, partitions int, wantLogEnd, wantLag int64) {
+	t.Helper()
+	resp, err := http.Get("http://" + g.Admin + "/console/group?id=" + url.QueryEscape(group))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	row := regexp.MustCompile(`<tr data-topic="` + regexp.QuoteMeta(topic) + `" data-partition="(\d+)"><td>[^<]*</td><td class="num">\d+</td><td class="num">(\d+)</td><td>[^<]*</td><td>[^<]*</td><td class="num log-end">([^<]*)</td><td class="num lag">([^<]*)</td>`)
+	rows := row.FindAllStringSubmatch(string(body), -1)
+	if len(rows) != partitions {
+		t.Fatalf("console page of %s: %d offset rows for %s, want %d:\n%s", group, len(rows), topic, partitions, body)
+	}
+	var logEnd, lag int64
+	for _, r := range rows {
+		committed, _ := strconv.ParseInt(r[2], 10, 64)
+		end, err1 := strconv.ParseInt(r[3], 10, 64)
+		l, err2 := strconv.ParseInt(r[4], 10, 64)
+		if err1 != nil || err2 != nil || end-committed != l {
+			t.Fatalf("console page of %s, partition %s: committed %s, log end %q, lag %q", group, r[1], r[2], r[3], r[4])
+		}
+		logEnd += end
+		lag += l
+	}
+	if logEnd != wantLogEnd || lag != wantLag {
+		t.Fatalf("console page of %s: log end offsets sum to %d and lag to %d, want %d and %d", group, logEnd, lag, wantLogEnd, wantLag)
 	}
 }
