@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -18,30 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-var (
-	rdkafkaOnce   sync.Once
-	rdkafkaPython string
-	rdkafkaErr    error
-)
+// rdkafkaVenv makes the venv of rdkafka/requirements.txt: confluent-kafka's wheel bundles a
+// librdkafka recent enough for KIP-848, which the distributions' packages are not.
+var rdkafkaVenv = setupOnce{script: "rdkafka/setup.sh", what: "installing confluent-kafka"}
 
-// rdkafkaPythonPath makes (once) the venv of rdkafka/requirements.txt: confluent-kafka's wheel
-// bundles a librdkafka recent enough for KIP-848, which the distributions' packages are not.
-func rdkafkaPythonPath(t *testing.T) string {
-	t.Helper()
-	rdkafkaOnce.Do(func() {
-		var out, errb bytes.Buffer
-		cmd := exec.Command("rdkafka/setup.sh")
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if rdkafkaErr = cmd.Run(); rdkafkaErr != nil {
-			rdkafkaErr = fmt.Errorf("installing confluent-kafka: %v\n%s", rdkafkaErr, errb.String())
-		}
-		rdkafkaPython = strings.TrimSpace(out.String())
-	})
-	if rdkafkaErr != nil {
-		t.Fatal(rdkafkaErr)
-	}
-	return rdkafkaPython
-}
+func rdkafkaPythonPath(t *testing.T) string { return rdkafkaVenv.path(t) }
 
 // rdkafkaConsumer is one rdkafka/consumer.py process.
 type rdkafkaConsumer struct {

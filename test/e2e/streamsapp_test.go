@@ -14,29 +14,37 @@ import (
 	"time"
 )
 
-// streamsClasspath is the compiled word-count application (test/e2e/streamsapp), built once.
-var (
-	streamsOnce      sync.Once
-	streamsClasspath string
-	streamsBuildErr  error
-)
-
-func wordCountClasspath(t *testing.T) string {
-	t.Helper()
-	streamsOnce.Do(func() {
-		var out, errb bytes.Buffer
-		cmd := exec.Command("streamsapp/build.sh")
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if streamsBuildErr = cmd.Run(); streamsBuildErr != nil {
-			streamsBuildErr = fmt.Errorf("building the word-count application: %v\n%s", streamsBuildErr, errb.String())
-		}
-		streamsClasspath = strings.TrimSpace(out.String())
-	})
-	if streamsBuildErr != nil {
-		t.Fatal(streamsBuildErr)
-	}
-	return streamsClasspath
+// setupOnce runs a set-up script of the tree once per test binary and keeps the path it
+// prints (a classpath, an interpreter): the first test that needs it pays for it, a failure
+// fails every test that needs it.
+type setupOnce struct {
+	script, what string
+	once         sync.Once
+	out          string
+	err          error
 }
+
+func (s *setupOnce) path(t *testing.T) string {
+	t.Helper()
+	s.once.Do(func() {
+		var out, errb bytes.Buffer
+		cmd := exec.Command(s.script)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if s.err = cmd.Run(); s.err != nil {
+			s.err = fmt.Errorf("%s: %v\n%s", s.what, s.err, errb.String())
+		}
+		s.out = strings.TrimSpace(out.String())
+	})
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s.out
+}
+
+// streamsBuild compiles the word-count application (test/e2e/streamsapp).
+var streamsBuild = setupOnce{script: "streamsapp/build.sh", what: "building the word-count application"}
+
+func wordCountClasspath(t *testing.T) string { return streamsBuild.path(t) }
 
 // streamsApp is one instance of the word-count application, a JVM of its own.
 type streamsApp struct {
