@@ -413,14 +413,7 @@ func TestBrokerAbortedRoundIsLostNotFailed(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kc, err := kgo.NewClient(b.opts.Client...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	if _, err := kadm.NewClient(kc).DeleteTopic(ctx, b.opts.Topic); err != nil {
-		t.Fatal(err)
-	}
+	deleteStateTopic(t, ctx, b)
 	last, err := l.Append([]log.Record{rec("b", "2"), rec("c", "3")})
 	if err != nil {
 		t.Fatal(err)
@@ -469,14 +462,7 @@ func TestBrokerLoadRetriesMarkerUntilTopicIsBack(t *testing.T) {
 			b.lg = zap.New(core)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			kc, err := kgo.NewClient(b.opts.Client...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer kc.Close()
-			if _, err := kadm.NewClient(kc).DeleteTopic(ctx, b.opts.Topic); err != nil {
-				t.Fatal(err)
-			}
+			deleteStateTopic(t, ctx, b)
 			l, r := openLossy(t, b, 0)
 			defer l.Close()
 			loaded := make(chan error, 1)
@@ -523,5 +509,19 @@ func TestBrokerLoadRetriesMarkerUntilTopicIsBack(t *testing.T) {
 			}
 			appendUntilDurable(t, l, r, rec("a", "1"))
 		})
+	}
+}
+
+// deleteStateTopic deletes the backend's state topic under it, as an operator's mistake or a
+// lost cluster would.
+func deleteStateTopic(t *testing.T, ctx context.Context, b *Backend) {
+	t.Helper()
+	kc, err := kgo.NewClient(b.opts.Client...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if _, err := kadm.NewClient(kc).DeleteTopic(ctx, b.opts.Topic); err != nil {
+		t.Fatal(err)
 	}
 }
