@@ -68,16 +68,11 @@ func (c *Config) validateAdminSecurity() error {
 		}
 		return nil
 	}
-	inline := s.KeystoreCertificateChain != "" || s.KeystoreKey != ""
-	switch {
-	case s.KeystoreLocation != "" && inline:
-		return &KeyError{Key: "admin.ssl.keystore.location", Reason: "set either admin.ssl.keystore.location or admin.ssl.keystore.certificate.chain with admin.ssl.keystore.key, not both"}
-	case s.KeystoreLocation == "" && !inline:
+	if !s.hasKeystore() {
 		return &KeyError{Key: "admin.ssl.keystore.location", Reason: "admin.listener.security.protocol SSL needs admin.ssl.keystore.location, or admin.ssl.keystore.certificate.chain with admin.ssl.keystore.key"}
-	case inline && (s.KeystoreCertificateChain == "" || s.KeystoreKey == ""):
-		return &KeyError{Key: "admin.ssl.keystore.key", Reason: "admin.ssl.keystore.certificate.chain and admin.ssl.keystore.key go together"}
-	case s.TruststoreLocation != "" && s.TruststoreCertificates != "":
-		return &KeyError{Key: "admin.ssl.truststore.location", Reason: "set either admin.ssl.truststore.location or admin.ssl.truststore.certificates, not both"}
+	}
+	if key, reason := pemConflict("admin.", s.KeystoreLocation, s.KeystoreCertificateChain, s.KeystoreKey, s.TruststoreLocation, s.TruststoreCertificates); key != "" {
+		return &KeyError{Key: key, Reason: reason}
 	}
 	return nil
 }

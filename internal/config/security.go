@@ -53,6 +53,27 @@ type SSLConfig struct {
 	PrincipalMappingRules    string
 }
 
+// hasKeystore says whether a key and certificate are given, as a file or inline.
+func (s SSLConfig) hasKeystore() bool {
+	return s.KeystoreLocation != "" || s.KeystoreCertificateChain != "" || s.KeystoreKey != ""
+}
+
+// pemConflict names the first of the PEM keys under prefix ("", "admin.", "upstream.") that
+// contradicts another, with the reason; "" when none does. The key and certificate are a file
+// or inline PEM, never both; inline, the two go together; the CAs are a file or inline PEM.
+func pemConflict(prefix, keystoreLocation, chain, key, truststoreLocation, truststoreCerts string) (string, string) {
+	inline := chain != "" || key != ""
+	switch {
+	case keystoreLocation != "" && inline:
+		return prefix + "ssl.keystore.location", "set either " + prefix + "ssl.keystore.location or " + prefix + "ssl.keystore.certificate.chain with " + prefix + "ssl.keystore.key, not both"
+	case inline && (chain == "" || key == ""):
+		return prefix + "ssl.keystore.key", prefix + "ssl.keystore.certificate.chain and " + prefix + "ssl.keystore.key go together"
+	case truststoreLocation != "" && truststoreCerts != "":
+		return prefix + "ssl.truststore.location", "set either " + prefix + "ssl.truststore.location or " + prefix + "ssl.truststore.certificates, not both"
+	}
+	return "", ""
+}
+
 // SASLConfig is the process-wide SASL settings.
 type SASLConfig struct {
 	// PlainUsersFile holds the PLAIN users (sasl.plain.users.file).
@@ -244,16 +265,11 @@ func (c *Config) validateSecurity() error {
 				// applies there only when set for the listener itself.
 				sec.SSL.ClientAuth = "none"
 			}
-			inline := sec.SSL.KeystoreCertificateChain != "" || sec.SSL.KeystoreKey != ""
-			switch {
-			case sec.SSL.KeystoreLocation != "" && inline:
-				return keyErr("ssl.keystore.location", "set either ssl.keystore.location or ssl.keystore.certificate.chain with ssl.keystore.key, not both")
-			case sec.SSL.KeystoreLocation == "" && !inline:
+			if !sec.SSL.hasKeystore() {
 				return keyErr("ssl.keystore.location", proto+" needs ssl.keystore.location, or ssl.keystore.certificate.chain with ssl.keystore.key")
-			case inline && (sec.SSL.KeystoreCertificateChain == "" || sec.SSL.KeystoreKey == ""):
-				return keyErr("ssl.keystore.key", "ssl.keystore.certificate.chain and ssl.keystore.key go together")
-			case sec.SSL.TruststoreLocation != "" && sec.SSL.TruststoreCertificates != "":
-				return keyErr("ssl.truststore.location", "set either ssl.truststore.location or ssl.truststore.certificates, not both")
+			}
+			if key, reason := pemConflict("", sec.SSL.KeystoreLocation, sec.SSL.KeystoreCertificateChain, sec.SSL.KeystoreKey, sec.SSL.TruststoreLocation, sec.SSL.TruststoreCertificates); key != "" {
+				return keyErr(key, reason)
 			}
 			if err := oneOf(sec.SSL.ClientAuth, "none", "requested", "required"); err != nil {
 				return keyErr("ssl.client.auth", err.Error())

@@ -144,14 +144,8 @@ func (c *Config) validateUpstreamSecurity() error {
 	if s.SASL() && s.Username == "" {
 		return &KeyError{Key: "upstream.sasl.jaas.config", Reason: "upstream.security.protocol " + s.Protocol + " needs coordinatord's own login: upstream.sasl.jaas.config, or upstream.sasl.username and upstream.sasl.password"}
 	}
-	inline := s.KeystoreCertificateChain != "" || s.KeystoreKey != ""
-	switch {
-	case s.KeystoreLocation != "" && inline:
-		return &KeyError{Key: "upstream.ssl.keystore.location", Reason: "set either upstream.ssl.keystore.location or upstream.ssl.keystore.certificate.chain with upstream.ssl.keystore.key, not both"}
-	case inline && (s.KeystoreCertificateChain == "" || s.KeystoreKey == ""):
-		return &KeyError{Key: "upstream.ssl.keystore.key", Reason: "upstream.ssl.keystore.certificate.chain and upstream.ssl.keystore.key go together"}
-	case s.TruststoreLocation != "" && s.TruststoreCertificates != "":
-		return &KeyError{Key: "upstream.ssl.truststore.location", Reason: "set either upstream.ssl.truststore.location or upstream.ssl.truststore.certificates, not both"}
+	if key, reason := pemConflict("upstream.", s.KeystoreLocation, s.KeystoreCertificateChain, s.KeystoreKey, s.TruststoreLocation, s.TruststoreCertificates); key != "" {
+		return &KeyError{Key: key, Reason: reason}
 	}
 	for _, l := range c.Listeners {
 		if first := c.Listeners[0]; l.Security.Protocol != first.Security.Protocol {
