@@ -65,7 +65,25 @@ func run(m *testing.M) int {
 			stop.Run()
 		}()
 	}
-	return m.Run()
+	// The classic bytes capture runs its applications against the upstream on purpose.
+	if os.Getenv("CAPTURE_CLASSICPROTO") != "" {
+		return m.Run()
+	}
+	watch, err := watchUpstream(upstreamAddr, gatewayOrBroker(upstreamAddr))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "watching the upstream's connections:", err)
+		return 1
+	}
+	status := m.Run()
+	if leaks := watch.Stop(); len(leaks) > 0 {
+		fmt.Fprintln(os.Stderr, "FAIL: clients reached the upstream around the gateway:")
+		for _, l := range leaks {
+			fmt.Fprintln(os.Stderr, "  "+l)
+		}
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "e2e: every connection the upstream accepted came from coordinatord, the broker or the test's own checks")
+	return status
 }
 
 // startKafka starts the reference broker with streams groups switched off, so that every

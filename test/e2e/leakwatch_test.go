@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// upstreamWatch watches, for the whole run, every TCP connection the upstream broker accepts
+// and names each one whose client end belongs to a process other than coordinatord, the broker
+// itself and this test process (whose admin clients check the upstream on purpose). A Java
+// Streams application, a Kafka tool or the librdkafka consumer found there learned an upstream
+// address through the gateway: the leak gateway mode must never have.
+type upstreamWatch struct {
+	port    int
+	allowed func(pid int) bool
+
+	mu     sync.Mutex
+	seen   map[string]bool // socket inodes already judged
+	leaks  []string
+	stop   chan struct{}
+	done   chan struct{}
+	period time.Duration
+}
+
+func watchUpstream(addr string, allowed func(pid int) bool) (*upstreamWatch, error) {
+	_, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, err
+	}
+	w := &upstreamWatch{port: port, allowed: allowed, seen: map[string]bool{},
+		stop: make(chan struct{}), done: make(chan struct{}), period: 20 * time.Millisecond}
+	go w.run()
+	return w, nil
+}
+
+func (w *upstreamWatch) run() {
+	defer close(w.done)
+	t := time.NewTicker(w.period)
+	defer t.Stop()
+	for {
+		w.scan()
+		select {
+		case <-w.stop:
+			w.scan()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Stop ends the watch and returns every leak it saw, one line each.
+func (w *upstreamWatch) Stop() []string {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.leaks
+}
+
+// scan reads the kernel's connection tables, which is cheap, and looks for the owning process
+// only of a connection it has not judged yet, so a long run costs little between connections.
+func (w *upstreamWatch) scan() {
+	var fresh []string
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "01" || f[9] == "0" { // 01: ESTABLISHED
+				continue
+			}
+			if _, remPort, ok := strings.Cut(f[2], ":"); ok {
+				if p, err := strconv.ParseInt(remPort, 16, 32); err == nil && int(p) == w.port && !w.seen[f[9]] {
+					fresh = append(fresh, f[9])
+				}
+			}
+		}
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	owners := socketOwners()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, inode := range fresh {
+		pid, ok := owners[inode]
+		if !ok {
+			continue // closed since, or not yet in a descriptor table: judged at the next scan
+		}
+		w.seen[inode] = true
+		if !w.allowed(pid) {
+			w.leaks = append(w.leaks, fmt.Sprintf("%s connected to the upstream at 127.0.0.1:%d directly",
+				describeProcess(pid), w.port))
+		}
+	}
+}
+
+// socketOwners maps every socket inode of every process to its pid.
+func socketOwners() map[string]int {
+	owners := map[string]int{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name()))
+			if err == nil && strings.HasPrefix(link, "socket:[") {
+				owners[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = pid
+			}
+		}
+	}
+	return owners
+}
+
+func describeProcess(pid int) string {
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	args := strings.Fields(strings.ReplaceAll(string(cmdline), "\x00", " "))
+	if len(args) > 6 {
+		args = append(args[:6], "...")
+	}
+	return fmt.Sprintf("process %d (%s)", pid, strings.Join(args, " "))
+}
+
+// listenerPid is the process listening on port: the broker, whose own connections to its
+// listener (controller and inter-broker traffic) are not clients'.
+func listenerPid(port int) int {
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			if _, localPort, ok := strings.Cut(f[1], ":"); ok {
+				if p, err := strconv.ParseInt(localPort, 16, 32); err == nil && int(p) == port {
+					if pid, ok := socketOwners()[f[9]]; ok {
+						return pid
+					}
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// gatewayOrBroker allows the connections coordinatord (any process running the binary under
+// test), the broker and this test process make to the upstream.
+func gatewayOrBroker(upstream string) func(pid int) bool {
+	_, portText, _ := net.SplitHostPort(upstream)
+	port, _ := strconv.Atoi(portText)
+	broker := listenerPid(port)
+	self := os.Getpid()
+	coordinatord, err := filepath.EvalSymlinks(binaryPath)
+	if err != nil {
+		coordinatord = binaryPath
+	}
+	return func(pid int) bool {
+		if pid == self || pid == broker {
+			return true
+		}
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		return err == nil && exe == coordinatord
+	}
+}
+
+// The watch that guards every run must name a client that connects around the gateway, and
+// only that one: here a shell plays the leaking client against a listener of the test's own,
+// beside a connection of the test process itself, which is allowed.
+func TestUpstreamWatchNamesADirectClient(t *testing.T) {
+	requireE2E(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	w, err := watchUpstream(ln.Addr().String(), gatewayOrBroker(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	shell := exec.Command("bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/"+port+"; sleep 1")
+	if out, err := shell.CombinedOutput(); err != nil {
+		t.Fatalf("the leaking client could not connect: %v\n%s", err, out)
+	}
+	leaks := w.Stop()
+	if len(leaks) != 1 || !strings.HasPrefix(leaks[0], fmt.Sprintf("process %d ", shell.Process.Pid)) {
+		t.Fatalf("the watch saw %q, want exactly the shell's connection", leaks)
+	}
+}
