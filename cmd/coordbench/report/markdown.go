@@ -144,7 +144,7 @@ func Markdown(s *Set, o Options) string {
 	w("- [Streams task assignors](benchmarks-assignor.md): assignor time for 10/100/1000 members × 100/1000/10000 tasks.\n")
 	w("- [Topology description plugin](benchmarks-plugin.md): other groups' heartbeat p99 while a plugin call hangs for 60 s.\n")
 	w("- [Classic heartbeat](benchmarks-classic.md): CPU and allocations per heartbeat at 10/100/1000 members, before and after the issue-12 change (no group copy, O(1) member lookup).\n")
-	w("\n[Gateway mode](benchmarks-gateway.md) (`make bench-gateway`, `coordbench startup`): produce and fetch through the gateway against straight to the upstream broker, and a Kafka Streams application's time to RUNNING.\n")
+	w("\n[Gateway mode](benchmarks-gateway.md) (`make bench` runs it after this suite into bin/benchmarks-gateway.md; alone: `make bench-gateway`; `coordbench startup`): produce and fetch through the gateway against straight to the upstream broker, and a Kafka Streams application's time to RUNNING.\n")
 	return b.String()
 }
 
