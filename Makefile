@@ -80,13 +80,15 @@ e2e:
 
 # Load comparison of coordinatord, Kafka 4.4 (when Java is available) and kfake; rewrites
 # docs/benchmarks.md and its charts. Takes about 5 minutes.
-# The suite against Kafka 4.4 and kfake, then the gateway hop (bench-gateway): the suite's page is
-# docs/benchmarks.md; the gateway's figures go to bin/benchmarks-gateway.md, from which
-# docs/benchmarks-gateway.md (which explains them) is updated by hand.
+# The suite against Kafka 4.4 and kfake, then the gateway hop (bench-gateway), then a restart with
+# 1M committed offsets against Kafka's: the suite's page is docs/benchmarks.md; the other two
+# tables go to bin/benchmarks-gateway.md and bin/benchmarks-restart.md, from which the pages that
+# explain them (docs/benchmarks-gateway.md, docs/benchmarks-storage.md) are updated by hand.
 bench: build
 	cd $(BENCH_MOD) && $(GO) build -o ../../bin/coordbench .
 	bin/coordbench suite --coordinatord $(BIN) --out docs/benchmarks.md --charts docs/img
 	bin/coordbench gateway --coordinatord $(BIN) --upstream $(GATEWAY_UPSTREAM) --out bin/benchmarks-gateway.md
+	bin/coordbench restart --coordinatord $(BIN) --rounds 2 --out bin/benchmarks-restart.md
 
 # Produce and fetch straight to a Kafka 4.4 broker against through coordinatord's gateway
 # (docs/benchmarks-gateway.md). GATEWAY_UPSTREAM=host:port[,pid=PID] reuses a running broker;

@@ -6,6 +6,7 @@
 //	coordbench run    --scenario NAME --target name=addr[,pid=PID] ... : measure, print, write JSON
 //	coordbench report --results FILE... --out docs/benchmarks.md --charts docs/img : markdown + PNGs
 //	coordbench suite  : start coordinatord, Kafka and kfake, run every scenario, write the report
+//	coordbench restart: commit offsets of many groups, restart, time until served again, RSS
 //	coordbench kfake  : serve a one-broker kfake cluster in this process until interrupted
 package main
 
@@ -26,7 +27,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newReportCommand(), newSuiteCommand(), newGatewayCommand(), newStartupCommand(), newKfakeCommand(), newListCommand())
+	root.AddCommand(newRunCommand(), newReportCommand(), newSuiteCommand(), newGatewayCommand(), newStartupCommand(), newRestartCommand(), newKfakeCommand(), newListCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordbench:", err)
 		os.Exit(1)

@@ -11,6 +11,7 @@
 #     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,NAME:...)
 #     and prints KAFKA_LISTENER_NAME=127.0.0.1:<port>.
 #   kafka.sh stop  [--dir D]
+#   kafka.sh restart [--dir D]           start a stopped broker again on its data
 #   kafka.sh status [--dir D]
 #
 # Exit codes: 0 ok, 1 failure, 2 java or mvn missing (callers may skip), 64 usage.
@@ -29,7 +30,7 @@ HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
 log() { echo "kafka.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 usage() {
-  sed -n '5,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '5,15p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 }
 
@@ -310,25 +311,11 @@ EOF
     die "formatting storage failed"
   fi
 
-  # shellcheck disable=SC2086 # HEAP_OPTS / KAFKA_JAVA_OPTS are word lists
-  setsid "$JAVA" $HEAP_OPTS -XX:+UseG1GC -Djava.awt.headless=true \
-    ${KAFKA_JAVA_OPTS:-} \
-    -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-    -cp "$LIB/*" kafka.Kafka "$dir/server.properties" \
-    >"$dir/kafka.log" 2>&1 </dev/null &
-  local pid=$!
-  echo "$pid" >"$dir/kafka.pid"
-
+  launch_broker "$dir"
+  local pid
+  pid="$(cat "$dir/kafka.pid")"
   local deadline=$(( t0 + START_TIMEOUT )) ready=0
-  while (( SECONDS < deadline )); do
-    if ! pid_alive "$pid"; then
-      tail -n 40 "$dir/kafka.log" >&2 || true
-      rm -f "$dir/kafka.pid"
-      die "broker exited during startup (log: $dir/kafka.log)"
-    fi
-    if api_versions_ok "$port"; then ready=1; break; fi
-    sleep 0.2
-  done
+  wait_listening "$dir" "$pid" "$port" "$deadline" && ready=1
   if (( ready )) && (( warmup )); then
     ready=0
     while (( SECONDS < deadline )); do
@@ -352,6 +339,60 @@ EOF
     printf '%s' "$xenv"
   } | tee "$dir/kafka.env"
   log "broker ready on 127.0.0.1:$port (controller 127.0.0.1:$cport, cluster $cid) in ${ms} ms"
+}
+
+# launch_broker runs the broker of $1's server.properties in the background (its own session,
+# so that it outlives the caller) and records its pid in $1/kafka.pid.
+launch_broker() {
+  local dir="$1"
+  # shellcheck disable=SC2086 # HEAP_OPTS / KAFKA_JAVA_OPTS are word lists
+  setsid "$JAVA" $HEAP_OPTS -XX:+UseG1GC -Djava.awt.headless=true \
+    ${KAFKA_JAVA_OPTS:-} \
+    -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+    -cp "$LIB/*" kafka.Kafka "$dir/server.properties" \
+    >>"$dir/kafka.log" 2>&1 </dev/null &
+  echo "$!" >"$dir/kafka.pid"
+}
+
+# wait_listening DIR PID PORT DEADLINE: until the broker answers ApiVersions; dies if it exits.
+wait_listening() {
+  local dir="$1" pid="$2" port="$3" deadline="$4"
+  while (( SECONDS < deadline )); do
+    if ! pid_alive "$pid"; then
+      tail -n 40 "$dir/kafka.log" >&2 || true
+      rm -f "$dir/kafka.pid"
+      die "broker exited during startup (log: $dir/kafka.log)"
+    fi
+    if api_versions_ok "$port"; then return 0; fi
+    sleep 0.2
+  done
+  return 1
+}
+
+# cmd_restart starts again a broker that `start` set up and `stop` stopped, on its data as it was
+# left (start always formats a fresh cluster): what a restart benchmark measures is the broker
+# reloading its own logs and __consumer_offsets.
+cmd_restart() {
+  parse_dir_only "$@"
+  find_java
+  local dir t0=$SECONDS port
+  dir="$(abs_dir "$DIR")"
+  [[ -f "$dir/server.properties" && -d "$dir/data" ]] || die "restart: no broker set up in $dir (run start first)"
+  if [[ -f "$dir/kafka.pid" ]] && is_kafka_pid "$(cat "$dir/kafka.pid")"; then
+    die "restart: a broker is running from $dir (pid $(cat "$dir/kafka.pid")); stop it first"
+  fi
+  port="$(sed -n 's/^listeners=PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/server.properties")"
+  [[ -n "$port" ]] || die "restart: no PLAINTEXT listener in $dir/server.properties"
+  launch_broker "$dir"
+  local pid
+  pid="$(cat "$dir/kafka.pid")"
+  if ! wait_listening "$dir" "$pid" "$port" $(( t0 + START_TIMEOUT )); then
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$dir/kafka.pid"
+    die "restart: broker not listening on 127.0.0.1:$port after ${START_TIMEOUT}s (log: $dir/kafka.log)"
+  fi
+  { echo "KAFKA_ADDR=127.0.0.1:$port"; echo "KAFKA_PID=$pid"; echo "KAFKA_DIR=$dir"; } | tee "$dir/kafka.env"
+  log "broker restarted on 127.0.0.1:$port"
 }
 
 # ---------------------------------------------------------------- stop, status
@@ -410,6 +451,7 @@ sub="$1"; shift
 case "$sub" in
   fetch) (( $# == 0 )) || usage; cmd_fetch ;;
   start) cmd_start "$@" ;;
+  restart) cmd_restart "$@" ;;
   stop) cmd_stop "$@" ;;
   status) cmd_status "$@" ;;
   -h|--help|help) usage ;;
