@@ -2,11 +2,16 @@
 // into records, hands them to the shard's log and releases each response only after the records
 // it depends on are durable.
 //
-// The shard keeps two instances of its machine. The speculative one has every record replayed
-// as soon as an operation produces it, so that the next write sees the latest state; the durable
-// one has only records the log reported durable, and reads see that one, so nothing a client
-// reads can be lost in a crash. Dropping speculative state is rebuilding the speculative
-// instance from the log, which happens only after a storage failure.
+// The shard keeps one instance of its machine, with every record replayed as soon as an
+// operation produces it, so that the next operation sees the latest state. Nothing a client
+// reads can be lost in a crash because no answer leaves before the records it may have seen are
+// durable: a write's answer waits for its records, a read's (and a write's that appended
+// nothing) for what was pending when it ran. Dropping state that was never made durable is
+// reloading the machine from the log, which happens only after a storage failure.
+//
+// A shard that publishes a view of its durable state for readers off the shard (OnDurable)
+// keeps a second instance fed only with durable records, since its machine may be ahead of
+// what is durable at any moment; only the metadata shard does.
 package runtime
 
 import (
@@ -93,7 +98,9 @@ type Result struct {
 // modify m: only records change state.
 type WriteOp[M Machine] func(c *Ctx[M], m M) Result
 
-// ReadOp answers from durable state at once. It must not modify m.
+// ReadOp answers from the shard's state; the answer is released once every record the state
+// held when the op ran is durable (at once when none is pending). It must not modify m, and its
+// answer must not share memory with m, which later operations change.
 type ReadOp[M Machine] func(m M) (any, error)
 
 // Options configure a shard.
@@ -111,8 +118,13 @@ type Options[M Machine] struct {
 	// OnDurable runs on the shard goroutine with the durable machine after each load and each
 	// advance of durable state, so a machine can publish an immutable view of what is durable
 	// for readers that must not make a round trip through the shard. It must not modify m's
-	// state, and it never sees a record that is not durable.
+	// state, and it never sees a record that is not durable. Setting it costs a second machine
+	// instance (every record replayed twice, state memory doubled): only for small state.
 	OnDurable func(m M)
+	// DurableUpTo runs on the shard goroutine with the machine each time records up to offset
+	// become durable, before the operations waiting for them are answered: what a machine
+	// noted of its records as they were replayed (not yet durable) can be made visible then.
+	DurableUpTo func(m M, offset int64)
 	// LoadSlots, when set, is a semaphore shared by shards so that only so many replay their
 	// logs at once (loading is CPU-bound; more than the core count only adds contention).
 	LoadSlots chan struct{}
@@ -146,10 +158,12 @@ type Shard[M Machine] struct {
 	done        chan struct{}
 
 	// Owned by the shard goroutine.
-	gen      uint64
-	log      log.Log
-	spec     M
+	gen  uint64
+	log  log.Log
+	spec M
+	// durable mirrors spec with durable records only, kept when OnDurable needs it.
 	durable  M
+	mirrored bool
 	next     int64 // offset of the next record appended
 	appended int64 // last offset appended (-1: none this generation)
 	durableO int64 // last offset reported durable
@@ -454,8 +468,13 @@ func (s *Shard[M]) handle(e event[M]) {
 			reply(e.done, outcome{err: err})
 			return
 		}
-		resp, err := e.read(s.durable)
-		reply(e.done, outcome{resp: resp, err: err})
+		if s.mirrored {
+			resp, err := e.read(s.durable)
+			reply(e.done, outcome{resp: resp, err: err})
+			return
+		}
+		resp, err := e.read(s.spec)
+		s.release(waiter{done: e.done, out: outcome{resp: resp, err: err}}, s.appended, time.Now())
 	case evTimer:
 		t := s.timers[e.key]
 		if e.gen != s.gen || t == nil || t.seq != e.seq || s.State() != StateActive {
@@ -568,18 +587,23 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 			}
 		}
 	}
-	if wait > s.durableO {
-		w.offset = wait
-		w.appendedAt = c.now
+	s.release(w, wait, c.now)
+}
+
+// release answers w once offset is durable: at once when it already is, else from markDurable.
+func (s *Shard[M]) release(w waiter, offset int64, now time.Time) {
+	if offset > s.durableO {
+		w.offset = offset
+		w.appendedAt = now
 		// Usually the last; an op waiting for fewer keys may go before others.
-		i := sort.Search(len(s.waiters), func(i int) bool { return s.waiters[i].offset > wait })
+		i := sort.Search(len(s.waiters), func(i int) bool { return s.waiters[i].offset > offset })
 		s.waiters = slices.Insert(s.waiters, i, w)
 		return
 	}
 	for _, fn := range w.afterDurable {
 		fn()
 	}
-	reply(done, w.out)
+	reply(w.done, w.out)
 }
 
 // splitBatches cuts recs into batches the log accepts, each made of whole units (see
@@ -678,11 +702,13 @@ func (s *Shard[M]) markDurable(offset int64) {
 	i := 0
 	for ; i < len(s.pending) && s.pending[i].offset <= offset; i++ {
 		p := s.pending[i]
-		s.replaying = p.offset
-		if err := s.durable.Replay(p.offset, p.rec); err != nil {
-			s.lg.Error("replay into durable state failed; shard stops", zap.Int64("offset", p.offset), zap.Error(err))
-			s.fail(err)
-			return
+		if s.mirrored {
+			s.replaying = p.offset
+			if err := s.durable.Replay(p.offset, p.rec); err != nil {
+				s.lg.Error("replay into durable state failed; shard stops", zap.Int64("offset", p.offset), zap.Error(err))
+				s.fail(err)
+				return
+			}
 		}
 		if s.lastPending[p.key] == p.offset {
 			delete(s.lastPending, p.key)
@@ -694,6 +720,9 @@ func (s *Shard[M]) markDurable(offset int64) {
 	s.durableO = offset
 	if i > 0 && s.opts.OnDurable != nil {
 		s.opts.OnDurable(s.durable)
+	}
+	if s.opts.DurableUpTo != nil {
+		s.opts.DurableUpTo(s.spec, offset)
 	}
 	s.lag.Store(max(s.appended-s.durableO, 0))
 	now := time.Now()
@@ -771,7 +800,11 @@ func (s *Shard[M]) load() {
 	s.gen++
 	gen := s.gen
 	start := time.Now()
-	s.spec, s.durable = s.opts.New(), s.opts.New()
+	s.mirrored = s.opts.OnDurable != nil
+	s.spec = s.opts.New()
+	if s.mirrored {
+		s.durable = s.opts.New()
+	}
 	s.pending, s.waiters = nil, nil
 	s.lastPending = map[uint64]int64{}
 	s.timers = map[string]*timer[M]{}
@@ -800,8 +833,10 @@ func (s *Shard[M]) load() {
 	next, err := l.Load(func(offset int64, rec log.Record) error {
 		records++
 		s.replaying = offset
-		if err := s.durable.Replay(offset, rec); err != nil {
-			return fmt.Errorf("replay offset %d: %w", offset, err)
+		if s.mirrored {
+			if err := s.durable.Replay(offset, rec); err != nil {
+				return fmt.Errorf("replay offset %d: %w", offset, err)
+			}
 		}
 		if err := s.spec.Replay(offset, rec); err != nil {
 			return fmt.Errorf("replay offset %d: %w", offset, err)

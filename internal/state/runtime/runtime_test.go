@@ -114,9 +114,13 @@ func TestWriteAnsweredOnlyAfterDurable(t *testing.T) {
 		t.Fatal("write answered before its record was durable")
 	case <-time.After(50 * time.Millisecond):
 	}
-	// Reads never see speculative state.
-	if v, _ := s.Read(ctx, get("a")); v != int64(0) {
-		t.Fatalf("read saw a non-durable value %v", v)
+	// A read sees the latest state, so its answer waits until that state is durable.
+	read := make(chan any, 1)
+	go func() { v, _ := s.Read(ctx, get("a")); read <- v }()
+	select {
+	case v := <-read:
+		t.Fatalf("read answered %v while the record it saw was not durable", v)
+	case <-time.After(50 * time.Millisecond):
 	}
 	// A write without records that read speculative state also waits.
 	noRecords := make(chan any, 1)
@@ -135,6 +139,9 @@ func TestWriteAnsweredOnlyAfterDurable(t *testing.T) {
 	}
 	if v := <-noRecords; v != int64(5) {
 		t.Fatalf("record-less write saw %v", v)
+	}
+	if v := <-read; v != int64(5) {
+		t.Fatalf("read answered %v once durable, want 5", v)
 	}
 	if v, _ := s.Read(ctx, get("a")); v != int64(5) {
 		t.Fatalf("read-your-writes: got %v", v)

@@ -22,57 +22,79 @@ type Rebalance struct {
 }
 
 // rebalanceLedger is what a shard remembers of its groups' recent rebalances, in memory only:
-// the console's "recent rebalances" and coordinatord_rebalances_total. One ledger per shard is
-// shared by its durable and speculative machines (both live on the shard goroutine, so nothing
-// here is locked). A write's records reach the speculative machine when the operation runs and
-// the durable one once they are durable; a bump is counted at its second sighting, so only
-// durable rebalances count, and a reload (which forgets half-seen bumps) never counts the
-// log's history again.
+// the console's "recent rebalances" and coordinatord_rebalances_total. It lives on the shard
+// goroutine (nothing here is locked). A write's records reach the machine when the operation
+// runs, before they are durable: a bump waits in pending until the runtime reports its offset
+// durable, so only durable rebalances count; a reload (which drops what was never made durable)
+// forgets pending bumps and never counts the log's history again.
 type rebalanceLedger struct {
 	live     bool
-	pending  map[int64]Rebalance // bumps seen by one machine only, by record offset
+	pending  []pendingBump // in offset order: records are replayed in log order
 	recent   map[string][]Rebalance
 	counter  *prometheus.CounterVec // nil: not counted
 	clock    func() time.Time
 	maxGroup int
 }
 
-func newRebalanceLedger(counter *prometheus.CounterVec) *rebalanceLedger {
-	return &rebalanceLedger{pending: map[int64]Rebalance{}, recent: map[string][]Rebalance{}, counter: counter, clock: time.Now, maxGroup: RecentRebalances}
+type pendingBump struct {
+	offset int64
+	typ    string
+	group  string
+	// forgotten: the group was deleted after this bump; it still counts, but is not listed.
+	forgotten bool
+	Rebalance
 }
 
-// reset starts a load: bumps only one machine saw are gone with the machines.
+func newRebalanceLedger(counter *prometheus.CounterVec) *rebalanceLedger {
+	return &rebalanceLedger{recent: map[string][]Rebalance{}, counter: counter, clock: time.Now, maxGroup: RecentRebalances}
+}
+
+// reset starts a load: bumps not yet durable are gone with the machine.
 func (l *rebalanceLedger) reset() {
 	l.live = false
 	clear(l.pending)
+	l.pending = l.pending[:0]
 }
 
-// bumped notes that a machine replayed a group's epoch bump at offset; the cause is computed
-// only at the first sighting (the speculative machine, which runs ahead).
+// bumped notes that the machine replayed a group's epoch bump at offset.
 func (l *rebalanceLedger) bumped(offset int64, typ, group string, epoch int32, cause func() string) {
 	if l == nil || !l.live {
 		return
 	}
-	first, ok := l.pending[offset]
-	if !ok {
-		l.pending[offset] = Rebalance{Epoch: epoch, At: l.clock(), Cause: cause()}
-		return
+	l.pending = append(l.pending, pendingBump{offset: offset, typ: typ, group: group, Rebalance: Rebalance{Epoch: epoch, At: l.clock(), Cause: cause()}})
+}
+
+// durable counts and lists the bumps at offsets up to upTo, now durable.
+func (l *rebalanceLedger) durable(upTo int64) {
+	i := 0
+	for ; i < len(l.pending) && l.pending[i].offset <= upTo; i++ {
+		b := l.pending[i]
+		if l.counter != nil {
+			l.counter.WithLabelValues(b.typ).Inc()
+		}
+		if b.forgotten {
+			continue
+		}
+		h := append(l.recent[b.group], b.Rebalance)
+		if len(h) > l.maxGroup {
+			h = append(h[:0], h[len(h)-l.maxGroup:]...)
+		}
+		l.recent[b.group] = h
 	}
-	delete(l.pending, offset)
-	if l.counter != nil {
-		l.counter.WithLabelValues(typ).Inc()
-	}
-	h := append(l.recent[group], first)
-	if len(h) > l.maxGroup {
-		h = append(h[:0], h[len(h)-l.maxGroup:]...)
-	}
-	l.recent[group] = h
+	clear(l.pending[:i])
+	l.pending = l.pending[i:]
 }
 
 // forget drops a deleted group's history, so that the ledger holds only live groups.
 func (l *rebalanceLedger) forget(group string) {
-	if l != nil {
-		delete(l.recent, group)
+	if l == nil {
+		return
+	}
+	delete(l.recent, group)
+	for i := range l.pending {
+		if l.pending[i].group == group {
+			l.pending[i].forgotten = true
+		}
 	}
 }
 

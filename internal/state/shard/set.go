@@ -81,6 +81,7 @@ func NewSet(o SetOptions) *Set {
 				m.StreamsConfig, m.ClassicConfig, m.ConsumerConfig = o.Streams, o.Classic, o.Consumer
 				return m
 			},
+			DurableUpTo:  func(m *Machine, offset int64) { m.rebalances.durable(offset) },
 			Backend:      o.Backend,
 			Logger:       lg,
 			Metrics:      o.Metrics,
