@@ -142,8 +142,7 @@ type groupsClient struct {
 
 func (o *offsetCommitGroupsRun) Op(ctx context.Context, i int) error {
 	c := o.clients[i]
-	n := o.env.Clients
-	j := i + (c.turn%((len(o.groups)-i+n-1)/n))*n
+	j := groupOfTurn(i, c.turn, o.env.Clients, len(o.groups))
 	c.turn++
 	o.next[j]++
 	var info *Info
@@ -151,6 +150,13 @@ func (o *offsetCommitGroupsRun) Op(ctx context.Context, i int) error {
 		info = o.env.Info
 	}
 	return commitStandalone(ctx, c.conns[o.addrs[j]], o.groups[j], o.topicID, allCommitPartitions, o.next[j], info)
+}
+
+// groupOfTurn is the group client i of n commits to at its turn-th commit: its groups are i,
+// i+n, i+2n, ... below total, visited in turn.
+func groupOfTurn(i, turn, n, total int) int {
+	own := (total - i + n - 1) / n
+	return i + (turn%own)*n
 }
 
 func (o *offsetCommitGroupsRun) Teardown(ctx context.Context) error {
