@@ -71,7 +71,8 @@ var ErrRecordTooLarge = errors.New("records too large for the log")
 
 // Result is what a write operation returns. Records are appended as one atomic batch; Response
 // and Err are delivered to the caller once the records (or, when there are none, everything the
-// operation may have read: the keys it named with Ctx.Reads, else everything appended before it)
+// operation may have read: the keys and scopes it named with Ctx.Reads and Ctx.ReadsScope, else
+// everything appended before it)
 // are durable. A *Promise response makes the caller wait for it too.
 //
 // Units lets the records go in several batches when one would exceed the log's limit
