@@ -79,7 +79,9 @@ e2e:
 	test/e2e/run.sh
 
 # Load comparison of coordinatord, Kafka 4.4 (when Java is available) and kfake; rewrites
-# docs/benchmarks.md and its charts. Takes about 5 minutes.
+# docs/benchmarks.md and its charts. Takes about 10 minutes (the issue-12 scenarios,
+# offset-commit-10k-groups, streams-heartbeat-scaling and mixed-load(-idle), took 260 s of it
+# in one run on a loaded 2-core machine).
 bench: build
 	cd $(BENCH_MOD) && $(GO) build -o ../../bin/coordbench .
 	bin/coordbench suite --coordinatord $(BIN) --out docs/benchmarks.md --charts docs/img
