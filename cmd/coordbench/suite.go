@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -251,29 +252,37 @@ func startCoordinatordWith(ctx context.Context, bin, data string, log io.Writer,
 			<-exited
 		}
 	}
-	started := make(chan string, 1)
+	type startedLine struct {
+		Msg       string   `json:"msg"`
+		Listeners []string `json:"listeners"`
+		Admin     string   `json:"admin"`
+	}
+	started := make(chan startedLine, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			var line struct {
-				Msg       string   `json:"msg"`
-				Listeners []string `json:"listeners"`
-			}
+			var line startedLine
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "coordinatord started" && len(line.Listeners) > 0 {
 				select {
-				case started <- line.Listeners[0]:
+				case started <- line:
 				default:
 				}
 			}
 		}
 	}()
 	select {
-	case l := <-started:
-		_, addr, ok := strings.Cut(l, "://")
+	case line := <-started:
+		_, addr, ok := strings.Cut(line.Listeners[0], "://")
 		if !ok {
 			stop()
-			return t, nil, fmt.Errorf("coordinatord listener %q: no scheme", l)
+			return t, nil, fmt.Errorf("coordinatord listener %q: no scheme", line.Listeners[0])
+		}
+		// Listening is not loaded: a shard still replaying its log answers
+		// COORDINATOR_LOAD_IN_PROGRESS, which would fail the first window's setup.
+		if err := waitReady(ctx, "http://"+line.Admin+"/readyz", exited); err != nil {
+			stop()
+			return t, nil, err
 		}
 		t.Addr, t.PID = addr, cmd.Process.Pid
 		return t, stop, nil
@@ -285,6 +294,33 @@ func startCoordinatordWith(ctx context.Context, bin, data string, log io.Writer,
 	case <-ctx.Done():
 		stop()
 		return t, nil, ctx.Err()
+	}
+}
+
+// waitReady polls a coordinatord's /readyz until it answers 200 (every shard loaded).
+func waitReady(ctx context.Context, url string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(startTimeout)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("coordinatord exited before it was ready")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("coordinatord not ready (%s) within %s", url, startTimeout)
+		}
 	}
 }
 

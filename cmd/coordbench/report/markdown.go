@@ -112,6 +112,7 @@ func Markdown(s *Set, o Options) string {
 	w("\n")
 
 	s.glance(&b, o, ratio)
+	s.comparisons(&b)
 
 	for _, sc := range s.Scenarios {
 		w("## Scenario `%s`\n\n", sc)

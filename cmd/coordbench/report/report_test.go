@@ -187,3 +187,44 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+// The issue-12 ratios appear for the targets that measured both rows, computed from them, and
+// not at all when the scenarios were not run.
+func TestIssue12Comparisons(t *testing.T) {
+	if got := Markdown(mustAggregate(t, sample()), Options{}); strings.Contains(got, "Issue 12 comparisons") {
+		t.Fatal("comparisons written without their scenarios")
+	}
+	f := sample()
+	ok := func(sc, target string, clients int, ops uint64, latNs int64, cpu float64) result.Measurement {
+		return result.Measurement{Scenario: sc, Target: target, Clients: clients, Round: 1, Status: result.StatusOK,
+			Ops: ops, Seconds: 2, Latency: lat(latNs, int(ops)), CPUSeconds: f64(cpu)}
+	}
+	f.Results = append(f.Results,
+		ok("mixed-load-idle", "coordinatord", 8, 1000, 1_000_000, 1),
+		ok("mixed-load", "coordinatord", 8, 1000, 3_000_000, 1),
+		ok("mixed-load-idle", "kafka", 8, 1000, 2_000_000, 1),
+		ok("streams-heartbeat-scaling", "coordinatord", 10, 1000, 1_000_000, 0.01),   // 10 µs/op
+		ok("streams-heartbeat-scaling", "coordinatord", 1000, 1000, 1_000_000, 0.05), // 50 µs/op
+	)
+	got := Markdown(mustAggregate(t, f), Options{})
+	for _, want := range []string{
+		"| heartbeat p99 beside another group's commits in its shard ÷ idle shard | coordinatord | 3.00 |",
+		"| streams heartbeat server CPU per op, 1000 ÷ 10 members | coordinatord | 5.00 | 50.0 µs ÷ 10.0 µs |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "idle shard | kafka") {
+		t.Error("kafka has no mixed-load row, yet got a ratio")
+	}
+}
+
+func mustAggregate(t *testing.T, f *result.File) *Set {
+	t.Helper()
+	s, err := Aggregate([]*result.File{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -68,23 +68,42 @@ type offsetCommitRun struct {
 
 func (o *offsetCommitRun) Op(ctx context.Context, i int) error {
 	o.next[i]++
+	var info *Info
+	if i == 0 {
+		info = o.env.Info
+	}
+	return commitStandalone(ctx, o.conns[i], o.groups[i], o.topicID, allCommitPartitions, o.next[i], info)
+}
+
+// allCommitPartitions are the partitions of offsetCommitTopic an offset-commit request names.
+var allCommitPartitions = func() []int32 {
+	ps := make([]int32, offsetCommitPartitions)
+	for p := range ps {
+		ps[p] = int32(p)
+	}
+	return ps
+}()
+
+// commitStandalone commits offset for partitions of offsetCommitTopic in group as a standalone
+// consumer does (generation -1, no member id); info, when set, records the version used.
+func commitStandalone(ctx context.Context, c *kconn.Conn, group string, topicID [16]byte, partitions []int32, offset int64, info *Info) error {
 	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group = o.groups[i]
+	req.Group = group
 	req.Generation = -1
 	t := kmsg.NewOffsetCommitRequestTopic()
-	t.Topic, t.TopicID = offsetCommitTopic, o.topicID
-	for p := range int32(offsetCommitPartitions) {
+	t.Topic, t.TopicID = offsetCommitTopic, topicID
+	for _, p := range partitions {
 		pp := kmsg.NewOffsetCommitRequestTopicPartition()
-		pp.Partition, pp.Offset = p, o.next[i]
+		pp.Partition, pp.Offset = p, offset
 		t.Partitions = append(t.Partitions, pp)
 	}
 	req.Topics = []kmsg.OffsetCommitRequestTopic{t}
-	resp, err := o.conns[i].Request(ctx, req)
+	resp, err := c.Request(ctx, req)
 	if err != nil {
 		return err
 	}
-	if i == 0 {
-		o.env.Info.Version(req)
+	if info != nil {
+		info.Version(req)
 	}
 	for _, rt := range resp.(*kmsg.OffsetCommitResponse).Topics {
 		for _, rp := range rt.Partitions {
@@ -104,7 +123,7 @@ func (o *offsetCommitRun) Teardown(ctx context.Context) error {
 		if o.next[i] == 0 {
 			continue // never committed (e.g. a very short window)
 		}
-		got, err := o.fetch(ctx, c, o.groups[i])
+		got, err := fetchOffsets(ctx, c, o.groups[i], o.topicID, o.env.Info)
 		if err != nil {
 			return err
 		}
@@ -123,8 +142,8 @@ func (o *offsetCommitRun) Teardown(ctx context.Context) error {
 	return nil
 }
 
-// fetch reads back group's offsets for every partition of the topic.
-func (o *offsetCommitRun) fetch(ctx context.Context, c *kconn.Conn, group string) (map[int32]int64, error) {
+// fetchOffsets reads back group's offsets for every partition of offsetCommitTopic.
+func fetchOffsets(ctx context.Context, c *kconn.Conn, group string, topicID [16]byte, info *Info) (map[int32]int64, error) {
 	parts := make([]int32, offsetCommitPartitions)
 	for p := range parts {
 		parts[p] = int32(p)
@@ -134,13 +153,13 @@ func (o *offsetCommitRun) fetch(ctx context.Context, c *kconn.Conn, group string
 	req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: offsetCommitTopic, Partitions: parts}}
 	g := kmsg.NewOffsetFetchRequestGroup()
 	g.Group, g.MemberEpoch = group, -1
-	g.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: offsetCommitTopic, TopicID: o.topicID, Partitions: parts}}
+	g.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: offsetCommitTopic, TopicID: topicID, Partitions: parts}}
 	req.Groups = []kmsg.OffsetFetchRequestGroup{g}
 	resp, err := c.Request(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("offset fetch %s: %w", group, err)
 	}
-	o.env.Info.Version(req)
+	info.Version(req)
 	r := resp.(*kmsg.OffsetFetchResponse)
 	out := map[int32]int64{}
 	if req.GetVersion() >= 8 {

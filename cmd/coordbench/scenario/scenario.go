@@ -106,8 +106,8 @@ func Register(s Scenario) {
 }
 
 // Order is the order the suite and the report use; scenarios not listed follow by name.
-var Order = []string{"metadata", "find-coordinator", "offset-commit", "classic-join", "streams-heartbeat", "consumer-heartbeat",
-	"produce-1k", "produce-64k", "fetch-1k", "fetch-64k"}
+var Order = []string{"metadata", "find-coordinator", "offset-commit", "offset-commit-10k-groups", "classic-join",
+	"streams-heartbeat", "streams-heartbeat-scaling", "consumer-heartbeat", "mixed-load-idle", "mixed-load", "produce-1k", "produce-64k", "fetch-1k", "fetch-64k"}
 
 // All returns every registered scenario of the default suite in Order.
 func All() []Scenario { return InSuite("") }

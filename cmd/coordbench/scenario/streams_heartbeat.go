@@ -12,7 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { Register(streamsHeartbeat{}) }
+func init() {
+	Register(streamsHeartbeat{})
+	Register(streamsHeartbeat{scaling: true})
+}
 
 const (
 	streamsTopic      = "coordbench-streams"
@@ -28,10 +31,25 @@ const (
 // steady-state heartbeat (epoch only, every other field null: unchanged); teardown adds one
 // member, measures the time to settle again, and every member leaves (epoch -1). A target
 // without key 88 is recorded as "not supported yet" by the runner.
-type streamsHeartbeat struct{}
+//
+// streams-heartbeat-scaling is the same workload at 10, 100 and 1000 members: its server CPU
+// per operation against group size is issue 12's scaling row (flat within 20% is the goal), and
+// its 1000-member row is the 1000-member streams group (steady heartbeat rate, and
+// rejoin_stable_ms, the time to converge after one more member joins).
+type streamsHeartbeat struct{ scaling bool }
 
-func (streamsHeartbeat) Name() string { return "streams-heartbeat" }
-func (streamsHeartbeat) Description() string {
+func (s streamsHeartbeat) Name() string {
+	if s.scaling {
+		return "streams-heartbeat-scaling"
+	}
+	return "streams-heartbeat"
+}
+func (s streamsHeartbeat) Description() string {
+	if s.scaling {
+		return "streams-heartbeat at 10, 100 and 1000 members: compare *server CPU (µs/op)* across the rows " +
+			"(the cost of one steady heartbeat should not grow with the group); the 1000-member row's throughput, " +
+			"latency and `rejoin_stable_ms` are the 1000-member streams group."
+	}
 	return fmt.Sprintf("N members (one per client and connection) join one new Kafka Streams group (KIP-1071 "+
 		"StreamsGroupHeartbeat) whose topology has one subtopology reading a %d-partition topic. `join_stable_ms` "+
 		"is the time from the first heartbeat until all N report the same member epoch, every task is owned by "+
@@ -41,8 +59,13 @@ func (streamsHeartbeat) Description() string {
 		"until all N+1 are settled again. Kafka delays assignments by `group.streams.assignment.interval.ms`, "+
 		"so its settle times include that interval.", streamsPartitions, settleProbeInterval)
 }
-func (streamsHeartbeat) Needs() []int16        { return []int16{10, 88} }
-func (streamsHeartbeat) DefaultClients() []int { return []int{8, 100} } // issue #6 measures a 100-member group
+func (streamsHeartbeat) Needs() []int16 { return []int16{10, 88} }
+func (s streamsHeartbeat) DefaultClients() []int {
+	if s.scaling {
+		return []int{10, 100, 1000} // issue 12's scaling row and 1000-member group
+	}
+	return []int{8, 100} // issue #6 measures a 100-member group
+}
 
 func (streamsHeartbeat) Setup(ctx context.Context, env *Env) (Instance, error) {
 	boot, err := env.Dial(ctx, "", -1)

@@ -17,6 +17,7 @@ type Ctx[M Machine] struct {
 	afterDurable []func()
 	promises     []*Promise // created by this operation
 	reads        []uint64   // hashes of the record keys named by Reads; nil: not named
+	readsAll     bool       // a ReadsScope the shard cannot resolve: wait for everything
 }
 
 // Now is the time the operation started; use it instead of time.Now so that one operation sees
@@ -39,6 +40,19 @@ func (c *Ctx[M]) AfterDurable(fn func()) { c.afterDurable = append(c.afterDurabl
 // are durable. Name every key read (a key with no record yet too: its first record may be
 // pending); an operation that names none, or registers AfterDurable work, waits for everything.
 func (c *Ctx[M]) Reads(key []byte) { c.reads = append(c.reads, maphash.Bytes(c.s.keySeed, key)) }
+
+// ReadsScope is Reads for every record key that Options.Scope maps to scope (a group's
+// membership records, say): an operation whose answer depends on a whole group names one scope
+// instead of one key per member, and waits for the last pending record of any of them. On a
+// shard without Options.Scope it cannot tell a scope's records, so the operation waits for
+// everything appended before it.
+func (c *Ctx[M]) ReadsScope(scope []byte) {
+	if c.s.opts.Scope == nil {
+		c.readsAll = true
+		return
+	}
+	c.reads = append(c.reads, c.s.scopeHash(scope))
+}
 
 type timer[M Machine] struct {
 	t   *time.Timer

@@ -76,7 +76,8 @@ var ErrRecordTooLarge = errors.New("records too large for the log")
 
 // Result is what a write operation returns. Records are appended as one atomic batch; Response
 // and Err are delivered to the caller once the records (or, when there are none, everything the
-// operation may have read: the keys it named with Ctx.Reads, else everything appended before it)
+// operation may have read: the keys and scopes it named with Ctx.Reads and Ctx.ReadsScope, else
+// everything appended before it)
 // are durable. A *Promise response makes the caller wait for it too.
 //
 // Units lets the records go in several batches when one would exceed the log's limit
@@ -134,6 +135,10 @@ type Options[M Machine] struct {
 	// Kind names the family of shards in metric labels ("group" when empty, "meta"), since
 	// shard numbers restart at 0 in each family.
 	Kind string
+	// Scope, when set, names the scope of a record key, or nil for none: Ctx.ReadsScope then
+	// waits for the pending records of every key in a scope. It must be a pure function of the
+	// key, and cheap (it runs for every record appended); the result may alias the key.
+	Scope func(key []byte) []byte
 }
 
 // Shard is one running shard.
@@ -191,6 +196,20 @@ type pendingRecord struct {
 	offset int64
 	rec    log.Record
 	key    uint64 // hash of rec.Key, for lastPending
+	// scope is the hash of the key's scope (Options.Scope), for lastPending too; scoped
+	// tells a real hash from none.
+	scope  uint64
+	scoped bool
+}
+
+// scopeHash hashes a scope apart from record keys: a scope's bytes may equal some key's, and
+// lastPending holds both (a collision would only make an operation wait longer).
+func (s *Shard[M]) scopeHash(scope []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(s.keySeed)
+	h.WriteByte(0xff)
+	h.Write(scope)
+	return h.Sum64()
 }
 
 type outcome struct {
@@ -570,16 +589,23 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
 		s.appended = last
 		s.lag.Store(s.appended - s.durableO)
 		for i, rec := range res.Records {
-			h := maphash.Bytes(s.keySeed, rec.Key)
-			s.pending = append(s.pending, pendingRecord{offset: first + int64(i), rec: rec, key: h})
-			s.lastPending[h] = first + int64(i)
+			offset := first + int64(i)
+			p := pendingRecord{offset: offset, rec: rec, key: maphash.Bytes(s.keySeed, rec.Key)}
+			s.lastPending[p.key] = offset
+			if s.opts.Scope != nil {
+				if sc := s.opts.Scope(rec.Key); sc != nil {
+					p.scope, p.scoped = s.scopeHash(sc), true
+					s.lastPending[p.scope] = offset
+				}
+			}
+			s.pending = append(s.pending, p)
 		}
 		s.m.appended(len(res.Records), res.Records)
 	}
 	// Wait for this op's records, or for whatever it may have read that is not durable yet:
 	// everything appended, unless it appended nothing and named what it read.
 	wait := s.appended
-	if len(res.Records) == 0 && c.reads != nil && len(c.afterDurable) == 0 {
+	if len(res.Records) == 0 && c.reads != nil && !c.readsAll && len(c.afterDurable) == 0 {
 		wait = s.durableO
 		for _, h := range c.reads {
 			if o, ok := s.lastPending[h]; ok && o > wait {
@@ -712,6 +738,9 @@ func (s *Shard[M]) markDurable(offset int64) {
 		}
 		if s.lastPending[p.key] == p.offset {
 			delete(s.lastPending, p.key)
+		}
+		if p.scoped && s.lastPending[p.scope] == p.offset {
+			delete(s.lastPending, p.scope)
 		}
 	}
 	s.replaying = -1

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -664,4 +665,78 @@ func TestLastCompactionIsSetWhenACompactionSucceeds(t *testing.T) {
 		}
 		s.Close(context.Background())
 	})
+}
+
+// scopeOfName is a test Options.Scope: a counter "g/x" belongs to scope "g".
+func scopeOfName(key []byte) []byte {
+	r, err := records.ReadKey(key, records.KindTest)
+	if err != nil {
+		return nil
+	}
+	name := r.String()
+	if i := strings.IndexByte(name, '/'); i > 0 {
+		return []byte(name[:i])
+	}
+	return nil
+}
+
+// readsScope answers a counter without writing, naming the scope of what it read.
+func readsScope(scope, name string) WriteOp[*counters] {
+	return func(c *Ctx[*counters], m *counters) Result {
+		c.ReadsScope([]byte(scope))
+		return Result{Response: m.vals[name]}
+	}
+}
+
+// A scope stands for every key in it: an op naming scope g waits for a pending g/b though it
+// read only g/a, and not for another scope's records. A shard without
+// Options.Scope cannot tell, so such an op waits for everything.
+func TestRecordlessWriteWaitsForItsScope(t *testing.T) {
+	for _, scoped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("scoped=%v", scoped), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := memlog.New()
+				opts := Options[*counters]{Shard: 3, New: newCounters, Backend: b}
+				if scoped {
+					opts.Scope = scopeOfName
+				}
+				s := New(opts)
+				s.Start()
+				defer s.Close(context.Background())
+				synctest.Wait()
+				b.Hold(true)
+				defer b.Hold(false)
+				defer b.Release(3)
+				async := func(op WriteOp[*counters]) <-chan any {
+					ch := make(chan any, 1)
+					go func() { v, _ := s.Write(context.Background(), op); ch <- v }()
+					synctest.Wait()
+					return ch
+				}
+				answered := func(ch <-chan any) bool {
+					synctest.Wait()
+					select {
+					case <-ch:
+						return true
+					default:
+						return false
+					}
+				}
+				async(set("h/x", 1)) // offset 0: another scope
+				if got := answered(async(readsScope("g", "g/a"))); got != scoped {
+					t.Fatalf("op naming scope g answered %v beside another scope's pending record, want %v", got, scoped)
+				}
+				b.Release(3)
+				async(set("g/b", 2)) // offset 1: a key of g the op did not name
+				ga := async(readsScope("g", "g/a"))
+				if answered(ga) {
+					t.Fatal("op naming scope g answered before g/b's pending record was durable")
+				}
+				b.Release(3)
+				if !answered(ga) {
+					t.Fatal("op naming scope g not answered once g/b was durable")
+				}
+			})
+		})
+	}
 }

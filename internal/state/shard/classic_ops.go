@@ -177,6 +177,7 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 		if m.Streams.HasClassicPath(group) { // spec online-migration §4.4
 			res := m.Streams.ClassicHeartbeat(group, member, instance, generation, c.Scheduled)
 			applyStreamsTimers(c, res.Timers, m.streamsConfigFor(group, m.streamsBase()))
+			groupReads(c, group) // no records: only the session timer moves
 			return runtime.Result{Response: res.Code}
 		}
 		if m.Consumer.Owns(group) {

@@ -154,6 +154,7 @@ func (m *Machine) consumerClassicSync(c *runtime.Ctx[*Machine], req classic.Sync
 func (m *Machine) consumerClassicHeartbeat(c *runtime.Ctx[*Machine], group, member string, instance *string, generation int32) runtime.Result {
 	code, timers := m.Consumer.ClassicHeartbeat(group, member, instance, generation)
 	applyConsumerTimers(c, timers, m.consumerConfigFor(group, m.consumerBase()))
+	groupReads(c, group) // no records: only the session timer moves
 	return runtime.Result{Response: code}
 }
 

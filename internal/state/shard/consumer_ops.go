@@ -28,6 +28,11 @@ func ConsumerHeartbeat(in consumer.HeartbeatInput) runtime.WriteOp[*Machine] {
 		if in.Req.MemberEpoch == -1 && out.Response.ErrorCode == 0 {
 			out.Records = m.consumerDowngrade(c, in.Req.Group, []string{in.Req.MemberID}, out.Records, in.Catalog)
 		}
+		if len(out.Records) == 0 {
+			// A steady heartbeat only moves the member's session deadline (a timer, never a
+			// record): its answer waits for its own group's pending writes, not the shard's.
+			groupReads(c, in.Req.Group)
+		}
 		return runtime.Result{Records: out.Records, Response: out}
 	}
 }

@@ -55,7 +55,7 @@ func newConsumerHarness(t *testing.T) *consumerHarness {
 
 func (h *consumerHarness) start() {
 	cfg := h.cfg // copied here: the shard goroutine must not read the harness's field
-	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: func() *Machine { m := NewMachine(); m.ConsumerConfig = cfg; return m }, Backend: h.b,
+	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: func() *Machine { m := NewMachine(); m.ConsumerConfig = cfg; return m }, Backend: h.b, Scope: RecordScope,
 		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) { ConsumerOnLoaded(c, m, cfg) }})
 	h.s.Start()
 	for h.s.State() != runtime.StateActive {

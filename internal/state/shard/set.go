@@ -87,6 +87,7 @@ func NewSet(o SetOptions) *Set {
 			Metrics:      o.Metrics,
 			LoadSlots:    o.LoadSlots,
 			CompactEvery: o.CompactEvery,
+			Scope:        RecordScope,
 			OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) {
 				if m.UnknownKinds > 0 && lg != nil {
 					lg.Warn("skipped records of unknown kinds (written by a newer version?)", zap.Int32("shard", c.ShardID()), zap.Int("records", m.UnknownKinds))

@@ -37,6 +37,11 @@ func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 		}
 		applyStreamsTimers(c, out.Timers, in.Config)
 		out.Records = m.finishDowngrade(c, in.Req.Group, out.Downgrade, out.Records)
+		if len(out.Records) == 0 {
+			// A steady heartbeat only moves the member's session deadline (a timer, never a
+			// record): its answer waits for its own group's pending writes, not the shard's.
+			groupReads(c, in.Req.Group)
+		}
 		return runtime.Result{Records: out.Records, Response: out}
 	}
 }

@@ -41,7 +41,7 @@ func newStreamsHarness(t *testing.T) *streamsHarness {
 }
 
 func (h *streamsHarness) start() {
-	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: NewMachine, Backend: h.b,
+	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: NewMachine, Backend: h.b, Scope: RecordScope,
 		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) { StreamsOnLoaded(c, m, h.cfg) }})
 	h.s.Start()
 	for h.s.State() != runtime.StateActive {
