@@ -414,7 +414,7 @@ func TestClassicLeave(t *testing.T) {
 	other := "i9"
 	codes, ids, recs, timers := w.s.Leave("g", []LeaveIdentity{{MemberID: "x"}, {MemberID: "", InstanceID: &inst}, {MemberID: "zz", InstanceID: &inst}, {InstanceID: &other}})
 	want := []int16{kerr.UnknownMemberID.Code, 0, kerr.FencedInstanceID.Code, kerr.UnknownMemberID.Code}
-	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 3 {
+	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 4 {
 		t.Fatalf("codes %v ids %v timers %v", codes, ids, timers)
 	}
 	w.apply(recs)
