@@ -526,22 +526,21 @@ type DowngradeCandidate struct {
 }
 
 // Downgradable reports whether removing the given members leaves only classic members (at
-// least one) while a consumer-protocol member is among the removed, as Kafka's
-// validateOnlineDowngrade; nil otherwise.
+// least one), as Kafka 4.4's validateOnlineDowngradeWithFencedMembers: whichever protocol the
+// removed members spoke, so a group of classic members whose downgrade group.max.size refused
+// converts once one of them goes and the rest fit; nil otherwise.
 func (s *State) Downgradable(group string, removed []string) *DowngradeCandidate {
 	g := s.Groups[group]
 	if g == nil {
 		return nil
 	}
 	gone := map[string]bool{}
-	consumerLeft := false
 	for _, id := range removed {
-		if m := g.Members[id]; m != nil {
+		if g.Members[id] != nil {
 			gone[id] = true
-			consumerLeft = consumerLeft || m.Classic == nil
 		}
 	}
-	if !consumerLeft {
+	if len(gone) == 0 {
 		return nil
 	}
 	c := &DowngradeCandidate{Epoch: g.Epoch}
