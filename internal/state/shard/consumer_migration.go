@@ -170,8 +170,7 @@ func (m *Machine) consumerClassicHeartbeat(c *runtime.Ctx[*Machine], group, memb
 // consumerDowngrade replaces the records of a removal (removed members) that leaves only
 // classic members, when the policy allows and the classic group size bound holds: the whole
 // consumer group's tombstones and a classic group in PreparingRebalance at the consumer group's
-// epoch, its members with their protocols and current assignments (named through cat, or the
-// last catalog the group resolved a regex against when the removal came without one), so that
+// epoch, its members with their protocols and current assignments (classicGroupFrom), so that
 // they rejoin and rebalance as a classic group. Otherwise recs are returned unchanged.
 func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, removed []string, recs []log.Record, cat consumer.Catalog) []log.Record {
 	cand := m.Consumer.Downgradable(group, removed)
