@@ -261,7 +261,7 @@ func TestFenceReleases(t *testing.T) {
 	w.hb(join("g", "b", "t"))
 	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
 	recs, timers := w.s.Fence("g", "a", 0, false)
-	if len(recs) == 0 || len(timers) != 3 {
+	if len(recs) == 0 || len(timers) != 4 {
 		t.Fatalf("fence: %v %v", recs, timers)
 	}
 	w.apply(recs)
