@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/offsets"
+	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	slog "github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/log/kafkalog"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
@@ -115,6 +116,7 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 		Count: cfg.ShardCount, Backend: groupLog, Logger: log, Metrics: metrics, LoadSlots: slots,
 		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg), Classic: classicConfig(cfg), Consumer: consumerConfig(cfg),
 		OnMigration:  migrationObserver(log, reg),
+		Catalog:      s.currentCatalog,
 		GroupMetrics: shard.NewGroupMetrics(reg),
 		OnLoaded: func(c *rt.Ctx[*shard.Machine], _ *shard.Machine) {
 			shard.ArmRetention(c, retention)
@@ -154,6 +156,15 @@ func (s *state) waitCatalog(ctx context.Context) {
 }
 
 func (s *state) ready() bool { return len(s.unready()) == 0 }
+
+// currentCatalog is the metadata shard's latest published snapshot, or none before its load
+// (a nil *meta.Snapshot must not become a non-nil consumer.Catalog).
+func (s *state) currentCatalog() consumer.Catalog {
+	if snap := s.catalog.Load(); snap != nil {
+		return snap
+	}
+	return nil
+}
 
 // unready names every shard that is not serving, with its state.
 func (s *state) unready() []string {

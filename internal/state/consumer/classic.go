@@ -159,7 +159,9 @@ type ClassicJoinInput struct {
 	NewMemberID          string
 	Catalog              Catalog
 	Config               Config
-	Now                  time.Time
+	// ClassicMaxSize is group.max.size, which a downgrade must fit (0: no bound).
+	ClassicMaxSize int32
+	Now            time.Time
 }
 
 // ClassicJoinOutput is the JoinGroup answer (Code 0: Generation is the member epoch).
@@ -172,6 +174,47 @@ type ClassicJoinOutput struct {
 	Timers     []TimerAction
 	// Member is the member as the records leave it.
 	Member *Member
+	// Downgrade is set when the join turns the group into a classic group; Records are then
+	// empty and the caller writes the classic group the downgrade describes.
+	Downgrade *ReplacementDowngrade
+}
+
+// ReplacementDowngrade is Kafka 4.4's downgrade of a consumer group whose last
+// consumer-protocol member is replaced by a static member joining with the classic protocol
+// (validateOnlineDowngradeWithReplacedMember): the classic group takes the consumer group's
+// epoch as its generation and its members with their assignments, the joiner last in place of
+// the member it replaces. It is Stable, so the members go on without a rebalance, unless the
+// target assignment was stale (the group epoch ahead of the target epoch, or bumped by the
+// joiner's subscription): then it prepares a rebalance, as Kafka does.
+type ReplacementDowngrade struct {
+	Epoch     int32
+	Rebalance bool
+	Members   []*Member
+	// Timers cancels the consumer group's member timers.
+	Timers []TimerAction
+}
+
+// replacedByClassicJoin is the consumer-protocol member a static member's JoinGroup replaces
+// when that downgrades the group: every other member speaks the classic protocol, the policy
+// allows a downgrade and the group fits group.max.size (Kafka's
+// validateOnlineDowngradeWithReplacedMember); nil otherwise.
+func (g *Group) replacedByClassicJoin(in ClassicJoinInput) *Member {
+	if in.InstanceID == nil {
+		return nil
+	}
+	replaced := g.staticMember(*in.InstanceID)
+	if replaced == nil || replaced.Classic != nil || !DowngradeAllowed(in.Config.Policy()) {
+		return nil
+	}
+	if in.ClassicMaxSize > 0 && int64(len(g.Members)) > int64(in.ClassicMaxSize) {
+		return nil
+	}
+	for id, m := range g.Members {
+		if id != replaced.ID && m.Classic == nil {
+			return nil
+		}
+	}
+	return replaced
 }
 
 // ClassicJoin runs a classic member's JoinGroup in a consumer group: a new member joins at
@@ -206,6 +249,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicJoinOutput {
 	if stored != nil && stored.Classic == nil {
 		return fail(kerr.UnknownMemberID.Code) // a consumer-protocol member cannot send JoinGroup
 	}
+	replaced := g.replacedByClassicJoin(in)
 	// As in Kafka, a member id the group does not know joins as a new member.
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Group, req.MemberID, req.InstanceID = in.Group, memberID, in.InstanceID
@@ -233,7 +277,8 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicJoinOutput {
 	}
 	out, n := s.heartbeatMember(HeartbeatInput{
 		Req: req, ClientID: in.ClientID, ClientHost: in.ClientHost, Catalog: in.Catalog, Config: in.Config, Now: in.Now,
-		classic: &ClassicInfo{SessionTimeoutMs: in.SessionTimeoutMs, Protocols: in.Protocols},
+		classic:    &ClassicInfo{SessionTimeoutMs: in.SessionTimeoutMs, Protocols: in.Protocols},
+		keepTarget: replaced != nil,
 	})
 	if code := out.Response.ErrorCode; code != 0 {
 		if code == kerr.FencedMemberEpoch.Code {
@@ -241,9 +286,39 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicJoinOutput {
 		}
 		return fail(code)
 	}
+	if replaced != nil {
+		return g.downgradeByReplacement(in, replaced, n, out.groupEpoch)
+	}
 	classicSession(out.Timers, in.SessionTimeoutMs)
-	out.Timers = append(out.Timers, TimerAction{Kind: SyncTimer, Group: in.Group, Member: n.ID, After: time.Duration(max(n.RebalanceTimeoutMs, 0)) * time.Millisecond})
+	out.Timers = append(out.Timers, TimerAction{Kind: JoinTimer, Group: in.Group, Member: n.ID, Cancel: true},
+		TimerAction{Kind: SyncTimer, Group: in.Group, Member: n.ID, After: time.Duration(max(n.RebalanceTimeoutMs, 0)) * time.Millisecond})
 	return ClassicJoinOutput{MemberID: n.ID, Generation: n.Epoch, Protocol: in.Protocols[0].Name, Records: out.Records, Timers: out.Timers, Member: n}
+}
+
+// downgradeByReplacement answers a JoinGroup whose static member replaces the group's last
+// consumer-protocol member, as Kafka 4.4 does: with a current target the joiner was reconciled
+// against the replaced member's target (n) and is answered at its epoch; with a stale one Kafka
+// reconciles nothing, so the joiner is answered at the replacement's epoch 0 and holds what the
+// replaced member held until the classic rebalance. The other members keep their current
+// assignments (Kafka writes their targets, which differ only for a member still reconciling:
+// see docs/conformance.md).
+func (g *Group) downgradeByReplacement(in ClassicJoinInput, replaced, n *Member, groupEpoch int32) ClassicJoinOutput {
+	stale := groupEpoch > g.AssignmentEpoch
+	joiner := n
+	if stale {
+		joiner = n.shallow()
+		joiner.Epoch, joiner.PreviousEpoch, joiner.State = 0, 0, Stable
+		joiner.Assigned, joiner.Pending = replaced.Assigned, Parts{}
+	}
+	d := &ReplacementDowngrade{Epoch: g.Epoch, Rebalance: stale}
+	for _, id := range sortedIDs(g.Members) {
+		if id != replaced.ID {
+			d.Members = append(d.Members, g.Members[id])
+		}
+		d.Timers = append(d.Timers, memberTimerCancels(g.ID, id)...)
+	}
+	d.Members = append(d.Members, joiner)
+	return ClassicJoinOutput{MemberID: joiner.ID, Generation: joiner.Epoch, Protocol: in.Protocols[0].Name, Member: joiner, Downgrade: d}
 }
 
 // classicSession gives a classic member its own session timeout instead of the group's.
@@ -302,18 +377,37 @@ func (s *State) ClassicSync(group, member string, instance *string, generation i
 	return 0, EncodeAssignment(m.Assigned, cat), m.Classic.Protocols[0].Name, timers
 }
 
-// ClassicHeartbeat answers a classic member's Heartbeat: REBALANCE_IN_PROGRESS while the member
-// has reconciliation to do or the group moved past its epoch, so that it rejoins.
+// ClassicHeartbeat answers a classic member's Heartbeat as Kafka 4.4's
+// classicGroupHeartbeatToConsumerGroup does: REBALANCE_IN_PROGRESS when the member is behind
+// the target epoch, owes a revocation, or waits for partitions that are free by now, so that
+// it rejoins; the first such answer arms its join timer (the rebalance timeout; later answers
+// leave it running), which removes the member unless a JoinGroup comes first.
 func (s *State) ClassicHeartbeat(group, member string, instance *string, generation int32) (int16, []TimerAction) {
 	g, m, code := s.classicMember(group, member, instance, generation)
 	if code != 0 {
 		return code, nil
 	}
 	timers := []TimerAction{{Kind: SessionTimer, Group: group, Member: member, After: time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond}}
-	if m.State != Stable || m.Epoch != g.Epoch {
+	if m.Epoch < g.AssignmentEpoch || m.State == UnrevokedPartitions || (m.State == UnreleasedPartitions && !g.waitingOnUnreleased(m)) {
+		timers = append(timers, TimerAction{Kind: JoinTimer, Group: group, Member: member, IfAbsent: true,
+			After: time.Duration(max(m.RebalanceTimeoutMs, 0)) * time.Millisecond})
 		return kerr.RebalanceInProgress.Code, timers
 	}
 	return 0, timers
+}
+
+// waitingOnUnreleased reports whether a partition of the member's target that it does not
+// have yet is still held by another member (Kafka's waitingOnUnreleasedPartition).
+func (g *Group) waitingOnUnreleased(m *Member) bool {
+	for tp := range g.Targets[m.ID] {
+		if m.Assigned.has(tp) {
+			continue
+		}
+		if owner, held := g.owners[tp]; held && owner != m.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // ClassicView is a non-empty classic group as an upgrade reads it.
@@ -432,22 +526,21 @@ type DowngradeCandidate struct {
 }
 
 // Downgradable reports whether removing the given members leaves only classic members (at
-// least one) while a consumer-protocol member is among the removed, as Kafka's
-// validateOnlineDowngrade; nil otherwise.
+// least one), as Kafka 4.4's validateOnlineDowngradeWithFencedMembers: whichever protocol the
+// removed members spoke, so a group of classic members whose downgrade group.max.size refused
+// converts once one of them goes and the rest fit; nil otherwise.
 func (s *State) Downgradable(group string, removed []string) *DowngradeCandidate {
 	g := s.Groups[group]
 	if g == nil {
 		return nil
 	}
 	gone := map[string]bool{}
-	consumerLeft := false
 	for _, id := range removed {
-		if m := g.Members[id]; m != nil {
+		if g.Members[id] != nil {
 			gone[id] = true
-			consumerLeft = consumerLeft || m.Classic == nil
 		}
 	}
-	if !consumerLeft {
+	if len(gone) == 0 {
 		return nil
 	}
 	c := &DowngradeCandidate{Epoch: g.Epoch}

@@ -32,6 +32,11 @@ const (
 	// rebalance timeout (Kafka's scheduleConsumerGroupSyncTimeout). Not re-armed after a load,
 	// as Kafka does not either: the member's session timer still bounds it.
 	SyncTimer
+	// JoinTimer removes a classic member told to rejoin (a Heartbeat answered
+	// REBALANCE_IN_PROGRESS) that sends no JoinGroup within its rebalance timeout, counted from
+	// the first such answer (Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent). Not re-armed
+	// after a load, as Kafka does not either.
+	JoinTimer
 )
 
 // TimerAction asks the shard to arm or cancel a timer.
@@ -42,6 +47,8 @@ type TimerAction struct {
 	Epoch  int32 // rebalance timer: the member epoch it was armed at
 	After  time.Duration
 	Cancel bool
+	// IfAbsent leaves an armed timer with the same key as it is.
+	IfAbsent bool
 }
 
 // TimerKey is the runtime timer key of a consumer group timer.
@@ -51,6 +58,8 @@ func TimerKey(kind TimerKind, group, member string) string {
 		return "consumer-session\x00" + group + "\x00" + member
 	case SyncTimer:
 		return "consumer-sync\x00" + group + "\x00" + member
+	case JoinTimer:
+		return "consumer-join\x00" + group + "\x00" + member
 	}
 	return "consumer-rebalance\x00" + group + "\x00" + member
 }
@@ -79,6 +88,9 @@ type HeartbeatInput struct {
 	// classic is the classic-protocol metadata of a JoinGroup run as a heartbeat; nil for a
 	// ConsumerGroupHeartbeat (which makes a classic member a consumer-protocol one).
 	classic *ClassicInfo
+	// keepTarget: reconcile against the target as it is, never compute a new one (a JoinGroup
+	// that downgrades the group, as Kafka's classicGroupJoinToConsumerGroup does then).
+	keepTarget bool
 }
 
 // HeartbeatOutput is the outcome of a heartbeat.
@@ -86,6 +98,9 @@ type HeartbeatOutput struct {
 	Response *kmsg.ConsumerGroupHeartbeatResponse
 	Records  []log.Record
 	Timers   []TimerAction
+
+	// groupEpoch is the group epoch the records leave.
+	groupEpoch int32
 }
 
 // ErrorResponse is a heartbeat error response.
@@ -224,6 +239,7 @@ func memberTimerCancels(group, member string) []TimerAction {
 		{Kind: SessionTimer, Group: group, Member: member, Cancel: true},
 		{Kind: RebalanceTimer, Group: group, Member: member, Cancel: true},
 		{Kind: SyncTimer, Group: group, Member: member, Cancel: true},
+		{Kind: JoinTimer, Group: group, Member: member, Cancel: true},
 	}
 }
 
@@ -448,7 +464,7 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 	target := view.target(m.ID)
 	var targetRecs []log.Record
 	now := in.Now.UnixMilli()
-	if groupEpoch > g.AssignmentEpoch && assignmentDue(g, cfg, now) {
+	if groupEpoch > g.AssignmentEpoch && !in.keepTarget && assignmentDue(g, cfg, now) {
 		members := view.members()
 		targets, err := computeTargets(members, view.targets(), preferredAssignor(members, cfg), in.Catalog, g, s)
 		if err != nil {
@@ -476,7 +492,11 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 	var currentRec []log.Record
 	if isNew || !sameCurrent(n, stored) {
 		currentRec = append(currentRec, CurrentMemberRecord(g.ID, n))
-		if n.State == UnrevokedPartitions {
+		if n.Classic != nil {
+			// As in Kafka, a classic member owing a revocation is bounded by the join and sync
+			// timers of its rejoin, not by the consumer protocol's rebalance timer.
+			timers = append(timers, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: n.ID, Cancel: true})
+		} else if n.State == UnrevokedPartitions {
 			timers = append(timers, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: n.ID, Epoch: n.Epoch, After: time.Duration(max(n.RebalanceTimeoutMs, 0)) * time.Millisecond})
 		} else {
 			timers = append(timers, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: n.ID, Cancel: true})
@@ -506,7 +526,7 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 		}
 		resp.Assignment = &a
 	}
-	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers}, n
+	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers, groupEpoch: groupEpoch}, n
 }
 
 // assignmentDue reports whether the group may compute a target now.

@@ -261,7 +261,7 @@ func TestFenceReleases(t *testing.T) {
 	w.hb(join("g", "b", "t"))
 	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
 	recs, timers := w.s.Fence("g", "a", 0, false)
-	if len(recs) == 0 || len(timers) != 3 {
+	if len(recs) == 0 || len(timers) != 4 {
 		t.Fatalf("fence: %v %v", recs, timers)
 	}
 	w.apply(recs)
@@ -414,7 +414,7 @@ func TestClassicLeave(t *testing.T) {
 	other := "i9"
 	codes, ids, recs, timers := w.s.Leave("g", []LeaveIdentity{{MemberID: "x"}, {MemberID: "", InstanceID: &inst}, {MemberID: "zz", InstanceID: &inst}, {InstanceID: &other}})
 	want := []int16{kerr.UnknownMemberID.Code, 0, kerr.FencedInstanceID.Code, kerr.UnknownMemberID.Code}
-	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 3 {
+	if !reflect.DeepEqual(codes, want) || ids[1] != "b" || len(timers) != 4 {
 		t.Fatalf("codes %v ids %v timers %v", codes, ids, timers)
 	}
 	w.apply(recs)
@@ -425,5 +425,44 @@ func TestClassicLeave(t *testing.T) {
 	w.apply(recs)
 	if g := w.s.Groups["g"]; g.State() != Empty || g.AssignmentEpoch != g.Epoch {
 		t.Fatalf("the last member left: state %v target epoch %d epoch %d", g.State(), g.AssignmentEpoch, g.Epoch)
+	}
+}
+
+// A classic member waiting for a partition another member still holds is not told to rejoin
+// (a rejoin would get it nothing more); once the holder lets go it is, and that answer arms
+// its join timer unless one is armed, as Kafka 4.4's classicGroupHeartbeatToConsumerGroup.
+func TestClassicHeartbeatWaitsForUnreleasedPartitions(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	w.hb(join("g", "a", "t"))
+	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
+	md := kmsg.NewConsumerMemberMetadata()
+	md.Version, md.Topics, md.Generation = 3, []string{"t"}, -1
+	out := w.s.ClassicJoin(ClassicJoinInput{Group: "g", ProtocolType: "consumer", NewMemberID: "b",
+		Protocols:        []ClassicProtocol{{Name: "range", Metadata: md.AppendTo(nil)}},
+		SessionTimeoutMs: 10000, RebalanceTimeoutMs: 5000, Catalog: w.cat, Config: w.cfg, Now: w.now})
+	if out.Code != 0 {
+		t.Fatalf("classic join: %d", out.Code)
+	}
+	w.apply(out.Records)
+	b := w.s.Groups["g"].Members["b"]
+	if b.State != UnreleasedPartitions {
+		t.Fatalf("b is %v, want UNRELEASED_PARTITIONS (a still holds b's target)", b.State)
+	}
+	joinTimer := func(timers []TimerAction) *TimerAction {
+		for i := range timers {
+			if timers[i].Kind == JoinTimer {
+				return &timers[i]
+			}
+		}
+		return nil
+	}
+	if code, timers := w.s.ClassicHeartbeat("g", "b", nil, b.Epoch); code != 0 || joinTimer(timers) != nil {
+		t.Fatalf("b's Heartbeat while a holds its partition: code %d, join timer %v", code, joinTimer(timers))
+	}
+	r := w.hb(beat("g", "a", 2, parts("t", 0, 1))) // a is asked to give one up
+	w.hb(beat("g", "a", r.Response.MemberEpoch, fromWire(r.Response.Assignment)))
+	code, timers := w.s.ClassicHeartbeat("g", "b", nil, b.Epoch)
+	if jt := joinTimer(timers); code != kerr.RebalanceInProgress.Code || jt == nil || !jt.IfAbsent || jt.After != 5*time.Second {
+		t.Fatalf("b's Heartbeat once its partition is free: code %d, join timer %+v", code, jt)
 	}
 }

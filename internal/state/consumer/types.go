@@ -220,7 +220,9 @@ type State struct {
 	// catalogs is the last catalog a request of each group brought (a heartbeat, a classic
 	// member's JoinGroup or SyncGroup), kept so that work starting without a request (a
 	// downgrade decided by a timer or a LeaveGroup) can still name the members' partitions.
-	// Not persisted: after a load it is empty until the group's next such request.
+	// Not persisted: after a load it is empty until the group's next such request, so the
+	// shard offers its current catalog first (shard.Machine.Catalog); this one stands in where
+	// the shard has none.
 	catalogs map[string]Catalog
 }
 

@@ -121,14 +121,24 @@ func (m *Machine) consumerClassicJoin(c *runtime.Ctx[*Machine], req classic.Join
 	out := m.Consumer.ClassicJoin(consumer.ClassicJoinInput{
 		Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID, ProtocolType: req.ProtocolType, Protocols: ps,
 		SessionTimeoutMs: req.SessionTimeoutMs, RebalanceTimeoutMs: req.RebalanceTimeout, ClientID: req.ClientID, ClientHost: req.ClientHost,
-		RequireKnownMemberID: req.Version >= 4, NewMemberID: classic.NewMemberID(prefix), Catalog: cat, Config: cfg, Now: c.Now(),
+		RequireKnownMemberID: req.Version >= 4, NewMemberID: classic.NewMemberID(prefix), Catalog: cat, Config: cfg,
+		ClassicMaxSize: m.classicBase().MaxSize, Now: c.Now(),
 	})
 	if out.Code != 0 {
 		return runtime.Result{Response: &classic.JoinResult{Code: out.Code, Generation: -1, MemberID: out.MemberID}}
 	}
-	applyConsumerTimers(c, out.Timers, cfg)
+	recs := out.Records
+	if d := out.Downgrade; d != nil {
+		for _, t := range d.Timers {
+			c.Cancel(t.Key())
+		}
+		recs = append(m.Consumer.Tombstones(req.Group), m.classicGroupFrom(c, req.Group, d.Epoch, d.Members, d.Rebalance, cat))
+		m.observeMigration(c, MigrationEvent{Group: req.Group, Direction: "downgrade", Result: "converted", Generation: d.Epoch, Members: len(d.Members)})
+	} else {
+		applyConsumerTimers(c, out.Timers, cfg)
+	}
 	pt, pn := "consumer", out.Protocol
-	return runtime.Result{Records: out.Records, Response: &classic.JoinResult{
+	return runtime.Result{Records: recs, Response: &classic.JoinResult{
 		Generation: out.Generation, ProtocolType: &pt, Protocol: &pn, MemberID: out.MemberID, Members: []classic.JoinMember{}}}
 }
 
@@ -161,8 +171,7 @@ func (m *Machine) consumerClassicHeartbeat(c *runtime.Ctx[*Machine], group, memb
 // consumerDowngrade replaces the records of a removal (removed members) that leaves only
 // classic members, when the policy allows and the classic group size bound holds: the whole
 // consumer group's tombstones and a classic group in PreparingRebalance at the consumer group's
-// epoch, its members with their protocols and current assignments (named through cat, or the
-// last catalog the group resolved a regex against when the removal came without one), so that
+// epoch, its members with their protocols and current assignments (classicGroupFrom), so that
 // they rejoin and rebalance as a classic group. Otherwise recs are returned unchanged.
 func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, removed []string, recs []log.Record, cat consumer.Catalog) []log.Record {
 	cand := m.Consumer.Downgradable(group, removed)
@@ -183,17 +192,35 @@ func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, remo
 	for _, t := range timers {
 		c.Cancel(t.Key())
 	}
+	rec := m.classicGroupFrom(c, group, cand.Epoch, cand.Members, true, cat)
+	m.observeMigration(c, MigrationEvent{Group: group, Direction: "downgrade", Result: "converted", Generation: cand.Epoch, Members: len(cand.Members)})
+	return append(tombs, rec)
+}
+
+// classicGroupFrom is the record of the classic group a downgrade makes of a consumer group's
+// classic members: at the consumer group's epoch, the members with their protocols, timeouts
+// and current assignments (named through cat; without one, through the catalog the shard sees
+// now, so a downgrade decided by a timer or a LeaveGroup right after a restart still names
+// them), the first member as leader; Stable or preparing a rebalance. It arms the classic
+// group's timers: every member's session, and the join phase's when it rebalances.
+func (m *Machine) classicGroupFrom(c *runtime.Ctx[*Machine], group string, epoch int32, members []*consumer.Member, rebalance bool, cat consumer.Catalog) log.Record {
+	if cat == nil && m.Catalog != nil {
+		cat = m.Catalog()
+	}
 	if cat == nil {
 		cat = m.Consumer.Snapshot(group)
 	}
-	now := c.Now()
-	g := &classic.Group{ID: group, State: classic.PreparingRebalance, PreviousState: classic.Stable, Generation: cand.Epoch,
-		ProtocolType: "consumer", Leader: cand.Members[0].ID, StateTimestamp: now.UnixMilli()}
-	if p := commonProtocol(cand.Members); p != "" {
+	state := classic.Stable
+	if rebalance {
+		state = classic.PreparingRebalance
+	}
+	g := &classic.Group{ID: group, State: state, PreviousState: classic.Stable, Generation: epoch,
+		ProtocolType: "consumer", Leader: members[0].ID, StateTimestamp: c.Now().UnixMilli()}
+	if p := commonProtocol(members); p != "" {
 		g.Protocol = &p
 	}
-	var rebalance int32
-	for _, mem := range cand.Members {
+	var rebalanceMs int32
+	for _, mem := range members {
 		ps := make([]classic.Protocol, len(mem.Classic.Protocols))
 		for i, p := range mem.Classic.Protocols {
 			ps[i] = classic.Protocol{Name: p.Name, Metadata: p.Metadata}
@@ -201,18 +228,21 @@ func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, remo
 		g.Members = append(g.Members, &classic.Member{ID: mem.ID, InstanceID: mem.InstanceID, ClientID: mem.ClientID, ClientHost: mem.ClientHost,
 			SessionTimeoutMs: mem.Classic.SessionTimeoutMs, RebalanceTimeout: mem.RebalanceTimeoutMs, Protocols: ps,
 			Assignment: consumer.EncodeAssignment(mem.Assigned, cat)})
-		rebalance = max(rebalance, mem.RebalanceTimeoutMs)
+		rebalanceMs = max(rebalanceMs, mem.RebalanceTimeoutMs)
 	}
-	ct := []classic.Timer{{Kind: classic.TimerJoin, Group: group, Generation: g.Generation, Delay: time.Duration(rebalance) * time.Millisecond}}
+	var ct []classic.Timer
+	if rebalance {
+		ct = append(ct, classic.Timer{Kind: classic.TimerJoin, Group: group, Generation: g.Generation, Delay: time.Duration(rebalanceMs) * time.Millisecond})
+	}
 	for _, mem := range g.Members {
 		ct = append(ct, classic.Timer{Kind: classic.TimerSession, Group: group, Member: mem.ID, Generation: g.Generation,
 			Delay: time.Duration(mem.SessionTimeoutMs) * time.Millisecond})
 	}
+	ccfg := m.classicBase()
 	for _, t := range ct {
 		c.Schedule(t.Key(), t.Delay, classicTimer(ccfg, t))
 	}
-	m.observeMigration(c, MigrationEvent{Group: group, Direction: "downgrade", Result: "converted", Generation: cand.Epoch, Members: len(cand.Members)})
-	return append(tombs, g.Record())
+	return g.Record()
 }
 
 // commonProtocol is the first protocol of the first member that every member supports.

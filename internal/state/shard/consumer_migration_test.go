@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"reflect"
 	"sort"
 	"testing"
 	"testing/synctest"
@@ -550,6 +551,7 @@ func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
 				if a := h.hb(consumerJoin("g", "a")); a.ErrorCode != 0 {
 					t.Fatalf("upgrade: %d", a.ErrorCode)
 				}
+				owned := []int32{0, 1, 2, 3}
 				if how == "LeaveGroup" {
 					v, _ := h.s.Write(context.Background(), LeaveGroup(classic.DefaultConfig(), "g", []classic.LeaveMember{{MemberID: "a"}}))
 					if r := v.(LeaveResult); r.Members[0] != 0 {
@@ -558,7 +560,24 @@ func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
 				} else {
 					for range 10 { // 50 s: past a's 45 s session, within c1's 10 s between heartbeats
 						time.Sleep(5 * time.Second)
-						h.cbeat(c1, gen)
+						code := h.cbeat(c1, gen)
+						if _, _, downgraded := h.classicState(); downgraded {
+							break
+						}
+						if code == kerr.RebalanceInProgress.Code {
+							// Told to rejoin, c1 does (its join timer would remove it otherwise),
+							// reporting what it holds, and keeps what its SyncGroup gives it.
+							r := h.cjoin(cjoinReq(c1, gen, owned...))
+							if r.Code != 0 {
+								t.Fatalf("rejoin: %d", r.Code)
+							}
+							gen = r.Generation
+							s := h.csync(c1, gen, nil)
+							if s.Code != 0 {
+								t.Fatalf("sync: %d", s.Code)
+							}
+							owned = decodeAssignment(t, s.Assignment)
+						}
 					}
 					synctest.Wait()
 				}
@@ -568,10 +587,92 @@ func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
 				// No request brought a catalog to this downgrade: the one the group's last
 				// heartbeat used names c1's partitions (a subscription by topic names, no regex).
 				av, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Classic.Group("g").Members[0].Assignment, nil })
-				if got := decodeAssignment(t, av.([]byte)); len(got) != 4 {
-					t.Fatalf("c1's assignment in the classic group after %s: %v, want the 4 partitions it still holds", how, got)
+				if got := decodeAssignment(t, av.([]byte)); !reflect.DeepEqual(got, owned) {
+					t.Fatalf("c1's assignment in the classic group after %s: %v, want the partitions it still holds, %v", how, got, owned)
 				}
 			})
 		})
 	}
+}
+
+// A static classic member replacing the last consumer-protocol member with a different
+// subscription makes the target stale (the group epoch goes up): as in Kafka 4.4 the classic
+// group then prepares a rebalance at the consumer group's epoch and the joiner, reconciled to
+// nothing, is answered at the replacement's epoch 0. Under the upgrade policy the replacement
+// happens and the group stays a consumer group.
+func TestDowngradeByStaticClassicReplacementStaleOrRefused(t *testing.T) {
+	for _, policy := range []string{"bidirectional", "upgrade"} {
+		t.Run(policy, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newConsumerHarness(t)
+				defer h.close()
+				h.cfg.MigrationPolicy = policy
+				h.restart()
+				inst := "i1"
+				a := consumerJoin("g", "a")
+				a.InstanceID = &inst
+				if r := h.hb(a); r.ErrorCode != 0 || r.MemberEpoch != 2 {
+					t.Fatalf("static consumer member: %+v", r)
+				}
+				j := cjoinReq("", -1)
+				j.InstanceID = &inst
+				md := kmsg.NewConsumerMemberMetadata()
+				md.Version, md.Topics, md.Generation = 3, []string{"bar", "foo"}, -1
+				j.Protocols = []classic.Protocol{{Name: "cooperative-sticky", Metadata: md.AppendTo(nil)}}
+				r := h.cjoin(j)
+				if r.Code != 0 {
+					t.Fatalf("the replacing join: %+v", r)
+				}
+				st, gen, live := h.classicState()
+				if policy == "upgrade" {
+					if live || h.members("g") != 1 {
+						t.Fatalf("under the upgrade policy: classic group %v, consumer members %d", live, h.members("g"))
+					}
+					return
+				}
+				if !live || st != classic.PreparingRebalance || gen != 2 || r.Generation != 0 || h.members("g") != -1 {
+					t.Fatalf("stale downgrade: classic %v state %v generation %d, joiner at %d, consumer members %d", live, st, gen, r.Generation, h.members("g"))
+				}
+			})
+		})
+	}
+}
+
+// As Kafka 4.4's validateOnlineDowngradeWithFencedMembers, a consumer group left with classic
+// members only whose downgrade group.max.size refused converts when one of those classic
+// members goes and the rest fit.
+func TestDowngradeWhenAClassicMemberLeavesAGroupThatNowFits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newConsumerHarness(t)
+		defer h.close()
+		h.classicCfg = classic.DefaultConfig()
+		h.classicCfg.MaxSize = 1
+		h.restart()
+		h.hb(consumerJoin("g", "a"))
+		var ids []string
+		for range 2 {
+			j := cjoinReq("", -1)
+			j.Version = 3 // no MEMBER_ID_REQUIRED round trip
+			r := h.cjoin(j)
+			if r.Code != 0 {
+				t.Fatalf("classic join: %+v", r)
+			}
+			ids = append(ids, r.MemberID)
+		}
+		leave := consumerBeat("g", "a", -1, nil)
+		if r := h.hb(leave); r.ErrorCode != 0 {
+			t.Fatalf("leave: %+v", r)
+		}
+		if _, _, live := h.classicState(); live || h.members("g") != 2 {
+			t.Fatalf("two classic members over group.max.size 1: classic group %v, consumer members %d", live, h.members("g"))
+		}
+		v, _ := h.s.Write(context.Background(), LeaveGroup(classic.DefaultConfig(), "g", []classic.LeaveMember{{MemberID: ids[1]}}))
+		if r := v.(LeaveResult); r.Members[0] != 0 {
+			t.Fatalf("LeaveGroup: %+v", r)
+		}
+		st, _, live := h.classicState()
+		if !live || st != classic.PreparingRebalance || h.members("g") != -1 {
+			t.Fatalf("after the classic member left: classic group %v (%v), consumer members %d", live, st, h.members("g"))
+		}
+	})
 }

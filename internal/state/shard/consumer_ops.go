@@ -78,12 +78,15 @@ func applyConsumerTimers(c *runtime.Ctx[*Machine], actions []consumer.TimerActio
 			c.Cancel(key)
 			continue
 		}
+		if a.IfAbsent && c.Scheduled(key) {
+			continue
+		}
 		switch a.Kind {
 		case consumer.SessionTimer:
 			c.Schedule(key, a.After, consumerFence(a.Group, a.Member, 0, false, cfg))
 		case consumer.RebalanceTimer:
 			c.Schedule(key, a.After, consumerFence(a.Group, a.Member, a.Epoch, true, cfg))
-		case consumer.SyncTimer:
+		case consumer.SyncTimer, consumer.JoinTimer:
 			c.Schedule(key, a.After, consumerFence(a.Group, a.Member, 0, false, cfg))
 		}
 	}
@@ -111,7 +114,7 @@ func ConsumerOnLoaded(c *runtime.Ctx[*Machine], m *Machine, cfg consumer.Config)
 func (m *Machine) cancelConsumerGroupTimers(c *runtime.Ctx[*Machine], group string) {
 	if g := m.Consumer.Groups[group]; g != nil {
 		for id := range g.Members {
-			for _, kind := range []consumer.TimerKind{consumer.SessionTimer, consumer.RebalanceTimer, consumer.SyncTimer} {
+			for _, kind := range []consumer.TimerKind{consumer.SessionTimer, consumer.RebalanceTimer, consumer.SyncTimer, consumer.JoinTimer} {
 				c.Cancel(consumer.TimerKey(kind, group, id))
 			}
 		}

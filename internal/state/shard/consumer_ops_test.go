@@ -43,7 +43,9 @@ type consumerHarness struct {
 	b   *memlog.Backend
 	s   *runtime.Shard[*Machine]
 	cfg consumer.Config
-	cat consumerCatalog
+	// classicCfg is the shard's group.* configuration (zero: Kafka's defaults).
+	classicCfg classic.Config
+	cat        consumerCatalog
 }
 
 func newConsumerHarness(t *testing.T) *consumerHarness {
@@ -54,8 +56,12 @@ func newConsumerHarness(t *testing.T) *consumerHarness {
 }
 
 func (h *consumerHarness) start() {
-	cfg := h.cfg // copied here: the shard goroutine must not read the harness's field
-	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: func() *Machine { m := NewMachine(); m.ConsumerConfig = cfg; return m }, Backend: h.b, Scope: RecordScope,
+	cfg, ccfg := h.cfg, h.classicCfg // copied here: the shard goroutine must not read the harness's fields
+	h.s = runtime.New(runtime.Options[*Machine]{Shard: 0, New: func() *Machine {
+		m := NewMachine()
+		m.ConsumerConfig, m.ClassicConfig = cfg, ccfg
+		return m
+	}, Backend: h.b, Scope: RecordScope,
 		OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) { ConsumerOnLoaded(c, m, cfg) }})
 	h.s.Start()
 	for h.s.State() != runtime.StateActive {

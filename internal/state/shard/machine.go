@@ -39,6 +39,10 @@ type Machine struct {
 	// ConsumerConfig is the broker's consumer group configuration, for the classic-protocol
 	// members of consumer groups (online migration). Zero value: Kafka's defaults.
 	ConsumerConfig consumer.Config
+	// Catalog is the topic catalog as the shard sees it now, for work that starts without a
+	// request (a downgrade decided by a timer or a LeaveGroup names the members' partitions
+	// through it). Configuration, not state; nil returns and a nil func mean none.
+	Catalog func() consumer.Catalog
 
 	// rebalances is the shard's in-memory rebalance history and counter, shared by its durable
 	// and speculative machines (nil in machines built outside a Set: nothing is recorded).

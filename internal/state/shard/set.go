@@ -42,6 +42,8 @@ type SetOptions struct {
 	Consumer consumer.Config
 	// OnMigration is told of every online migration and refusal (Machine.OnMigration).
 	OnMigration func(MigrationEvent)
+	// Catalog is the current topic catalog (Machine.Catalog).
+	Catalog func() consumer.Catalog
 	// GroupMetrics, when set, counts rebalances and serves the groups gauge for this Set.
 	GroupMetrics *GroupMetrics
 }
@@ -77,7 +79,7 @@ func NewSet(o SetOptions) *Set {
 				m := NewMachine()
 				m.rebalances = ledger
 				m.PinTopologyDescriptions = o.Streams.TopologyDescriptionPlugin
-				m.OnMigration = o.OnMigration
+				m.OnMigration, m.Catalog = o.OnMigration, o.Catalog
 				m.StreamsConfig, m.ClassicConfig, m.ConsumerConfig = o.Streams, o.Classic, o.Consumer
 				return m
 			},
