@@ -6,6 +6,7 @@ package offsets
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
@@ -42,7 +43,86 @@ type TopicPartition struct {
 
 // group holds one group's committed offsets.
 type group struct {
-	topics map[string]map[int32]Committed
+	topics map[string]*topicOffsets
+}
+
+// topicOffsets is one topic's committed offsets in a group, sorted by partition. Committed
+// offsets are most of a coordinator's memory, so an offset is a compact entry in a slice rather
+// than a Committed in a map (72 bytes plus the map's overhead): the topic id, the same for
+// almost every entry of a topic, is kept once per topic, and the fields few commits set (an id
+// other than the topic's, an explicit expiry from OffsetCommit v1-v4) go to a side table.
+type topicOffsets struct {
+	id      [16]byte // the topic id of every entry without an own one in rare
+	entries []offsetEntry
+	rare    map[int32]rareFields
+}
+
+type offsetEntry struct {
+	offset          int64
+	commitTimestamp int64
+	logOffset       int64
+	metadata        string // Kafka Streams sets it on every partition it commits
+	partition       int32
+	leaderEpoch     int32
+	hasRare         bool
+}
+
+type rareFields struct {
+	topicID         [16]byte
+	expireTimestamp int64
+}
+
+// find returns the index of partition's entry, or where it would go, and whether it is there.
+func (t *topicOffsets) find(partition int32) (int, bool) {
+	n := len(t.entries)
+	if n > 0 && t.entries[n-1].partition < partition {
+		return n, false // commits usually name partitions in order: appending is the common case
+	}
+	i := sort.Search(n, func(i int) bool { return t.entries[i].partition >= partition })
+	return i, i < n && t.entries[i].partition == partition
+}
+
+func (t *topicOffsets) committed(e *offsetEntry) Committed {
+	c := Committed{Offset: e.offset, LeaderEpoch: e.leaderEpoch, Metadata: e.metadata, CommitTimestamp: e.commitTimestamp,
+		ExpireTimestamp: -1, LogOffset: e.logOffset, TopicID: t.id}
+	if e.hasRare {
+		r := t.rare[e.partition]
+		c.TopicID, c.ExpireTimestamp = r.topicID, r.expireTimestamp
+	}
+	return c
+}
+
+func (t *topicOffsets) set(partition int32, c Committed) {
+	if len(t.entries) == 0 {
+		t.id = c.TopicID
+	}
+	e := offsetEntry{offset: c.Offset, commitTimestamp: c.CommitTimestamp, logOffset: c.LogOffset, metadata: c.Metadata,
+		partition: partition, leaderEpoch: c.LeaderEpoch, hasRare: c.TopicID != t.id || c.ExpireTimestamp != -1}
+	if e.hasRare {
+		if t.rare == nil {
+			t.rare = map[int32]rareFields{}
+		}
+		t.rare[partition] = rareFields{topicID: c.TopicID, expireTimestamp: c.ExpireTimestamp}
+	} else if t.rare != nil {
+		delete(t.rare, partition)
+	}
+	i, ok := t.find(partition)
+	if ok {
+		t.entries[i] = e
+		return
+	}
+	t.entries = slices.Insert(t.entries, i, e)
+}
+
+func (t *topicOffsets) remove(partition int32) {
+	i, ok := t.find(partition)
+	if !ok {
+		return
+	}
+	if t.entries[i].hasRare {
+		delete(t.rare, partition)
+	}
+	t.entries = slices.Delete(t.entries, i, i+1)
 }
 
 // State is the offsets of every group on a shard: the committed ones and, separately, the
@@ -92,8 +172,15 @@ func (s *State) Get(groupID, topic string, partition int32) (Committed, bool) {
 	if g == nil {
 		return Committed{}, false
 	}
-	c, ok := g.topics[topic][partition]
-	return c, ok
+	t := g.topics[topic]
+	if t == nil {
+		return Committed{}, false
+	}
+	i, ok := t.find(partition)
+	if !ok {
+		return Committed{}, false
+	}
+	return t.committed(&t.entries[i]), true
 }
 
 // All returns every committed offset of a group, topics sorted, partitions sorted.
@@ -114,17 +201,13 @@ func (s *State) All(groupID string) []struct {
 		topics = append(topics, t)
 	}
 	sort.Strings(topics)
-	for _, t := range topics {
-		parts := make([]int32, 0, len(g.topics[t]))
-		for p := range g.topics[t] {
-			parts = append(parts, p)
-		}
-		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-		for _, p := range parts {
+	for _, name := range topics {
+		t := g.topics[name]
+		for i := range t.entries {
 			out = append(out, struct {
 				TopicPartition
 				Committed
-			}{TopicPartition{t, p}, g.topics[t][p]})
+			}{TopicPartition{name, t.entries[i].partition}, t.committed(&t.entries[i])})
 		}
 	}
 	return out
@@ -215,15 +298,15 @@ func (s *State) Replay(offset int64, rec log.Record) error {
 	}
 	g := s.groups[groupID]
 	if g == nil {
-		g = &group{topics: map[string]map[int32]Committed{}}
+		g = &group{topics: map[string]*topicOffsets{}}
 		s.groups[groupID] = g
 	}
-	parts := g.topics[topic]
-	if parts == nil {
-		parts = map[int32]Committed{}
-		g.topics[topic] = parts
+	t := g.topics[topic]
+	if t == nil {
+		t = &topicOffsets{}
+		g.topics[topic] = t
 	}
-	parts[partition] = c
+	t.set(partition, c)
 	return nil
 }
 
@@ -232,9 +315,11 @@ func (s *State) remove(groupID, topic string, partition int32) {
 	if g == nil {
 		return
 	}
-	delete(g.topics[topic], partition)
-	if len(g.topics[topic]) == 0 {
-		delete(g.topics, topic)
+	if t := g.topics[topic]; t != nil {
+		t.remove(partition)
+		if len(t.entries) == 0 {
+			delete(g.topics, topic)
+		}
 	}
 	if len(g.topics) == 0 {
 		delete(s.groups, groupID)
