@@ -81,6 +81,8 @@ func TestStreamsSteadyHeartbeatDoesNotWaitForAnotherGroupsFsync(t *testing.T) {
 		defer h.close()
 		h.hb(streamsJoin("g", "a"))
 		h.steady("g", "a")
+		// Built first: the test reads the member's tasks, and a read waits for pending records.
+		steadyBeat := h.beat("g", "a")
 		h.b.Hold(true)
 		defer h.b.Hold(false)
 		defer h.b.Release(0) // a failed check leaves records pending
@@ -88,7 +90,7 @@ func TestStreamsSteadyHeartbeatDoesNotWaitForAnotherGroupsFsync(t *testing.T) {
 		if _, ok := answered(commit); ok {
 			t.Fatal("commit answered before its record was durable")
 		}
-		v, ok := answered(async(h.s, h.beat("g", "a")))
+		v, ok := answered(async(h.s, steadyBeat))
 		if !ok {
 			t.Fatal("steady heartbeat waited for another group's pending fsync")
 		}
@@ -111,11 +113,12 @@ func TestStreamsHeartbeatWaitsForItsOwnGroupsPendingRecord(t *testing.T) {
 		defer h.close()
 		h.hb(streamsJoin("g", "a"))
 		h.steady("g", "a")
+		steadyBeat := h.beat("g", "a") // built first, as above
 		h.b.Hold(true)
 		defer h.b.Hold(false)
 		defer h.b.Release(0) // a failed check leaves records pending
 		cfg := async(h.s, setGroupConfig("g", "streams.heartbeat.interval.ms", "1234"))
-		beat := async(h.s, h.beat("g", "a"))
+		beat := async(h.s, steadyBeat)
 		if _, ok := answered(beat); ok {
 			t.Fatal("heartbeat answered from its group's config before that config was durable")
 		}
