@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // javaTxn is one Java transactional producer, driven a command at a time.
@@ -441,5 +442,103 @@ func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T
 	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{0: 20}, "after the new producer's commit")
 	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"fresh"}) {
 		t.Fatalf("read_committed output %v, want [fresh]", got)
+	}
+}
+
+// Invalid configuration (KIP-1050's fatal category), with the upstream's ACLs behind the
+// gateway: a Java producer whose transactional id its principal may not write fails
+// initTransactions with TransactionalIdAuthorizationException and can do nothing else; one
+// whose principal may not read the group gets GroupAuthorizationException from
+// sendOffsetsToTransaction, which the Java producer makes abortable: it aborts, and a
+// transaction on a group it may read commits, offsets and records.
+func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
+	requireE2E(t)
+	adminAddr, saslAddr, caFile := startSASLKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(adminAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	const in, out = "kc-in", "kc-out"
+	lit, pre := kadm.ACLPatternLiteral, kadm.ACLPatternPrefixed
+	prepareSASLUpstream(t, ctx, adm, []string{"gw", "alice"}, in,
+		// The gateway verifies and recovers transactions: it describes them.
+		kadm.NewACLs().Allow("User:gw").AllowHosts().Topics("*").Clusters().TransactionalIDs("*").Operations(kadm.OpDescribe).ResourcePatternType(lit),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Topics(in, out).Operations(kadm.OpAll).ResourcePatternType(lit),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().TransactionalIDs("alice-").Operations(kadm.OpWrite, kadm.OpDescribe).ResourcePatternType(pre),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("app-").Operations(kadm.OpRead).ResourcePatternType(pre),
+	)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, out); err != nil {
+		t.Fatal(err)
+	}
+
+	g := &gateway{t: t, DataDir: t.TempDir()}
+	base := freePortRange(t, 11)
+	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
+	g.PortMin, g.PortMax = base+1, base+10
+	g.sets = []string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
+		"upstream.bootstrap.servers=" + saslAddr,
+		"upstream.security.protocol=SASL_SSL",
+		"upstream.ssl.truststore.location=" + caFile,
+		"upstream.sasl.mechanism=SCRAM-SHA-256",
+		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret",
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+	g.start()
+	sasl := []string{"security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256",
+		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";`}
+
+	denied := startJavaTxn(t, "denied", g.Addr, "bob-1", append(sasl, "max.block.ms=30000")...)
+	if a := denied.do("init"); !strings.HasPrefix(a, "ERR init TransactionalIdAuthorizationException ") {
+		t.Fatalf("initTransactions on a transactional id alice may not write: %s", a)
+	}
+	if a := denied.do("begin"); !strings.HasPrefix(a, "ERR begin ") {
+		t.Fatalf("a producer whose initTransactions was refused begins a transaction: %s", a)
+	}
+
+	p := startJavaTxn(t, "alice", g.Addr, "alice-1", append(sasl, "max.block.ms=60000")...)
+	p.ok("init")
+	p.ok("begin")
+	p.ok("send " + out + " 0 denied")
+	if a := p.do("offsets reports " + in + " 0 3"); !strings.HasPrefix(a, "ERR offsets GroupAuthorizationException ") {
+		t.Fatalf("sendOffsetsToTransaction for a group alice may not read: %s", a)
+	}
+	p.ok("abort")
+	p.ok("begin")
+	p.ok("send " + out + " 0 allowed")
+	p.ok("offsets app-kc " + in + " 0 4")
+	p.ok("send " + out + " 0 end")
+	p.ok("commit")
+
+	alice, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	wantOffsets(t, ctx, alice, "app-kc", in, 1, map[int32]int64{0: 4}, "after the allowed commit")
+	rc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()),
+		kgo.ConsumeTopics(out), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var got []string
+	for done := false; !done; {
+		fs := rc.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read_committed output so far %v: %v", got, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == "end" {
+				done = true
+			} else if !done {
+				got = append(got, string(r.Value))
+			}
+		})
+	}
+	if !slices.Equal(got, []string{"allowed"}) {
+		t.Fatalf("read_committed output %v, want [allowed]", got)
 	}
 }
