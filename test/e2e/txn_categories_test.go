@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinatord/coordinatord/pkg/kerrclass"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -540,5 +542,132 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"allowed"}) {
 		t.Fatalf("read_committed output %v, want [allowed]", got)
+	}
+}
+
+// Application-recoverable, fenced, with franz-go: a new instance initializes the transactional id
+// while the old one's session is about to commit its offsets. The old session's End fails with
+// PRODUCER_FENCED (from the forwarded AddOffsetsToTxn; franz-go adds the offsets partition after
+// its pre-commit hook, so coordinatord's own INVALID_PRODUCER_EPOCH cannot be reached this way),
+// which pkg/kerrclass puts in application-recoverable, and nothing of that transaction is
+// committed or left staged; a new session with the same id consumes from the committed offsets
+// and commits every record once.
+func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, out, group, txnID := "kff-in-"+run, "kff-out-"+run, "kff-g-"+run, "kff-"+run
+	cl := newClient(t, g.Addr)
+	txnTopics(t, ctx, cl, 1, in, out)
+	const n = 10
+	produceN(t, ctx, cl, in, n)
+	session := func() *kgo.GroupTransactSession {
+		s, err := kgo.NewGroupTransactSession(
+			kgo.SeedBrokers(g.Addr), kgo.TransactionalID(txnID), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(60*time.Second),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	old := session()
+	for fenced := false; !fenced; {
+		fs := old.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { old.Produce(ctx, &kgo.Record{Value: r.Value}, nil) })
+		if fs.NumRecords() == 0 {
+			if _, err := old.End(ctx, kgo.TryAbort); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var initErr error
+		endCtx := kgo.PreTxnCommitFnContext(ctx, func(*kmsg.TxnOffsetCommitRequest) error {
+			// The new instance starts now (its own client: nothing of the old one's is entered).
+			// The upstream answers CONCURRENT_TRANSACTIONS while it aborts the old transaction.
+			req := kmsg.NewPtrInitProducerIDRequest()
+			id := txnID
+			req.TransactionalID, req.TransactionTimeoutMillis = &id, 60000
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				resp, err := req.RequestWith(ctx, cl)
+				if err == nil && resp.ErrorCode == 0 {
+					initErr = nil
+					return nil
+				}
+				if err == nil {
+					err = kerr.ErrorForCode(resp.ErrorCode)
+				}
+				if initErr = err; time.Now().After(deadline) {
+					return nil
+				}
+			}
+		})
+		committed, err := old.End(endCtx, kgo.TryCommit)
+		if initErr != nil {
+			t.Fatalf("the new instance's InitProducerId: %v", initErr)
+		}
+		if committed || err == nil {
+			t.Fatalf("the fenced session's End: committed=%v err=%v, want an error", committed, err)
+		}
+		// What a loop classifying with pkg/kerrclass decides: this producer is finished.
+		if c := kerrclass.OfError(kmsg.AddOffsetsToTxn.Int16(), err); c != kerrclass.ApplicationRecoverable {
+			t.Fatalf("the fenced session's End: %v, category %v; want application-recoverable (PRODUCER_FENCED)", err, c)
+		}
+		fenced = true
+	}
+	old.Close()
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{}, "right after the fenced session's End")
+
+	fresh := session()
+	defer fresh.Close()
+	for committedUpTo := int64(0); committedUpTo < n; {
+		fs := fresh.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+		}
+		if err := fresh.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		next := committedUpTo
+		fs.EachRecord(func(r *kgo.Record) {
+			fresh.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
+			next = r.Offset + 1
+		})
+		committed, err := fresh.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Fatalf("the new session's End: %v", err)
+		}
+		if committed {
+			committedUpTo = next
+		}
+	}
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the new session")
+	seal := newClient(t, g.Addr, kgo.TransactionalID(txnID+"-seal"))
+	if err := seal.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := seal.ProduceSync(ctx, &kgo.Record{Topic: out, Value: []byte("end")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := seal.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	got := committedValues(t, ctx, g.Addr, out, "end")
+	want := make([]string, n)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed output %v, want each input record once: %v", got, want)
 	}
 }
