@@ -114,10 +114,10 @@ func (p *javaTxn) ok(command string) {
 
 // committedValues reads topic (one partition) with read_committed up to the first record whose
 // value is last, and returns the values before it, in order.
-func committedValues(t *testing.T, ctx context.Context, addr, topic, last string) []string {
+func committedValues(t *testing.T, ctx context.Context, addr, topic, last string, opts ...kgo.Opt) []string {
 	t.Helper()
-	rc := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	rc := newClient(t, addr, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	var got []string
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -380,24 +380,7 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 		t.Fatal("the stale commit never ran")
 	}
 	wantOffsets(t, ctx, cl, group2, in2, 1, map[int32]int64{0: n}, "franz-go")
-	seal := newClient(t, g.Addr, kgo.TransactionalID("ks2-seal-"+run))
-	if err := seal.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := seal.ProduceSync(ctx, &kgo.Record{Topic: out2, Value: []byte("end")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := seal.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
-	got := committedValues(t, ctx, g.Addr, out2, "end")
-	want := make([]string, n)
-	for i := range want {
-		want[i] = strconv.Itoa(i)
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("read_committed output %v, want each input record once: %v", got, want)
-	}
+	wantEachInputOnce(t, ctx, g.Addr, out2, "ks2-seal-"+run, n)
 }
 
 // Application-recoverable, fenced producer: a second Java producer with the same
@@ -520,26 +503,7 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 	}
 	defer alice.Close()
 	wantOffsets(t, ctx, alice, "app-kc", in, 1, map[int32]int64{0: 4}, "after the allowed commit")
-	rc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()),
-		kgo.ConsumeTopics(out), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	var got []string
-	for done := false; !done; {
-		fs := rc.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("read_committed output so far %v: %v", got, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Value) == "end" {
-				done = true
-			} else if !done {
-				got = append(got, string(r.Value))
-			}
-		})
-	}
+	got := committedValues(t, ctx, g.Addr, out, "end", kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
 	if !slices.Equal(got, []string{"allowed"}) {
 		t.Fatalf("read_committed output %v, want [allowed]", got)
 	}
@@ -652,17 +616,103 @@ func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testin
 		}
 	}
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the new session")
-	seal := newClient(t, g.Addr, kgo.TransactionalID(txnID+"-seal"))
+	wantEachInputOnce(t, ctx, g.Addr, out, txnID+"-seal", n)
+}
+
+// Retriable, with franz-go: coordinatord is killed (-9) the moment the session starts committing
+// its offsets (before AddOffsetsToTxn and TxnOffsetCommit go out) and restarted at once. End
+// rides it out: no error, the transaction commits, and at the end every input record is in the
+// output once, read_committed, with the offsets committed to match.
+func TestGateway_KIP1050RetriableTransactSessionRidesOutARestart(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, out, group := "krf-in-"+run, "krf-out-"+run, "krf-g-"+run
+	cl := newClient(t, g.Addr)
+	txnTopics(t, ctx, cl, 1, in, out)
+	const n = 10
+	produceN(t, ctx, cl, in, n)
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(g.Addr), kgo.TransactionalID("krf-"+run), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(120*time.Second),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	restarted := make(chan string, 1) // the new admin address
+	killed := false
+	for committedUpTo := int64(0); committedUpTo < n; {
+		fs := sess.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		next := committedUpTo
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
+			next = r.Offset + 1
+		})
+		endCtx := ctx
+		kill := !killed && next > committedUpTo
+		if kill {
+			killed = true
+			endCtx = kgo.PreTxnCommitFnContext(ctx, func(*kmsg.TxnOffsetCommitRequest) error {
+				g.kill()
+				started := g.spawn()
+				go func() {
+					line := <-started
+					restarted <- line["admin"].(string)
+				}()
+				return nil
+			})
+		}
+		committed, err := sess.End(endCtx, kgo.TryCommit)
+		if err != nil {
+			t.Fatalf("End (coordinatord killed: %v): %v", kill, err)
+		}
+		if kill && !committed {
+			t.Fatal("the transaction during which coordinatord restarted was not committed")
+		}
+		if committed {
+			committedUpTo = next
+		}
+	}
+	if !killed {
+		t.Fatal("coordinatord was never killed")
+	}
+	select {
+	case g.Admin = <-restarted:
+	case <-ctx.Done():
+		t.Fatal("the restarted coordinatord never logged its start")
+	}
+	cl = newClient(t, g.Addr)
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the last commit")
+	wantEachInputOnce(t, ctx, g.Addr, out, "krf-seal-"+run, n)
+}
+
+// wantEachInputOnce checks that topic, read with read_committed, holds the values produceN wrote
+// (0..n-1), each once and in order: it commits a last record "end" in a transaction of its own
+// (sealID) and reads up to it.
+func wantEachInputOnce(t *testing.T, ctx context.Context, addr, topic, sealID string, n int) {
+	t.Helper()
+	seal := newClient(t, addr, kgo.TransactionalID(sealID))
 	if err := seal.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := seal.ProduceSync(ctx, &kgo.Record{Topic: out, Value: []byte("end")}).FirstErr(); err != nil {
+	if err := seal.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("end")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := seal.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	got := committedValues(t, ctx, g.Addr, out, "end")
+	got := committedValues(t, ctx, addr, topic, "end")
 	want := make([]string, n)
 	for i := range want {
 		want[i] = strconv.Itoa(i)
