@@ -775,7 +775,7 @@ func (r *txnRelay) giveUp(pid int64, p OpenProducer, c kerrclass.Category, err e
 	st.next = r.now().Add(st.backoff)
 	r.mu.Unlock()
 	r.m.txnGiveUps.WithLabelValues(c.String()).Inc()
-	r.lg.Error("the upstream refuses to tell how a transaction with staged offsets ended; they stay staged (RequireStable fetches answer UNSTABLE_OFFSET_COMMIT) and the producer's transactional requests are held until a retry resolves it. Grant the gateway's principal DESCRIBE on the transactional ids (docs/transactions.md)",
+	r.lg.Error("the upstream refuses to tell how a transaction with staged offsets ended; they stay staged (RequireStable fetches answer UNSTABLE_OFFSET_COMMIT) and the producer's transactional requests are held until a retry resolves it. Fix what the error names, e.g. grant the gateway's principal DESCRIBE on the transactional id (docs/transactions.md)",
 		zap.Int64("producer_id", pid), zap.Int16("staged_epoch", p.Epoch), zap.Int32s("shards", p.Shards),
 		zap.String("category", c.String()), zap.Duration("next_try_in", st.backoff), zap.Error(err))
 }
