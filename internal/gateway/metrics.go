@@ -62,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "coordinatord_gateway_txn_outcomes_total", Help: "Transaction outcomes the marker relay applied to staged offsets (outcome commit or abort) or could not tell (ambiguous, left staged), by where it learned them.",
 		}, []string{"outcome", "source"}),
 		txnGiveUps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinatord_gateway_txn_recovery_given_up_total", Help: "Producers with staged offsets the marker relay could not resolve because the upstream refused the question with an error no retry cures, by KIP-1050 category of that error; their offsets stay staged and their transactional requests are held until a later try resolves them.",
+			Name: "coordinatord_gateway_txn_recovery_given_up_total", Help: "Producers with staged offsets the marker relay's recovery set aside because the upstream refused the question with an error no retry cures, by KIP-1050 category of that error (counted once per producer); their offsets stay staged and their transactional requests are held until a later try resolves them.",
 		}, []string{"category"}),
 	}
 	if reg != nil {

@@ -658,6 +658,9 @@ const (
 	// stuckRetryMax caps the interval between tries of a producer set aside: the cure (an ACL
 	// grant, an upstream upgrade) comes from an operator, who should not wait long to see it work.
 	stuckRetryMax = time.Minute
+	// stuckForcedEvery bounds how often a set-aside producer's own retried requests ask the
+	// upstream again (a client retries every 100 ms or so).
+	stuckForcedEvery = time.Second
 )
 
 func (r *txnRelay) recoverOnce(ctx context.Context) error {
@@ -754,7 +757,8 @@ func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProduce
 // because the upstream refused to say how it ended.
 type stuckProducer struct {
 	p       OpenProducer
-	next    time.Time // earliest next try
+	next    time.Time // earliest next try of the sweep
+	tried   time.Time // the last try, which bounds how often the producer's own requests ask
 	backoff time.Duration
 }
 
@@ -764,20 +768,28 @@ type stuckProducer struct {
 // transaction of that producer would also commit or abort these offsets. Other producers' requests
 // flow again.
 func (r *txnRelay) giveUp(pid int64, p OpenProducer, c kerrclass.Category, err error) {
+	now := r.now()
 	r.mu.Lock()
 	st := r.stuck[pid]
-	if st == nil {
+	first := st == nil
+	if first {
 		st = &stuckProducer{p: p, backoff: recoverBackoffMax}
 		r.stuck[pid] = st
 	} else {
 		st.backoff = min(2*st.backoff, stuckRetryMax)
 	}
-	st.next = r.now().Add(st.backoff)
+	st.next, st.tried = now.Add(st.backoff), now
+	backoff := st.backoff
 	r.mu.Unlock()
+	fields := []zap.Field{zap.Int64("producer_id", pid), zap.Int16("staged_epoch", p.Epoch), zap.Int32s("shards", p.Shards),
+		zap.String("category", c.String()), zap.Duration("next_try_in", backoff), zap.Error(err)}
+	if !first {
+		r.lg.Warn("a transaction set aside by recovery is still not resolved", fields...)
+		return
+	}
 	r.m.txnGiveUps.WithLabelValues(c.String()).Inc()
 	r.lg.Error("the upstream refuses to tell how a transaction with staged offsets ended; they stay staged (RequireStable fetches answer UNSTABLE_OFFSET_COMMIT) and the producer's transactional requests are held until a retry resolves it. Fix what the error names, e.g. grant the gateway's principal DESCRIBE on the transactional id (docs/transactions.md)",
-		zap.Int64("producer_id", pid), zap.Int16("staged_epoch", p.Epoch), zap.Int32s("shards", p.Shards),
-		zap.String("category", c.String()), zap.Duration("next_try_in", st.backoff), zap.Error(err))
+		fields...)
 }
 
 func (r *txnRelay) unstick(pid int64) {
@@ -793,14 +805,16 @@ func (r *txnRelay) isStuck(pid int64) bool {
 }
 
 // tryStuck tries again to resolve a producer set aside, when its backoff allows (force: a
-// request of the producer is waiting). nil means it is resolved.
+// request of the producer is waiting, which may ask once every stuckForcedEvery). nil means it
+// is resolved.
 func (r *txnRelay) tryStuck(ctx context.Context, pid int64, force bool) error {
 	r.mu.Lock()
 	st := r.stuck[pid]
 	var p OpenProducer
 	due := false
 	if st != nil {
-		p, due = st.p, force || !r.now().Before(st.next)
+		now := r.now()
+		p, due = st.p, !now.Before(st.next) || force && now.Sub(st.tried) >= stuckForcedEvery
 	}
 	r.mu.Unlock()
 	if st == nil {

@@ -521,6 +521,10 @@ func TestRecoveryRetriesRetriableErrorsAndGivesUpOnIncurableOnes(t *testing.T) {
 		flaky: 2,
 	}
 	r := newTxnRelay(b, zap.NewNop())
+	var clockMu sync.Mutex
+	clock := time.Unix(1000, 0)
+	r.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+	advance := func(d time.Duration) { clockMu.Lock(); clock = clock.Add(d); clockMu.Unlock() }
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r.recover(ctx)
@@ -537,12 +541,25 @@ func TestRecoveryRetriesRetriableErrorsAndGivesUpOnIncurableOnes(t *testing.T) {
 		t.Fatalf("a retriable error was given up on (%v)", got)
 	}
 
-	// The set-aside producer's EndTxn is held, not forwarded; another producer's goes through.
+	// The set-aside producer's EndTxn is held, not forwarded, and its retries ask the upstream
+	// at most once a second; another producer's goes through.
 	req := endTxn(true)
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch = denied, 2, 4
 	forwarded := false
-	if _, err := exchange(t, r, req, endTxnAnswer(0), func() { forwarded = true }); !errors.Is(err, errRelay) || forwarded {
-		t.Fatalf("EndTxn of a producer recovery could not resolve: err %v, forwarded %v; want it held", err, forwarded)
+	asked := func() int { b.mu.Lock(); defer b.mu.Unlock(); return b.describe }
+	for i, before := 0, asked(); i < 3; i++ {
+		if i == 2 {
+			advance(stuckForcedEvery)
+		}
+		if _, err := exchange(t, r, req, endTxnAnswer(0), func() { forwarded = true }); !errors.Is(err, errRelay) || forwarded {
+			t.Fatalf("EndTxn of a producer recovery could not resolve: err %v, forwarded %v; want it held", err, forwarded)
+		}
+		if want := before + i/2; asked() != want {
+			t.Fatalf("try %d of the held EndTxn: the upstream was asked %d times, want %d", i, asked()-before, i/2)
+		}
+	}
+	if got := seriesValue(t, r.m.txnGiveUps.WithLabelValues("invalid-configuration")); got != 1 {
+		t.Fatalf("given-up counter = %v after further failed tries, want 1 (once per producer)", got)
 	}
 	if m := b.taken(); len(m) != 0 {
 		t.Fatalf("markers %+v for a producer whose outcome is unknown", m)
@@ -557,6 +574,7 @@ func TestRecoveryRetriesRetriableErrorsAndGivesUpOnIncurableOnes(t *testing.T) {
 	b.mu.Lock()
 	delete(b.idErr, denied)
 	b.mu.Unlock()
+	advance(stuckForcedEvery)
 	forwarded = false
 	if _, err := exchange(t, r, req, endTxnAnswer(0), func() { forwarded = true }); err != nil || !forwarded {
 		t.Fatalf("EndTxn after the grant: err %v, forwarded %v", err, forwarded)
