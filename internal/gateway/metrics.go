@@ -21,6 +21,8 @@ type Metrics struct {
 	added    prometheus.Histogram
 	// txnOutcomes counts the marker relay's outcomes (txnrelay.go).
 	txnOutcomes *prometheus.CounterVec
+	// txnGiveUps counts producers whose recovery met an error no retry can cure (txnrelay.go).
+	txnGiveUps *prometheus.CounterVec
 
 	series sync.Map // node<<16|key: *fwdSeries
 }
@@ -59,9 +61,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		txnOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinatord_gateway_txn_outcomes_total", Help: "Transaction outcomes the marker relay applied to staged offsets (outcome commit or abort) or could not tell (ambiguous, left staged), by where it learned them.",
 		}, []string{"outcome", "source"}),
+		txnGiveUps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_txn_recovery_given_up_total", Help: "Producers with staged offsets the marker relay's recovery set aside because the upstream refused the question with an error no retry cures, by KIP-1050 category of that error (counted once per producer); their offsets stay staged and their transactional requests are held until a later try resolves them.",
+		}, []string{"category"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.added, m.txnOutcomes)
+		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.added, m.txnOutcomes, m.txnGiveUps)
 	}
 	return m
 }

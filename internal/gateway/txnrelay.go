@@ -19,6 +19,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/coordinatord/coordinatord/pkg/kerrclass"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -92,10 +93,12 @@ type txnRelay struct {
 
 	mu  sync.Mutex
 	ids map[string]*txnIDState
+	// stuck are producers recovery had to set aside (giveUp), by producer id.
+	stuck map[int64]*stuckProducer
 }
 
 func newTxnRelay(b TxnBackend, lg *zap.Logger) *txnRelay {
-	return &txnRelay{b: b, lg: lg, m: NewMetrics(nil), now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}}
+	return &txnRelay{b: b, lg: lg, m: NewMetrics(nil), now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}, stuck: map[int64]*stuckProducer{}}
 }
 
 // SetTxnBackend turns the marker relay on; call before any broker port serves. Until Recover
@@ -121,6 +124,7 @@ func (g *Gateway) RecoverTxns(ctx context.Context) {
 			return
 		case <-t.C:
 			g.relay.sweep(ctx)
+			g.relay.retryStuck(ctx)
 		}
 	}
 }
@@ -356,6 +360,13 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 	case <-r.ready:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if q.pid >= 0 && r.isStuck(q.pid) {
+		// Forwarding it could start a later transaction of the producer, whose marker would
+		// also settle the offsets recovery could not resolve: resolve them first or hold it.
+		if err := r.tryStuck(ctx, q.pid, true); err != nil {
+			return nil, err
+		}
 	}
 	s, err := r.lock(ctx, q.txnID)
 	if err != nil {
@@ -593,11 +604,38 @@ func resolve(st upstream.TxnState, found bool, pid int64, epoch int16) verdict {
 	return verdict{kind: verdictAmbiguous}
 }
 
+// upstreamCallError is an upstream call's failure during resolution, with the API it asked,
+// so that its KIP-1050 category can be read (kerrclass categories depend on the API).
+type upstreamCallError struct {
+	api int16
+	err error
+}
+
+func (e *upstreamCallError) Error() string { return kmsg.NameForKey(e.api) + ": " + e.err.Error() }
+func (e *upstreamCallError) Unwrap() error { return e.err }
+
+// incurable says whether err is one no retry can cure, and its category: an upstream answer
+// whose code is neither retriable nor refresh-retriable for the API asked (KIP-1050; e.g. our
+// credentials lack DESCRIBE on the transactional id, or the upstream does not support the API).
+// An upstream that did not answer at all (a connection or a timeout) and a local shard that
+// could not be read or written are worth retrying.
+func incurable(err error) (kerrclass.Category, bool) {
+	var ue *upstreamCallError
+	var ke *kerr.Error
+	if !errors.As(err, &ue) || !errors.As(ue.err, &ke) {
+		return kerrclass.Retriable, false
+	}
+	c := kerrclass.Of(ue.api, ke.Code)
+	return c, c != kerrclass.Retriable && c != kerrclass.RefreshRetriable
+}
+
 // recover resolves every producer a previous run left with staged offsets, then opens the
 // relay. Until then relayed requests wait, so no id's history moves on before its staged
-// transaction is read (the barrier holds across a restart).
+// transaction is read (the barrier holds across a restart). Retriable failures are retried with
+// a backoff capped at recoverBackoffMax; a producer whose question the upstream refuses for good
+// is set aside (giveUp) so that it does not hold every other id's requests forever.
 func (r *txnRelay) recover(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	backoff := recoverBackoffMin
 	for {
 		err := r.recoverOnce(ctx)
 		if err == nil {
@@ -610,9 +648,20 @@ func (r *txnRelay) recover(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, recoverBackoffMax)
 	}
 }
+
+const (
+	recoverBackoffMin = 100 * time.Millisecond
+	recoverBackoffMax = 5 * time.Second
+	// stuckRetryMax caps the interval between tries of a producer set aside: the cure (an ACL
+	// grant, an upstream upgrade) comes from an operator, who should not wait long to see it work.
+	stuckRetryMax = time.Minute
+	// stuckForcedEvery bounds how often a set-aside producer's own retried requests ask the
+	// upstream again (a client retries every 100 ms or so).
+	stuckForcedEvery = time.Second
+)
 
 func (r *txnRelay) recoverOnce(ctx context.Context) error {
 	open, err := r.b.OpenProducers(ctx)
@@ -620,53 +669,180 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 		return err
 	}
 	resolved := 0
+	// Every producer is asked in each round, so that one the upstream refuses for good is set
+	// aside even while another's answer is still being retried.
+	var retry error
 	for pid, p := range open {
-		ids, err := r.b.TxnIDsOf(ctx, pid)
+		if r.isStuck(pid) {
+			continue // set aside by an earlier round: tryStuck retries it on its own backoff
+		}
+		done, err := r.recoverProducer(ctx, pid, p)
 		if err != nil {
-			return err
-		}
-		if len(ids) != 1 {
-			r.ambiguous(fmt.Sprintf("<%d ids upstream>", len(ids)), pid, p.Epoch, upstream.TxnState{}, len(ids) > 0)
-			continue
-		}
-		st, found, err := r.b.Describe(ctx, ids[0])
-		if err != nil {
-			return err
-		}
-		s := r.id(ids[0])
-		r.mu.Lock()
-		// A TxnOffsetCommit retried while recovery runs may have named its shard already.
-		for _, sh := range p.Shards {
-			r.addLocked(s, ids[0], pid, p.Epoch, sh)
-		}
-		o := s.open
-		r.mu.Unlock()
-		v := resolve(st, found, pid, p.Epoch)
-		switch v.kind {
-		case verdictOpen:
-			continue // the client's EndTxn, or the upstream's timeout seen at the next InitProducerId, ends it
-		case verdictAmbiguous:
-			r.ambiguous(ids[0], pid, p.Epoch, st, found)
-			r.mu.Lock()
-			if s.open == o {
-				s.open = nil
-				delete(r.ids, ids[0])
+			if c, ok := incurable(err); ok {
+				r.giveUp(pid, p, c, err)
+			} else if retry == nil {
+				retry = err
 			}
-			r.mu.Unlock()
 			continue
 		}
-		r.mu.Lock()
-		o.phase, o.commit, o.markEpoch, o.source = phaseDecided, v.kind == verdictCommit, v.epoch, "recovery"
-		r.mu.Unlock()
-		if err := r.apply(ctx, ids[0], s); err != nil {
-			return err
+		if done {
+			resolved++
 		}
-		resolved++
-		r.lg.Info("resolved a transaction left staged by a previous run", zap.String("transactional_id", ids[0]),
-			zap.Int64("producer_id", pid), zap.Bool("commit", v.kind == verdictCommit), zap.String("upstream_state", st.State))
+	}
+	if retry != nil {
+		return retry
 	}
 	if len(open) > 0 {
 		r.lg.Info("staged transactions recovered", zap.Int("producers", len(open)), zap.Int("resolved", resolved))
 	}
 	return nil
+}
+
+// recoverProducer resolves one producer's staged transaction from the upstream's state; done is
+// true when an outcome was applied.
+func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProducer) (done bool, err error) {
+	ids, err := r.b.TxnIDsOf(ctx, pid)
+	if err != nil {
+		return false, &upstreamCallError{kmsg.ListTransactions.Int16(), err}
+	}
+	if len(ids) != 1 {
+		r.ambiguous(fmt.Sprintf("<%d ids upstream>", len(ids)), pid, p.Epoch, upstream.TxnState{}, len(ids) > 0)
+		r.unstick(pid)
+		return false, nil
+	}
+	s, err := r.lock(ctx, ids[0])
+	if err != nil {
+		return false, err
+	}
+	defer r.release(ids[0], s)
+	st, found, err := r.b.Describe(ctx, ids[0])
+	if err != nil {
+		return false, &upstreamCallError{kmsg.DescribeTransactions.Int16(), err}
+	}
+	r.mu.Lock()
+	// A TxnOffsetCommit retried while recovery runs may have named its shard already.
+	for _, sh := range p.Shards {
+		r.addLocked(s, ids[0], pid, p.Epoch, sh)
+	}
+	o := s.open
+	r.mu.Unlock()
+	v := resolve(st, found, pid, p.Epoch)
+	switch v.kind {
+	case verdictOpen:
+		r.unstick(pid)
+		return false, nil // the client's EndTxn, or the upstream's timeout seen at the next InitProducerId, ends it
+	case verdictAmbiguous:
+		r.ambiguous(ids[0], pid, p.Epoch, st, found)
+		r.mu.Lock()
+		if s.open == o {
+			s.open = nil
+		}
+		r.mu.Unlock()
+		r.unstick(pid)
+		return false, nil
+	}
+	r.mu.Lock()
+	o.phase, o.commit, o.markEpoch, o.source = phaseDecided, v.kind == verdictCommit, v.epoch, "recovery"
+	r.mu.Unlock()
+	if err := r.apply(ctx, ids[0], s); err != nil {
+		return false, err
+	}
+	r.unstick(pid)
+	r.lg.Info("resolved a transaction left staged by a previous run", zap.String("transactional_id", ids[0]),
+		zap.Int64("producer_id", pid), zap.Bool("commit", v.kind == verdictCommit), zap.String("upstream_state", st.State))
+	return true, nil
+}
+
+// stuckProducer is a producer with staged offsets whose transaction recovery could not resolve
+// because the upstream refused to say how it ended.
+type stuckProducer struct {
+	p       OpenProducer
+	next    time.Time // earliest next try of the sweep
+	tried   time.Time // the last try, which bounds how often the producer's own requests ask
+	backoff time.Duration
+}
+
+// giveUp sets a producer aside. Nothing is guessed: its offsets stay staged, so RequireStable
+// fetches of its partitions answer UNSTABLE_OFFSET_COMMIT, and any forwarded request carrying
+// its producer id is held (tryStuck) until a later try resolves it, because a marker for a later
+// transaction of that producer would also commit or abort these offsets. Other producers' requests
+// flow again.
+func (r *txnRelay) giveUp(pid int64, p OpenProducer, c kerrclass.Category, err error) {
+	now := r.now()
+	r.mu.Lock()
+	st := r.stuck[pid]
+	first := st == nil
+	if first {
+		st = &stuckProducer{p: p, backoff: recoverBackoffMax}
+		r.stuck[pid] = st
+	} else {
+		st.backoff = min(2*st.backoff, stuckRetryMax)
+	}
+	st.next, st.tried = now.Add(st.backoff), now
+	backoff := st.backoff
+	r.mu.Unlock()
+	fields := []zap.Field{zap.Int64("producer_id", pid), zap.Int16("staged_epoch", p.Epoch), zap.Int32s("shards", p.Shards),
+		zap.String("category", c.String()), zap.Duration("next_try_in", backoff), zap.Error(err)}
+	if !first {
+		r.lg.Warn("a transaction set aside by recovery is still not resolved", fields...)
+		return
+	}
+	r.m.txnGiveUps.WithLabelValues(c.String()).Inc()
+	r.lg.Error("the upstream refuses to tell how a transaction with staged offsets ended; they stay staged (RequireStable fetches answer UNSTABLE_OFFSET_COMMIT) and the producer's transactional requests are held until a retry resolves it. Fix what the error names, e.g. grant the gateway's principal DESCRIBE on the transactional id (docs/transactions.md)",
+		fields...)
+}
+
+func (r *txnRelay) unstick(pid int64) {
+	r.mu.Lock()
+	delete(r.stuck, pid)
+	r.mu.Unlock()
+}
+
+func (r *txnRelay) isStuck(pid int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stuck[pid] != nil
+}
+
+// tryStuck tries again to resolve a producer set aside, when its backoff allows (force: a
+// request of the producer is waiting, which may ask once every stuckForcedEvery). nil means it
+// is resolved.
+func (r *txnRelay) tryStuck(ctx context.Context, pid int64, force bool) error {
+	r.mu.Lock()
+	st := r.stuck[pid]
+	var p OpenProducer
+	due := false
+	if st != nil {
+		now := r.now()
+		p, due = st.p, !now.Before(st.next) || force && now.Sub(st.tried) >= stuckForcedEvery
+	}
+	r.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	if !due {
+		return fmt.Errorf("%w: producer %d is not resolved yet", errRelay, pid)
+	}
+	if _, err := r.recoverProducer(ctx, pid, p); err != nil {
+		if c, ok := incurable(err); ok {
+			r.giveUp(pid, p, c, err)
+		}
+		return fmt.Errorf("%w: %v", errRelay, err)
+	}
+	return nil
+}
+
+// retryStuck is the sweep's try of every producer set aside whose backoff ran out.
+func (r *txnRelay) retryStuck(ctx context.Context) {
+	r.mu.Lock()
+	var due []int64
+	for pid, st := range r.stuck {
+		if !r.now().Before(st.next) {
+			due = append(due, pid)
+		}
+	}
+	r.mu.Unlock()
+	for _, pid := range due {
+		_ = r.tryStuck(ctx, pid, false)
+	}
 }

@@ -30,6 +30,13 @@ type fakeTxnBackend struct {
 	failMark error
 	states   map[string]upstream.TxnState
 	descErr  error
+	// idErr fails Describe for one id. Other ids' Describe fails with a retriable code until
+	// the id gate has been asked (so that recovery runs a round after it), then flaky more
+	// times.
+	idErr    map[string]error
+	gate     string
+	gated    bool
+	flaky    int
 	describe int
 	open     map[int64]OpenProducer
 	idsOf    map[int64][]string
@@ -58,11 +65,26 @@ func (f *fakeTxnBackend) Describe(_ context.Context, id string) (upstream.TxnSta
 	if f.descErr != nil {
 		return upstream.TxnState{}, false, f.descErr
 	}
+	if id == f.gate {
+		f.gated = true
+	}
+	if err := f.idErr[id]; err != nil {
+		return upstream.TxnState{}, false, err
+	}
+	if f.gate != "" && id != f.gate && !f.gated {
+		return upstream.TxnState{}, false, kerr.CoordinatorLoadInProgress
+	}
+	if f.flaky > 0 {
+		f.flaky--
+		return upstream.TxnState{}, false, kerr.CoordinatorLoadInProgress
+	}
 	st, ok := f.states[id]
 	return st, ok, nil
 }
 
 func (f *fakeTxnBackend) TxnIDsOf(_ context.Context, pid int64) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.idsOf[pid], nil
 }
 
@@ -464,5 +486,101 @@ func TestSweepResolvesIdleTransactions(t *testing.T) {
 	wantMarks(t, b.taken(), mark{10, pid, ep + 1, false})
 	if len(r.ids) != 0 {
 		t.Fatalf("the relay still holds %d ids", len(r.ids))
+	}
+}
+
+func seriesValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// Recovery retries what KIP-1050 calls retriable (a loading transaction coordinator) and gets
+// its answer; it gives up on a producer whose question the upstream refuses for good (our
+// credentials lack DESCRIBE: invalid-configuration) instead of holding every transactional
+// request forever: that producer's offsets stay staged (no marker), its own requests are held
+// and not forwarded, everyone else's flow, and once the upstream answers, the producer's next
+// request resolves it first and goes through.
+func TestRecoveryRetriesRetriableErrorsAndGivesUpOnIncurableOnes(t *testing.T) {
+	const denied = "denied-id"
+	b := &fakeTxnBackend{
+		open: map[int64]OpenProducer{
+			1: {Epoch: 5, Shards: []int32{2}}, // committed upstream, asked through a flaky coordinator
+			2: {Epoch: 4, Shards: []int32{3}}, // the upstream refuses to describe its id
+		},
+		idsOf: map[int64][]string{1: {"a"}, 2: {denied}},
+		states: map[string]upstream.TxnState{
+			"a":    {State: "CompleteCommit", ProducerID: 1, ProducerEpoch: 5},
+			denied: {State: "CompleteAbort", ProducerID: 2, ProducerEpoch: 4},
+		},
+		idErr: map[string]error{denied: kerr.TransactionalIDAuthorizationFailed},
+		gate:  denied, // a round after the give-up must not give up again
+		flaky: 2,
+	}
+	r := newTxnRelay(b, zap.NewNop())
+	var clockMu sync.Mutex
+	clock := time.Unix(1000, 0)
+	r.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+	advance := func(d time.Duration) { clockMu.Lock(); clock = clock.Add(d); clockMu.Unlock() }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.recover(ctx)
+	select {
+	case <-r.ready:
+	default:
+		t.Fatal("recovery did not finish: an incurable error holds every transactional request")
+	}
+	wantMarks(t, b.taken(), mark{2, 1, 5, true})
+	if got := seriesValue(t, r.m.txnGiveUps.WithLabelValues("invalid-configuration")); got != 1 {
+		t.Fatalf("given-up counter = %v, want 1", got)
+	}
+	if got := seriesValue(t, r.m.txnGiveUps.WithLabelValues("retriable")); got != 0 {
+		t.Fatalf("a retriable error was given up on (%v)", got)
+	}
+
+	// The set-aside producer's EndTxn is held, not forwarded, and its retries ask the upstream
+	// at most once a second; another producer's goes through.
+	req := endTxn(true)
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = denied, 2, 4
+	forwarded := false
+	asked := func() int { b.mu.Lock(); defer b.mu.Unlock(); return b.describe }
+	for i, before := 0, asked(); i < 3; i++ {
+		if i == 2 {
+			advance(stuckForcedEvery)
+		}
+		if _, err := exchange(t, r, req, endTxnAnswer(0), func() { forwarded = true }); !errors.Is(err, errRelay) || forwarded {
+			t.Fatalf("EndTxn of a producer recovery could not resolve: err %v, forwarded %v; want it held", err, forwarded)
+		}
+		if want := before + i/2; asked() != want {
+			t.Fatalf("try %d of the held EndTxn: the upstream was asked %d times, want %d", i, asked()-before, i/2)
+		}
+	}
+	if got := seriesValue(t, r.m.txnGiveUps.WithLabelValues("invalid-configuration")); got != 1 {
+		t.Fatalf("given-up counter = %v after further failed tries, want 1 (once per producer)", got)
+	}
+	if m := b.taken(); len(m) != 0 {
+		t.Fatalf("markers %+v for a producer whose outcome is unknown", m)
+	}
+	other := endTxn(true)
+	other.TransactionalID, other.ProducerID = "fresh", 9
+	if _, err := exchange(t, r, other, endTxnAnswer(0), nil); err != nil {
+		t.Fatalf("another producer's EndTxn: %v", err)
+	}
+
+	// The operator grants DESCRIBE: the producer's retry resolves the abort, then is forwarded.
+	b.mu.Lock()
+	delete(b.idErr, denied)
+	b.mu.Unlock()
+	advance(stuckForcedEvery)
+	forwarded = false
+	if _, err := exchange(t, r, req, endTxnAnswer(0), func() { forwarded = true }); err != nil || !forwarded {
+		t.Fatalf("EndTxn after the grant: err %v, forwarded %v", err, forwarded)
+	}
+	wantMarks(t, b.taken(), mark{3, 2, 4, false})
+	if r.isStuck(2) {
+		t.Fatal("the producer is still set aside after its resolution")
 	}
 }

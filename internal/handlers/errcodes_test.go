@@ -120,9 +120,31 @@ does for an API it does not serve. In gateway mode they are forwarded and their 
 upstream's, untouched, so a client puts each in the category it would against the cluster. The
 gateway adds no code of its own there; where it cannot hand an answer on it closes the client's
 connection instead, which a Kafka 4.4 client treats as a network error (retriable): when the
-upstream connection fails, and when an EndTxn answer comes back but its outcome could not yet be
+upstream connection fails; when an EndTxn answer comes back but its outcome could not yet be
 written to the staged offsets (the retried EndTxn finds it applied or applies it first;
-docs/transactions.md, the marker relay).
+docs/transactions.md, the marker relay); and, until it is resolved, for a request carrying the
+producer id of a transaction recovery had to set aside because the upstream refused to describe it.
+
+## What real clients do with them (tested end to end)
+
+Each row is a condition provoked for real through the gateway in front of Kafka 4.4, and what the
+client did, as ` + "`test/e2e/txn_categories_test.go`" + ` asserts it (the exception, the offsets read back
+with RequireStable, the output read with read_committed). The Java client is kafka-clients 4.4's
+` + "`KafkaProducer`" + ` (` + "`test/e2e/streamsapp/src/TxnProducer.java`" + `); franz-go is ` + "`kgo.GroupTransactSession`" + `.
+Note the Java producer's own handling on TxnOffsetCommit: the membership codes (ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND, STALE_MEMBER_EPOCH) raise CommitFailedException and
+GROUP_AUTHORIZATION_FAILED raises GroupAuthorizationException, both as *abortable* errors: the
+KIP-1050 category says what the application must fix (rejoin the group, grant the ACL), but the
+producer itself survives an abort.
+
+| category | condition | Java 4.4 producer | franz-go | test |
+| --- | --- | --- | --- | --- |
+| retriable | coordinatord killed (-9) and restarted while a transaction is open: once after its offsets were staged (commit called while down), once before (sendOffsetsToTransaction called while down) | both calls block, retry and succeed; offsets and records of both transactions committed | killed as End starts committing offsets: End returns committed, no error; each input record once in the output, offsets to match | ` + "`TestGateway_KIP1050RetriableJavaProducerRidesOutARestart`" + `, ` + "`TestGateway_KIP1050RetriableTransactSessionRidesOutARestart`" + ` |
+| refresh-retriable | offsets for a partition the topic does not have yet (UNKNOWN_TOPIC_OR_PARTITION), then the partition is created | sendOffsetsToTransaction keeps retrying the TxnOffsetCommit and returns once coordinatord's catalog has the partition; the commit carries that offset | | ` + "`TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists`" + ` |
+| application-recoverable (membership) | TxnOffsetCommit with a membership the group does not have (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) | CommitFailedException; commitTransaction refused; abortTransaction works and the next transaction commits; the first one's record never visible | End aborts (committed=false, no error), the same records commit in the next transaction, each output record once | ` + "`TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits`" + ` |
+| application-recoverable (fenced) | a second producer with the same transactional id initializes while the first has staged offsets | the first's commit throws ProducerFencedException and it cannot begin again; its staged offsets are dropped before the second's initTransactions returns; the second commits alone | End returns PRODUCER_FENCED (from the forwarded EndTxn; ` + "`kerrclass`" + `: application-recoverable); nothing committed or staged; a new session with the id commits each record once | ` + "`TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits`" + `, ` + "`TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits`" + ` |
+| invalid-configuration | upstream ACLs: no TRANSACTIONAL_ID WRITE (forwarded FindCoordinator / InitProducerId), no GROUP READ (forwarded AddOffsetsToTxn) | initTransactions throws TransactionalIdAuthorizationException and the producer is finished; sendOffsetsToTransaction throws GroupAuthorizationException, abort works, a transaction on a permitted group commits | | ` + "`TestGateway_KIP1050InvalidConfigurationAuthorizationDenied`" + ` |
+| abortable | TRANSACTION_ABORTABLE (KIP-890 verification) | not reachable with an unmodified client (the producer always adds the offsets partition first); wire level only: ` + "`test/e2e/txn_verify_test.go`" + ` | | |
 
 `)
 	for _, api := range docAPIs {

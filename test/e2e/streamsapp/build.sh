@@ -15,7 +15,7 @@ fi
 # Recompile when the sources' contents change (file times are no guide: a copied cache can be
 # newer than the sources it was not built from).
 src_sum="$(cat "$dir"/src/*.java | sha256sum | cut -d' ' -f1)"
-if [[ ! -f "$cache/classes/WordCount.class" || ! -f "$cache/classes/GroupConsumer.class" || "$(cat "$cache/src.sha" 2>/dev/null)" != "$src_sum" ]]; then
+if [[ ! -f "$cache/classes/WordCount.class" || ! -f "$cache/classes/GroupConsumer.class" || ! -f "$cache/classes/TxnProducer.class" || "$(cat "$cache/src.sha" 2>/dev/null)" != "$src_sum" ]]; then
   rm -rf "$cache/classes"
   mkdir -p "$cache/classes"
   javac -nowarn -d "$cache/classes" -cp "$cache/lib/*" "$dir"/src/*.java >&2

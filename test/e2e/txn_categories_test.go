@@ -1,0 +1,723 @@
+package e2e
+
+// KIP-1050 categories on the transactional path, seen from real clients through the gateway: for
+// each category a condition coordinatord (or the upstream behind it) really produces, and what a
+// Java 4.4 KafkaProducer (streamsapp/src/TxnProducer.java) and franz-go's GroupTransactSession
+// then do, judged by what a user sees: the exception, the offsets read back with RequireStable,
+// and the output records a read_committed consumer gets. docs/errors.md lists the codes.
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/pkg/kerrclass"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// javaTxn is one Java transactional producer, driven a command at a time.
+type javaTxn struct {
+	t       *testing.T
+	name    string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	answers chan string
+	log     *os.File
+}
+
+func startJavaTxn(t *testing.T, name, addr, txnID string, configs ...string) *javaTxn {
+	t.Helper()
+	logf, err := os.CreateTemp(t.TempDir(), name+"-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", wordCountClasspath(t), "TxnProducer", addr, txnID}, configs...)
+	p := &javaTxn{t: t, name: name, cmd: exec.Command("java", args...), answers: make(chan string, 16), log: logf}
+	p.cmd.Stderr = logf
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.answers <- sc.Text()
+		}
+		close(p.answers)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("%s stderr (last 3000 bytes):\n%s", name, tail(b, 3000))
+		}
+	})
+	return p
+}
+
+// send hands the producer a command without waiting for its answer (a call that blocks while
+// the test changes the world under it).
+func (p *javaTxn) send(command string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.stdin, command+"\n"); err != nil {
+		p.t.Fatalf("%s: %v", p.name, err)
+	}
+}
+
+// answer is the producer's answer to the oldest command not yet answered.
+func (p *javaTxn) answer(within time.Duration) string {
+	p.t.Helper()
+	select {
+	case a, ok := <-p.answers:
+		if !ok {
+			p.t.Fatalf("%s exited", p.name)
+		}
+		return a
+	case <-time.After(within):
+		p.t.Fatalf("%s did not answer within %s", p.name, within)
+		return ""
+	}
+}
+
+func (p *javaTxn) do(command string) string {
+	p.t.Helper()
+	p.send(command)
+	return p.answer(3 * time.Minute)
+}
+
+func (p *javaTxn) ok(command string) {
+	p.t.Helper()
+	if a := p.do(command); !strings.HasPrefix(a, "OK ") {
+		p.t.Fatalf("%s %q: %s", p.name, command, a)
+	}
+}
+
+// committedValues reads topic (one partition) with read_committed up to the first record whose
+// value is last, and returns the values before it, in order.
+func committedValues(t *testing.T, ctx context.Context, addr, topic, last string, opts ...kgo.Opt) []string {
+	t.Helper()
+	rc := newClient(t, addr, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	var got []string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := rc.PollFetches(pctx)
+		cancel()
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if done {
+				return
+			}
+			if string(r.Value) == last {
+				done = true
+				return
+			}
+			got = append(got, string(r.Value))
+		})
+		if done {
+			return got
+		}
+	}
+	t.Fatalf("read_committed never showed %q in %s; saw %v", last, topic, got)
+	return nil
+}
+
+// metricSum adds the values of coordinatord's series that start with prefix.
+func metricSum(t *testing.T, g *gateway, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + g.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += v
+		}
+	}
+	return n
+}
+
+func txnTopics(t *testing.T, ctx context.Context, cl *kgo.Client, inParts int32, topics ...string) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	for i, topic := range topics {
+		parts := int32(1)
+		if i == 0 {
+			parts = inParts
+		}
+		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wantOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic string, parts int32, want map[int32]int64, what string) {
+	t.Helper()
+	got, stable := stableOffsets(t, ctx, cl, group, topic, parts)
+	if !stable {
+		t.Fatalf("%s: offsets of %s still staged (UNSTABLE_OFFSET_COMMIT)", what, group)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: committed offsets %v, want %v", what, got, want)
+	}
+	for p, o := range want {
+		if got[p] != o {
+			t.Fatalf("%s: committed offsets %v, want %v", what, got, want)
+		}
+	}
+}
+
+// Retriable: coordinatord is killed (-9) and restarted while a Java producer's transaction is in
+// flight, once after its offsets were staged (the commit is called while coordinatord is down)
+// and once before (sendOffsetsToTransaction is called while it is down). The producer retries
+// without the application seeing anything, both calls succeed once coordinatord is back, and
+// the offsets and output of both transactions are committed.
+func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, out, group := "kr-in-"+run, "kr-out-"+run, "kr-g-"+run
+	cl := newClient(t, g.Addr)
+	txnTopics(t, ctx, cl, 1, in, out)
+
+	p := startJavaTxn(t, "producer", g.Addr, "kr-"+run, "max.block.ms=180000", "transaction.timeout.ms=180000", "delivery.timeout.ms=180000")
+	p.ok("init")
+	p.ok("begin")
+	p.ok("send " + out + " 0 one")
+	p.ok("offsets " + group + " " + in + " 0 7")
+	g.kill()
+	p.send("commit")
+	g.start()
+	if a := p.answer(3 * time.Minute); a != "OK commit" {
+		t.Fatalf("commit across the restart: %s", a)
+	}
+	cl = newClient(t, g.Addr)
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: 7}, "after a commit called while coordinatord was down")
+
+	p.ok("begin")
+	p.ok("send " + out + " 0 two")
+	g.kill()
+	p.send("offsets " + group + " " + in + " 0 9")
+	g.start()
+	if a := p.answer(3 * time.Minute); a != "OK offsets" {
+		t.Fatalf("sendOffsetsToTransaction across the restart: %s", a)
+	}
+	p.ok("send " + out + " 0 end")
+	p.ok("commit")
+	cl = newClient(t, g.Addr)
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: 9}, "after offsets sent while coordinatord was down")
+	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"one", "two"}) {
+		t.Fatalf("read_committed output %v, want [one two]", got)
+	}
+}
+
+// Refresh-retriable: offsets for a partition the topic does not have yet answer
+// UNKNOWN_TOPIC_OR_PARTITION. The Java producer keeps retrying the TxnOffsetCommit; once the
+// partition is created (through the gateway) and coordinatord's catalog has it, the same
+// sendOffsetsToTransaction call returns and the transaction commits with that offset.
+func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t, "upstream.metadata.max.age.ms=1000")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, out, group := "ku-in-"+run, "ku-out-"+run, "ku-g-"+run
+	cl := newClient(t, g.Addr)
+	txnTopics(t, ctx, cl, 1, in, out)
+
+	p := startJavaTxn(t, "producer", g.Addr, "ku-"+run, "max.block.ms=120000")
+	p.ok("init")
+	p.ok("begin")
+	p.ok("send " + out + " 0 first")
+	const unknown = `coordinatord_request_errors_total{api="TxnOffsetCommit",error="UNKNOWN_TOPIC_OR_PARTITION"}`
+	before := metricSum(t, g, unknown)
+	p.send("offsets " + group + " " + in + " 1 4")
+	for deadline := time.Now().Add(60 * time.Second); metricSum(t, g, unknown) < before+2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the producer did not retry a TxnOffsetCommit answered UNKNOWN_TOPIC_OR_PARTITION")
+		}
+		select {
+		case a := <-p.answers:
+			t.Fatalf("sendOffsetsToTransaction for a partition that does not exist returned: %s", a)
+		default:
+		}
+	}
+	if _, err := kadm.NewClient(cl).CreatePartitions(ctx, 1, in); err != nil {
+		t.Fatal(err)
+	}
+	if a := p.answer(90 * time.Second); a != "OK offsets" {
+		t.Fatalf("sendOffsetsToTransaction once the partition exists: %s", a)
+	}
+	p.ok("send " + out + " 0 end")
+	p.ok("commit")
+	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{1: 4}, "after the commit")
+	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("read_committed output %v, want [first]", got)
+	}
+}
+
+// Stale group membership (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID on TxnOffsetCommit,
+// application-recoverable in KIP-1050's table: the consumer must rejoin): the Java producer
+// throws CommitFailedException from sendOffsetsToTransaction and refuses to commit, but stays
+// usable: it aborts, and its next transaction with current group metadata commits. franz-go's
+// GroupTransactSession aborts the transaction in End (committed=false, no error) and commits
+// the same records in the next one. Nothing of the aborted transactions is visible.
+func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, out, group := "ks-in-"+run, "ks-out-"+run, "ks-g-"+run
+	cl := newClient(t, g.Addr)
+	txnTopics(t, ctx, cl, 1, in, out)
+
+	p := startJavaTxn(t, "producer", g.Addr, "ks-"+run)
+	p.ok("init")
+	p.ok("begin")
+	p.ok("send " + out + " 0 stale")
+	if a := p.do("offsets " + group + " " + in + " 0 5 ghost-member 3"); !strings.HasPrefix(a, "ERR offsets CommitFailedException ") {
+		t.Fatalf("sendOffsetsToTransaction with a stale membership: %s, want CommitFailedException", a)
+	}
+	if a := p.do("commit"); !strings.HasPrefix(a, "ERR commit ") {
+		t.Fatalf("commit after a failed offset commit: %s, want it refused", a)
+	}
+	p.ok("abort")
+	p.ok("begin")
+	p.ok("send " + out + " 0 fresh")
+	p.ok("offsets " + group + " " + in + " 0 6")
+	p.ok("send " + out + " 0 end")
+	p.ok("commit")
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: 6}, "Java producer")
+	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"fresh"}) {
+		t.Fatalf("read_committed output %v, want [fresh]", got)
+	}
+
+	// franz-go: the first End sends its TxnOffsetCommit for a member the group does not have.
+	in2, out2, group2 := "ks2-in-"+run, "ks2-out-"+run, "ks2-g-"+run
+	txnTopics(t, ctx, cl, 1, in2, out2)
+	const n = 10
+	produceN(t, ctx, cl, in2, n)
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(g.Addr), kgo.TransactionalID("ks2-"+run), kgo.ConsumerGroup(group2), kgo.ConsumeTopics(in2),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out2),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(60*time.Second),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	staleSent, staleAborted := false, false
+	for committedUpTo := int64(0); committedUpTo < n; {
+		fs := sess.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		next := committedUpTo
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
+			next = r.Offset + 1
+		})
+		endCtx := ctx
+		stale := !staleSent && next > committedUpTo
+		if stale {
+			staleSent = true
+			endCtx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+				req.MemberID = "ghost-member"
+				return nil
+			})
+		}
+		committed, err := sess.End(endCtx, kgo.TryCommit)
+		if err != nil {
+			t.Fatalf("End (stale membership %v): %v", stale, err)
+		}
+		if stale {
+			if committed {
+				t.Fatal("End committed a transaction whose offsets were refused for a stale membership")
+			}
+			staleAborted = true
+			wantOffsets(t, ctx, cl, group2, in2, 1, map[int32]int64{}, "franz-go, after the aborted transaction")
+			continue
+		}
+		if committed {
+			committedUpTo = next
+		}
+	}
+	if !staleAborted {
+		t.Fatal("the stale commit never ran")
+	}
+	wantOffsets(t, ctx, cl, group2, in2, 1, map[int32]int64{0: n}, "franz-go")
+	wantEachInputOnce(t, ctx, g.Addr, out2, "ks2-seal-"+run, n)
+}
+
+// Application-recoverable, fenced producer: a second Java producer with the same
+// transactional id initializes while the first has staged offsets. The first's offsets are
+// dropped before the second's initTransactions returns, the first's commit throws
+// ProducerFencedException and it can do nothing more, and the new producer's transaction
+// commits alone: its offsets only, its records only.
+func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, out, group, txnID := "kf-in-"+run, "kf-out-"+run, "kf-g-"+run, "kf-"+run
+	cl := newClient(t, g.Addr)
+	txnTopics(t, ctx, cl, 2, in, out)
+
+	zombie := startJavaTxn(t, "zombie", g.Addr, txnID)
+	zombie.ok("init")
+	zombie.ok("begin")
+	zombie.ok("send " + out + " 0 zombie")
+	zombie.ok("offsets " + group + " " + in + " 1 50")
+	if _, stable := stableOffsets(t, ctx, cl, group, in, 2); stable {
+		t.Fatal("the first producer's offsets are not staged")
+	}
+
+	fresh := startJavaTxn(t, "fresh", g.Addr, txnID)
+	fresh.ok("init")
+	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{}, "after the new producer's initTransactions")
+
+	a := zombie.do("commit")
+	if !strings.HasPrefix(a, "ERR commit ProducerFencedException ") && !strings.HasPrefix(a, "ERR commit InvalidProducerEpochException ") {
+		t.Fatalf("the fenced producer's commit: %s, want ProducerFencedException", a)
+	}
+	if a := zombie.do("begin"); !strings.HasPrefix(a, "ERR begin ") {
+		t.Fatalf("the fenced producer begins a new transaction: %s, want it refused", a)
+	}
+
+	fresh.ok("begin")
+	fresh.ok("send " + out + " 0 fresh")
+	fresh.ok("offsets " + group + " " + in + " 0 20")
+	fresh.ok("send " + out + " 0 end")
+	fresh.ok("commit")
+	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{0: 20}, "after the new producer's commit")
+	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"fresh"}) {
+		t.Fatalf("read_committed output %v, want [fresh]", got)
+	}
+}
+
+// Invalid configuration (KIP-1050's fatal category), with the upstream's ACLs behind the
+// gateway: a Java producer whose transactional id its principal may not write fails
+// initTransactions with TransactionalIdAuthorizationException and can do nothing else; one
+// whose principal may not read the group gets GroupAuthorizationException from
+// sendOffsetsToTransaction, which the Java producer makes abortable: it aborts, and a
+// transaction on a group it may read commits, offsets and records.
+func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
+	requireE2E(t)
+	adminAddr, saslAddr, caFile := startSASLKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(adminAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	const in, out = "kc-in", "kc-out"
+	lit, pre := kadm.ACLPatternLiteral, kadm.ACLPatternPrefixed
+	prepareSASLUpstream(t, ctx, adm, []string{"gw", "alice"}, in,
+		// The gateway verifies and recovers transactions: it describes them.
+		kadm.NewACLs().Allow("User:gw").AllowHosts().Topics("*").Clusters().TransactionalIDs("*").Operations(kadm.OpDescribe).ResourcePatternType(lit),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Topics(in, out).Operations(kadm.OpAll).ResourcePatternType(lit),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().TransactionalIDs("alice-").Operations(kadm.OpWrite, kadm.OpDescribe).ResourcePatternType(pre),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("app-").Operations(kadm.OpRead).ResourcePatternType(pre),
+	)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, out); err != nil {
+		t.Fatal(err)
+	}
+
+	g := &gateway{t: t, DataDir: t.TempDir()}
+	base := freePortRange(t, 11)
+	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
+	g.PortMin, g.PortMax = base+1, base+10
+	g.sets = []string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
+		"upstream.bootstrap.servers=" + saslAddr,
+		"upstream.security.protocol=SASL_SSL",
+		"upstream.ssl.truststore.location=" + caFile,
+		"upstream.sasl.mechanism=SCRAM-SHA-256",
+		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret",
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+	g.start()
+	sasl := []string{"security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256",
+		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";`}
+
+	denied := startJavaTxn(t, "denied", g.Addr, "bob-1", append(sasl, "max.block.ms=30000")...)
+	if a := denied.do("init"); !strings.HasPrefix(a, "ERR init TransactionalIdAuthorizationException ") {
+		t.Fatalf("initTransactions on a transactional id alice may not write: %s", a)
+	}
+	if a := denied.do("begin"); !strings.HasPrefix(a, "ERR begin ") {
+		t.Fatalf("a producer whose initTransactions was refused begins a transaction: %s", a)
+	}
+
+	p := startJavaTxn(t, "alice", g.Addr, "alice-1", append(sasl, "max.block.ms=60000")...)
+	p.ok("init")
+	p.ok("begin")
+	p.ok("send " + out + " 0 denied")
+	if a := p.do("offsets reports " + in + " 0 3"); !strings.HasPrefix(a, "ERR offsets GroupAuthorizationException ") {
+		t.Fatalf("sendOffsetsToTransaction for a group alice may not read: %s", a)
+	}
+	p.ok("abort")
+	p.ok("begin")
+	p.ok("send " + out + " 0 allowed")
+	p.ok("offsets app-kc " + in + " 0 4")
+	p.ok("send " + out + " 0 end")
+	p.ok("commit")
+
+	alice, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	wantOffsets(t, ctx, alice, "app-kc", in, 1, map[int32]int64{0: 4}, "after the allowed commit")
+	got := committedValues(t, ctx, g.Addr, out, "end", kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	if !slices.Equal(got, []string{"allowed"}) {
+		t.Fatalf("read_committed output %v, want [allowed]", got)
+	}
+}
+
+// Application-recoverable, fenced, with franz-go: a new instance initializes the transactional id
+// while the old one's session is about to commit its offsets. The old session's End fails with
+// PRODUCER_FENCED (from the forwarded AddOffsetsToTxn; franz-go adds the offsets partition after
+// its pre-commit hook, so coordinatord's own INVALID_PRODUCER_EPOCH cannot be reached this way),
+// which pkg/kerrclass puts in application-recoverable, and nothing of that transaction is
+// committed or left staged; a new session with the same id consumes from the committed offsets
+// and commits every record once.
+func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, out, group, txnID := "kff-in-"+run, "kff-out-"+run, "kff-g-"+run, "kff-"+run
+	cl := newClient(t, g.Addr)
+	txnTopics(t, ctx, cl, 1, in, out)
+	const n = 10
+	produceN(t, ctx, cl, in, n)
+	session := func() *kgo.GroupTransactSession {
+		s, err := kgo.NewGroupTransactSession(
+			kgo.SeedBrokers(g.Addr), kgo.TransactionalID(txnID), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(60*time.Second),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	old := session()
+	for fenced := false; !fenced; {
+		fs := old.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { old.Produce(ctx, &kgo.Record{Value: r.Value}, nil) })
+		if fs.NumRecords() == 0 {
+			if _, err := old.End(ctx, kgo.TryAbort); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var initErr error
+		endCtx := kgo.PreTxnCommitFnContext(ctx, func(*kmsg.TxnOffsetCommitRequest) error {
+			// The new instance starts now (its own client: nothing of the old one's is entered).
+			// The upstream answers CONCURRENT_TRANSACTIONS while it aborts the old transaction.
+			req := kmsg.NewPtrInitProducerIDRequest()
+			id := txnID
+			req.TransactionalID, req.TransactionTimeoutMillis = &id, 60000
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				resp, err := req.RequestWith(ctx, cl)
+				if err == nil && resp.ErrorCode == 0 {
+					initErr = nil
+					return nil
+				}
+				if err == nil {
+					err = kerr.ErrorForCode(resp.ErrorCode)
+				}
+				if initErr = err; time.Now().After(deadline) {
+					return nil
+				}
+			}
+		})
+		committed, err := old.End(endCtx, kgo.TryCommit)
+		if initErr != nil {
+			t.Fatalf("the new instance's InitProducerId: %v", initErr)
+		}
+		if committed || err == nil {
+			t.Fatalf("the fenced session's End: committed=%v err=%v, want an error", committed, err)
+		}
+		// What a loop classifying with pkg/kerrclass decides: this producer is finished.
+		if c := kerrclass.OfError(kmsg.AddOffsetsToTxn.Int16(), err); c != kerrclass.ApplicationRecoverable {
+			t.Fatalf("the fenced session's End: %v, category %v; want application-recoverable (PRODUCER_FENCED)", err, c)
+		}
+		fenced = true
+	}
+	old.Close()
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{}, "right after the fenced session's End")
+
+	fresh := session()
+	defer fresh.Close()
+	for committedUpTo := int64(0); committedUpTo < n; {
+		fs := fresh.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+		}
+		if err := fresh.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		next := committedUpTo
+		fs.EachRecord(func(r *kgo.Record) {
+			fresh.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
+			next = r.Offset + 1
+		})
+		committed, err := fresh.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Fatalf("the new session's End: %v", err)
+		}
+		if committed {
+			committedUpTo = next
+		}
+	}
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the new session")
+	wantEachInputOnce(t, ctx, g.Addr, out, txnID+"-seal", n)
+}
+
+// Retriable, with franz-go: coordinatord is killed (-9) the moment the session starts committing
+// its offsets (before AddOffsetsToTxn and TxnOffsetCommit go out) and restarted at once. End
+// rides it out: no error, the transaction commits, and at the end every input record is in the
+// output once, read_committed, with the offsets committed to match.
+func TestGateway_KIP1050RetriableTransactSessionRidesOutARestart(t *testing.T) {
+	requireE2E(t)
+	g := startGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, out, group := "krf-in-"+run, "krf-out-"+run, "krf-g-"+run
+	cl := newClient(t, g.Addr)
+	txnTopics(t, ctx, cl, 1, in, out)
+	const n = 10
+	produceN(t, ctx, cl, in, n)
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(g.Addr), kgo.TransactionalID("krf-"+run), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(120*time.Second),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	restarted := make(chan string, 1) // the new admin address
+	killed := false
+	for committedUpTo := int64(0); committedUpTo < n; {
+		fs := sess.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		next := committedUpTo
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
+			next = r.Offset + 1
+		})
+		endCtx := ctx
+		kill := !killed && next > committedUpTo
+		if kill {
+			killed = true
+			endCtx = kgo.PreTxnCommitFnContext(ctx, func(*kmsg.TxnOffsetCommitRequest) error {
+				g.kill()
+				started := g.spawn()
+				go func() {
+					line := <-started
+					restarted <- line["admin"].(string)
+				}()
+				return nil
+			})
+		}
+		committed, err := sess.End(endCtx, kgo.TryCommit)
+		if err != nil {
+			t.Fatalf("End (coordinatord killed: %v): %v", kill, err)
+		}
+		if kill && !committed {
+			t.Fatal("the transaction during which coordinatord restarted was not committed")
+		}
+		if committed {
+			committedUpTo = next
+		}
+	}
+	if !killed {
+		t.Fatal("coordinatord was never killed")
+	}
+	select {
+	case g.Admin = <-restarted:
+	case <-ctx.Done():
+		t.Fatal("the restarted coordinatord never logged its start")
+	}
+	cl = newClient(t, g.Addr)
+	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the last commit")
+	wantEachInputOnce(t, ctx, g.Addr, out, "krf-seal-"+run, n)
+}
+
+// wantEachInputOnce checks that topic, read with read_committed, holds the values produceN wrote
+// (0..n-1), each once and in order: it commits a last record "end" in a transaction of its own
+// (sealID) and reads up to it.
+func wantEachInputOnce(t *testing.T, ctx context.Context, addr, topic, sealID string, n int) {
+	t.Helper()
+	seal := newClient(t, addr, kgo.TransactionalID(sealID))
+	if err := seal.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := seal.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("end")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := seal.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	got := committedValues(t, ctx, addr, topic, "end")
+	want := make([]string, n)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed output %v, want each input record once: %v", got, want)
+	}
+}
