@@ -221,39 +221,16 @@ func metadata(t *testing.T, ctx context.Context, cl *kgo.Client) *kmsg.MetadataR
 	return resp
 }
 
-// connectionsTo counts the established TCP connections process pid holds to addr, from
-// /proc/net/tcp and the socket inodes among the process's file descriptors.
+// connectionsTo counts the established TCP connections process pid holds to addr.
 func connectionsTo(t *testing.T, pid int, addr string) int {
 	t.Helper()
 	_, portStr, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(portStr)
-	inodes := map[string]bool{}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fd := range fds {
-		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && strings.HasPrefix(link, "socket:[") {
-			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
-		}
-	}
+	owners := socketOwners()
 	n := 0
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 10 || f[3] != "01" { // 01: ESTABLISHED
-				continue
-			}
-			_, remPort, ok := strings.Cut(f[2], ":")
-			p, err := strconv.ParseInt(remPort, 16, 32)
-			if ok && err == nil && int(p) == port && inodes[f[9]] {
-				n++
-			}
+	for _, sk := range tcpSockets(tcpEstablished) {
+		if sk.remotePort == port && owners[sk.inode] == pid {
+			n++
 		}
 	}
 	return n

@@ -73,21 +73,9 @@ func (w *upstreamWatch) Stop() []string {
 // only of a connection it has not judged yet, so a long run costs little between connections.
 func (w *upstreamWatch) scan() {
 	var fresh []string
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 10 || f[3] != "01" || f[9] == "0" { // 01: ESTABLISHED
-				continue
-			}
-			if _, remPort, ok := strings.Cut(f[2], ":"); ok {
-				if p, err := strconv.ParseInt(remPort, 16, 32); err == nil && int(p) == w.port && !w.seen[f[9]] {
-					fresh = append(fresh, f[9])
-				}
-			}
+	for _, sk := range tcpSockets(tcpEstablished) {
+		if sk.remotePort == w.port && sk.inode != "0" && !w.seen[sk.inode] {
+			fresh = append(fresh, sk.inode)
 		}
 	}
 	if len(fresh) == 0 {
@@ -141,26 +129,50 @@ func describeProcess(pid int) string {
 // listenerPid is the process listening on port: the broker, whose own connections to its
 // listener (controller and inter-broker traffic) are not clients'.
 func listenerPid(port int) int {
+	for _, sk := range tcpSockets(tcpListen) {
+		if sk.localPort == port {
+			if pid, ok := socketOwners()[sk.inode]; ok {
+				return pid
+			}
+		}
+	}
+	return -1
+}
+
+// The states of /proc/net/tcp's "st" column this file looks for.
+const (
+	tcpEstablished = "01"
+	tcpListen      = "0A"
+)
+
+type tcpSocket struct {
+	localPort, remotePort int
+	inode                 string
+}
+
+// tcpSockets lists the IPv4 and IPv6 TCP sockets of this network namespace in state.
+func tcpSockets(state string) []tcpSocket {
+	var out []tcpSocket
+	port := func(addr string) int {
+		_, hex, _ := strings.Cut(addr, ":")
+		p, err := strconv.ParseInt(hex, 16, 32)
+		if err != nil {
+			return -1
+		}
+		return int(p)
+	}
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		data, err := os.ReadFile(table)
 		if err != nil {
 			continue
 		}
 		for _, line := range strings.Split(string(data), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
-				continue
-			}
-			if _, localPort, ok := strings.Cut(f[1], ":"); ok {
-				if p, err := strconv.ParseInt(localPort, 16, 32); err == nil && int(p) == port {
-					if pid, ok := socketOwners()[f[9]]; ok {
-						return pid
-					}
-				}
+			if f := strings.Fields(line); len(f) >= 10 && f[3] == state {
+				out = append(out, tcpSocket{localPort: port(f[1]), remotePort: port(f[2]), inode: f[9]})
 			}
 		}
 	}
-	return -1
+	return out
 }
 
 // gatewayOrBroker allows the connections coordinatord (any process running the binary under
