@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"internal/state/consumer":     {"internal/state/log", "internal/state/records", "internal/state/runtime", "internal/state/meta", "internal/offsets"},
 	"internal/state/shard":        {"internal/state", "internal/offsets"},
 	"internal/upstream":           {"pkg/kerrclass"},
-	"internal/gateway":            {"internal/wire", "internal/upstream", "internal/acl"},
+	"internal/gateway":            {"internal/wire", "internal/upstream", "internal/acl", "pkg/kerrclass"},
 	"internal/console":            {"internal/plugin", "internal/state", "internal/offsets", "pkg/topologyplugin"},
 	"internal/handlers":           {"internal/wire", "internal/security", "internal/acl", "internal/plugin", "internal/state", "internal/offsets", "pkg/kerrclass", "pkg/topologyplugin"},
 }
