@@ -166,7 +166,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	var groupOwner func(int32) (handlers.PeerNode, bool)
+	if st.shared {
+		groupOwner = st.groupOwner
+	}
 	table := handlers.New(handlers.Deps{
+		GroupOwner:    groupOwner,
 		Authorizer:    authorizer,
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
 		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
@@ -261,6 +266,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		defer gm.close(context.Background())
 		upstreamClient.Store(gm.up)
 		handler = gm.gw.SelfHandler()
+		if st.shared {
+			mem := startMembership(cfg, clusterID, self, st, gm, log, reg)
+			defer mem.Close(context.Background())
+		}
 	}
 	for i, ln := range lns {
 		ls.serve(newServer(cfg.Listeners[i].Name, handler), ln)
@@ -292,6 +301,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	// Connections are closed: nothing new reaches the shards. Let what they appended become
 	// durable before the logs close.
 	st.shutdown(shutdownCtx)
+	if m := st.membership.Load(); m != nil {
+		// Once the shards are closed: the other nodes take them at once, and fence nothing
+		// this node was still making durable.
+		m.Close(shutdownCtx)
+	}
 	admin.Shutdown(shutdownCtx)
 	log.Info("coordinatord stopped")
 	return serveErr
