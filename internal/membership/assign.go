@@ -60,6 +60,10 @@ func assign(members []joined, shards int32) (a assignment, refused map[string]st
 		if members[i].meta.Node != members[j].meta.Node {
 			return members[i].meta.Node < members[j].meta.Node
 		}
+		// Of two nodes with one node.id, the one already serving keeps its shards.
+		if a, b := len(members[i].meta.Owned), len(members[j].meta.Owned); a != b {
+			return a > b
+		}
 		return members[i].member < members[j].member
 	})
 	var valid []joined

@@ -62,16 +62,19 @@ func TestAssignNeverHandsOverAHeldShardInOneGeneration(t *testing.T) {
 	}
 }
 
-func TestAssignRefusesDuplicateNodeAndKeepsItsClaimsBlocked(t *testing.T) {
+func TestAssignRefusesDuplicateNodeIDsAndKeepsTheirShardsBlocked(t *testing.T) {
 	a, refused := assign([]joined{
-		{member: "a", meta: memberMeta{Node: 1, Shards: 4, Owned: []int32{}}},
-		{member: "z", meta: memberMeta{Node: 1, Shards: 4, Owned: []int32{3}}},
+		{member: "a", meta: memberMeta{Node: 1, Shards: 4, Owned: []int32{3}}},
+		{member: "z", meta: memberMeta{Node: 1, Shards: 4, Owned: []int32{2}}},
+		{member: "y", meta: memberMeta{Node: 1, Shards: 4, Owned: []int32{0, 1}}},
 	}, 4)
-	if refused["z"] == "" || refused["a"] != "" {
+	// y serves the most: it keeps node.id 1; a and z are refused, and what they hold stays
+	// unassigned until they let go.
+	if refused["a"] == "" || refused["z"] == "" || refused["y"] != "" {
 		t.Fatalf("refused %v", refused)
 	}
 	o := owners(t, a)
-	if len(o[-1]) != 1 || o[-1][0] != 3 || len(o[1]) != 3 {
+	if len(o[-1]) != 2 || len(o[1]) != 2 || o[1][0] != 0 || o[1][1] != 1 {
 		t.Fatalf("owners %v", o)
 	}
 }

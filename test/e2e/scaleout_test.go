@@ -1,0 +1,610 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Membership timings of the scale-out tests: the reference broker's group.min.session.timeout.ms
+// is 6000.
+var scaleOutTimings = []string{"log.kafka.session.timeout.ms=6000", "log.kafka.heartbeat.interval.ms=1000",
+	"log.kafka.rebalance.timeout.ms=20000"}
+
+const scaleOutShards = 6
+
+type scaleOut struct {
+	t     *testing.T
+	nodes map[int32]*gateway
+	topic string
+}
+
+// startScaleOut starts n coordinatord nodes (node ids 2001...) sharing one state topic and
+// cluster.id, and waits until the shards are spread over all of them.
+func startScaleOut(t *testing.T, n int) *scaleOut {
+	run := time.Now().UnixNano()
+	sets := append([]string{"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=so%d", run),
+		fmt.Sprintf("offsets.topic.num.partitions=%d", scaleOutShards), "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
+		scaleOutTimings...)
+	s := &scaleOut{t: t, nodes: map[int32]*gateway{}, topic: fmt.Sprintf("so-topic-%d", run)}
+	for i := 0; i < n; i++ {
+		id := int32(2001 + i)
+		s.nodes[id] = startGateway(t, append(append([]string{}, sets...), fmt.Sprintf("node.id=%d", id))...)
+	}
+	s.waitSpread(90*time.Second, s.ids()...)
+	return s
+}
+
+func (s *scaleOut) ids() []int32 {
+	var out []int32
+	for id := range s.nodes {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (s *scaleOut) addrs(ids ...int32) []string {
+	var out []string
+	for _, id := range ids {
+		out = append(out, s.nodes[id].Addr)
+	}
+	return out
+}
+
+// metric reads one unlabelled gauge or counter of a node; -1 when it cannot be read.
+func metric(g *gateway, name string) float64 {
+	resp, err := http.Get("http://" + g.Admin + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			return f
+		}
+	}
+	return -1
+}
+
+func ready(g *gateway) bool {
+	resp, err := http.Get("http://" + g.Admin + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// waitSpread waits until live, and only live, hold every shard, each node of live knows
+// exactly them, and every one is ready.
+func (s *scaleOut) waitSpread(within time.Duration, live ...int32) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		total, settled := 0.0, true
+		for _, id := range live {
+			g := s.nodes[id]
+			owned, nodes := metric(g, "coordinatord_membership_shards_owned"), metric(g, "coordinatord_membership_nodes")
+			if owned < 1 || nodes != float64(len(live)) || !ready(g) {
+				settled = false
+			}
+			total += owned
+		}
+		if settled && total == scaleOutShards {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("shards not spread over nodes %v within %v", live, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ack is one commit a coordinatord node acknowledged.
+type ack struct {
+	group      string
+	at         int64
+	node       int32
+	sent, done time.Time
+}
+
+// committer commits ever-increasing offsets for one group through a client bootstrapped to
+// the given nodes (it finds the coordinator itself), recording every acknowledged commit and
+// which node answered it.
+type committer struct {
+	group  string
+	topic  string
+	kc     *kgo.Client
+	mu     sync.Mutex
+	acks   []ack
+	sent   int64
+	lastBy int32
+}
+
+func newCommitter(t *testing.T, group, topic string, seeds []string) *committer {
+	c := &committer{group: group, topic: topic}
+	// One commit at a time per client: the last OffsetCommit answer read is this commit's.
+	hook := brokerE2E(func(meta kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+		if key == kmsg.OffsetCommit.Int16() && e.Err() == nil {
+			c.mu.Lock()
+			c.lastBy = meta.NodeID
+			c.mu.Unlock()
+		}
+	})
+	kc, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.WithHooks(hook), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	c.kc = kc
+	return c
+}
+
+type brokerE2E func(kgo.BrokerMetadata, int16, kgo.BrokerE2E)
+
+func (f brokerE2E) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) { f(m, key, e) }
+
+func (c *committer) run(ctx context.Context) {
+	adm := kadm.NewClient(c.kc)
+	for at := int64(1); ctx.Err() == nil; at++ {
+		var os kadm.Offsets
+		for p := int32(0); p < 3; p++ {
+			os.Add(kadm.Offset{Topic: c.topic, Partition: p, At: at, LeaderEpoch: -1})
+		}
+		c.mu.Lock()
+		c.sent = at
+		c.lastBy = -1
+		c.mu.Unlock()
+		sent := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := adm.CommitOffsets(cctx, c.group, os)
+		cancel()
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		c.mu.Lock()
+		c.acks = append(c.acks, ack{group: c.group, at: at, node: c.lastBy, sent: sent, done: time.Now()})
+		c.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *committer) snapshot() (acks []ack, sent int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]ack(nil), c.acks...), c.sent
+}
+
+// coordinatorOf asks which node coordinates a group, and retries through hand-overs.
+func coordinatorOf(ctx context.Context, t *testing.T, adm *kadm.Client, group string) int32 {
+	t.Helper()
+	for ctx.Err() == nil {
+		if r := adm.FindGroupCoordinators(ctx, group)[group]; r.Err == nil {
+			return r.NodeID
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no coordinator found for %s", group)
+	return -1
+}
+
+// checkNoAckLost reads every group's offsets back and fails if one is below the last
+// acknowledged commit (a later commit may have been applied without its acknowledgement
+// reaching the client, so anything from the last acknowledged to the last sent is fine).
+func checkNoAckLost(ctx context.Context, t *testing.T, adm *kadm.Client, cs []*committer, topic string) {
+	t.Helper()
+	for _, c := range cs {
+		acks, sent := c.snapshot()
+		if len(acks) == 0 {
+			t.Fatalf("%s: no commit was acknowledged", c.group)
+		}
+		last := acks[len(acks)-1].at
+		var got kadm.OffsetResponses
+		var err error
+		for try := 0; try < 50; try++ {
+			if got, err = adm.FetchOffsets(ctx, c.group); err == nil {
+				if err = got.Error(); err == nil {
+					break
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("%s: fetch offsets: %v", c.group, err)
+		}
+		for p := int32(0); p < 3; p++ {
+			o, ok := got.Lookup(topic, p)
+			if !ok || o.At < last || o.At > sent {
+				t.Fatalf("%s %s/%d reads %d (found %v): an acknowledged commit was lost (last acknowledged %d, last sent %d)",
+					c.group, topic, p, o.At, ok, last, sent)
+			}
+		}
+	}
+}
+
+// checkOneAcker fails if, for some group, a node acknowledged a commit it received after
+// another node had acknowledged one for that group following the first node's own: two nodes
+// serving the group's shard at once.
+func checkOneAcker(t *testing.T, cs []*committer) {
+	t.Helper()
+	for _, c := range cs {
+		acks, _ := c.snapshot()
+		// handedAt[n]: when another node first acknowledged after n's last acknowledgement.
+		for i, a := range acks {
+			for _, b := range acks[:i] {
+				if b.node == a.node {
+					continue
+				}
+				// b (another node) acknowledged before a was even sent, and a node
+				// other than a's had taken over after a's node last acknowledged?
+				if b.done.Before(a.sent) && ackedBy(acks[:i], a.node, b.done) {
+					t.Fatalf("%s: node %d acknowledged offset %d (sent %v) after node %d had taken the group over (acknowledged %d at %v)",
+						c.group, a.node, a.at, a.sent.Format(time.StampMicro), b.node, b.at, b.done.Format(time.StampMicro))
+				}
+			}
+		}
+	}
+}
+
+// ackedBy reports whether node acknowledged something before t among acks: then a later
+// acknowledgement by it after another node's means the group went back to it, which only a
+// new assignment may do; the tests below give none back (nodes only leave).
+func ackedBy(acks []ack, node int32, t time.Time) bool {
+	for _, a := range acks {
+		if a.node == node && a.done.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Three nodes share the shards; offsets are committed for groups spread over every shard and a
+// classic group consumes. kill -9 of the node coordinating the consumer group: its shards
+// move to the others and serve again within a bounded wait; no acknowledged commit is lost,
+// and no group was acknowledged by two nodes at once.
+func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
+	requireE2E(t)
+	s := startScaleOut(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ids := s.ids()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
+		t.Fatal(err)
+	}
+	// Every node lists every node, each under its own id and address.
+	for _, id := range ids {
+		mc, err := kgo.NewClient(kgo.SeedBrokers(s.nodes[id].Addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		brokers, err := kadm.NewClient(mc).ListBrokers(ctx)
+		mc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range ids {
+			found := false
+			for _, b := range brokers {
+				if b.NodeID == want && fmt.Sprintf("%s:%d", b.Host, b.Port) == s.nodes[want].Addr {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("node %d's Metadata does not list node %d at %s: %v", id, want, s.nodes[want].Addr, brokers)
+			}
+		}
+	}
+
+	// Groups until every node coordinates at least two.
+	var groups []string
+	per := map[int32]int{}
+	for i := 0; len(groups) < 12 || len(per) < 3; i++ {
+		g := fmt.Sprintf("so-group-%d", i)
+		per[coordinatorOf(ctx, t, adm, g)]++
+		groups = append(groups, g)
+	}
+	const consumerGroup = "so-consumer"
+	victim := coordinatorOf(ctx, t, adm, consumerGroup)
+	var survivors []int32
+	for _, id := range ids {
+		if id != victim {
+			survivors = append(survivors, id)
+		}
+	}
+
+	// The consumer and committers may bootstrap to every node; the producer writes through the
+	// survivors, whose gateway ports outlive the victim.
+	var cs []*committer
+	wctx, stopWriters := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		c := newCommitter(t, g, s.topic, s.addrs(ids...))
+		cs = append(cs, c)
+		wg.Add(1)
+		go func() { defer wg.Done(); c.run(wctx) }()
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(survivors...)...), kgo.DefaultProduceTopic(s.topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(survivors...)...), kgo.ConsumerGroup(consumerGroup), kgo.ConsumeTopics(s.topic),
+		kgo.SessionTimeout(10*time.Second), kgo.AutoCommitInterval(200*time.Millisecond), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var consumed sync.Map // value -> true
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; wctx.Err() == nil; i++ {
+			prod.ProduceSync(wctx, &kgo.Record{Value: []byte(strconv.Itoa(i))})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for wctx.Err() == nil {
+			fs := cons.PollFetches(wctx)
+			fs.EachRecord(func(r *kgo.Record) { consumed.Store(string(r.Value), true) })
+		}
+	}()
+	// Traffic on every shard before the kill.
+	waitAcked := func(since time.Time, within time.Duration, what string) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for _, c := range cs {
+			for {
+				acks, _ := c.snapshot()
+				if len(acks) > 0 && acks[len(acks)-1].sent.After(since) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: group %s has no commit acknowledged within %v", what, c.group, within)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	waitAcked(time.Now(), 60*time.Second, "before the kill")
+	consumedAfter := func(since time.Time, within time.Duration) {
+		t.Helper()
+		// A record produced after since must reach the consumer: its group serves again.
+		deadline := time.Now().Add(within)
+		for time.Now().Before(deadline) {
+			r := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("after-" + since.Format(time.RFC3339Nano))})
+			if r.FirstErr() == nil {
+				break
+			}
+		}
+		for {
+			if _, ok := consumed.Load("after-" + since.Format(time.RFC3339Nano)); ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the classic group did not consume a record produced at %v within %v", since, within)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	consumedAfter(time.Now(), 60*time.Second)
+
+	s.nodes[victim].kill()
+	killed := time.Now()
+	t.Logf("killed node %d (coordinator of %s)", victim, consumerGroup)
+	// Session timeout (6 s) plus the rebalance and the loads.
+	waitAcked(killed, 45*time.Second, "after the kill")
+	t.Logf("every group acknowledged again %v after the kill", time.Since(killed))
+	consumedAfter(time.Now(), 45*time.Second)
+	s.waitSpread(30*time.Second, survivors...)
+	stopWriters()
+	wg.Wait()
+
+	moved := false
+	for _, c := range cs {
+		acks, _ := c.snapshot()
+		if acks[0].node == victim {
+			moved = moved || acks[len(acks)-1].node != victim
+		}
+	}
+	if !moved {
+		t.Fatal("no group acknowledged by the killed node was acknowledged by another one afterwards")
+	}
+	sc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(survivors...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	checkNoAckLost(ctx, t, kadm.NewClient(sc), cs, s.topic)
+	checkOneAcker(t, cs)
+}
+
+// A node paused (SIGSTOP) past the session timeout loses its shards to the other node. Resumed,
+// it never acknowledges for them again: a commit sent to it directly answers NOT_COORDINATOR,
+// and it lets go of the shards (its lease lapsed) before the group hears from it again.
+func TestScaleOutPausedNodeNeverAcknowledgesAgain(t *testing.T) {
+	requireE2E(t)
+	s := startScaleOut(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ids := s.ids()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
+		t.Fatal(err)
+	}
+	details, err := adm.ListTopics(ctx, s.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicID := details[s.topic].ID
+	paused, other := ids[0], ids[1]
+	// A group the node to be paused coordinates, and a client that talks to that node only.
+	var group string
+	for i := 0; group == ""; i++ {
+		if g := fmt.Sprintf("sp-group-%d", i); coordinatorOf(ctx, t, adm, g) == paused {
+			group = g
+		}
+	}
+	direct, err := kgo.NewClient(kgo.SeedBrokers(s.nodes[paused].Addr), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	commitDirect := func(at int64) error {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation, req.MemberID = group, -1, ""
+		tp := kmsg.NewOffsetCommitRequestTopic()
+		tp.Topic, tp.TopicID = s.topic, topicID
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset, p.LeaderEpoch = 0, at, -1
+		tp.Partitions = append(tp.Partitions, p)
+		req.Topics = append(req.Topics, tp)
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(rctx, direct.Broker(int(paused)))
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err := direct.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(direct).ListBrokers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := commitDirect(10); err != nil {
+		t.Fatalf("commit to the coordinating node: %v", err)
+	}
+
+	// Commits keep flowing through the other node, which takes the group over.
+	c := newCommitter(t, group, s.topic, s.addrs(other))
+	wctx, stopWriter := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); c.run(wctx) }()
+
+	if err := syscall.Kill(s.nodes[paused].pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			syscall.Kill(s.nodes[paused].pid(), syscall.SIGCONT)
+			resumed = true
+		}
+	}
+	defer resume()
+	// The other node owns every shard (after the session timeout) and acknowledges the group.
+	deadline := time.Now().Add(60 * time.Second)
+	for metric(s.nodes[other], "coordinatord_membership_shards_owned") != scaleOutShards || !ready(s.nodes[other]) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other node did not take every shard within 60s of the pause")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		acks, _ := c.snapshot()
+		if len(acks) > 0 && acks[len(acks)-1].sent.After(stoppedAt) && acks[len(acks)-1].node == other {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other node acknowledged no commit for the group after the pause")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("node %d took the group over %v after node %d was paused", other, time.Since(stoppedAt), paused)
+
+	resume()
+	resumedAt := time.Now()
+	// Its first answers, and every one until the group gives it shards again, are refusals: no
+	// stale read (the other node has acknowledged later offsets), no acknowledged write.
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group = group
+	fetch.Groups = []kmsg.OffsetFetchRequestGroup{{Group: group}}
+	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+	fresp, err := fetch.RequestWith(fctx, direct.Broker(int(paused)))
+	fcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := fresp.ErrorCode
+	if len(fresp.Groups) > 0 {
+		code = fresp.Groups[0].ErrorCode
+	}
+	if err := kerr.ErrorForCode(code); !errors.Is(err, kerr.NotCoordinator) {
+		t.Fatalf("first OffsetFetch from the resumed node: %v (%+v), want NOT_COORDINATOR", err, fresp)
+	}
+	first := commitDirect(1000)
+	if !errors.Is(first, kerr.NotCoordinator) {
+		t.Fatalf("first commit to the resumed node: %v, want NOT_COORDINATOR", first)
+	}
+	for i := int64(1); time.Since(resumedAt) < 5*time.Second; i++ {
+		err := commitDirect(1000 + i)
+		if err == nil && !regainedSince(s.nodes[paused], resumedAt) {
+			t.Fatalf("the resumed node acknowledged a commit for %s before any new assignment", group)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := s.nodes[paused].logCount("no answer from the upstream group for log.kafka.session.timeout.ms: stopped serving every shard (others may own them now); rejoining"); n == 0 &&
+		s.nodes[paused].logCount("the upstream group dropped this node; stopped serving its shards, rejoining") == 0 {
+		t.Fatal("the resumed node did not say it stopped serving its shards")
+	}
+	s.waitSpread(60*time.Second, ids...)
+	stopWriter()
+	wg.Wait()
+	checkNoAckLost(ctx, t, adm, []*committer{c}, s.topic)
+}
+
+// regainedSince reports whether the node logged an assignment that gave it shards after t.
+func regainedSince(g *gateway, t time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.logs {
+		if l["msg"] != "shard assignment from the upstream group" {
+			continue
+		}
+		ts, _ := time.Parse("2006-01-02T15:04:05.000Z0700", fmt.Sprint(l["ts"]))
+		if g, ok := l["gained"].([]any); ok && len(g) > 0 && ts.After(t) {
+			return true
+		}
+	}
+	return false
+}
