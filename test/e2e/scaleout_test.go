@@ -328,9 +328,22 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	// Groups until every node coordinates at least two.
 	var groups []string
 	per := map[int32]int{}
-	for i := 0; len(groups) < 12 || len(per) < 3; i++ {
+	// frozen: the first group of each node stops committing just before the kill, so that
+	// what it last had acknowledged must read back as it is, not hidden by a later commit.
+	frozen := map[string]bool{}
+	enough := func() bool {
+		for _, id := range ids {
+			if per[id] < 2 {
+				return false
+			}
+		}
+		return len(groups) >= 12
+	}
+	for i := 0; !enough(); i++ {
 		g := fmt.Sprintf("so-group-%d", i)
-		per[coordinatorOf(ctx, t, adm, g)]++
+		node := coordinatorOf(ctx, t, adm, g)
+		frozen[g] = per[node] == 0
+		per[node]++
 		groups = append(groups, g)
 	}
 	const consumerGroup = "so-consumer"
@@ -344,12 +357,19 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 
 	// The consumer and committers may bootstrap to every node; the producer writes through the
 	// survivors, whose gateway ports outlive the victim.
-	var cs []*committer
+	var cs, live []*committer
 	wctx, stopWriters := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	fctx, freeze := context.WithCancel(wctx)
+	var wg, frozenWG sync.WaitGroup
 	for _, g := range groups {
 		c := newCommitter(t, g, s.topic, s.addrs(ids...))
 		cs = append(cs, c)
+		if frozen[g] {
+			frozenWG.Add(1)
+			go func() { defer frozenWG.Done(); c.run(fctx) }()
+			continue
+		}
+		live = append(live, c)
 		wg.Add(1)
 		go func() { defer wg.Done(); c.run(wctx) }()
 	}
@@ -381,7 +401,7 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 		}
 	}()
 	// Traffic on every shard before the kill.
-	waitAcked := func(since time.Time, within time.Duration, what string) {
+	waitAcked := func(cs []*committer, since time.Time, within time.Duration, what string) {
 		t.Helper()
 		deadline := time.Now().Add(within)
 		for _, c := range cs {
@@ -397,7 +417,7 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 			}
 		}
 	}
-	waitAcked(time.Now(), 60*time.Second, "before the kill")
+	waitAcked(cs, time.Now(), 60*time.Second, "before the kill")
 	consumedAfter := func(since time.Time, within time.Duration) {
 		t.Helper()
 		// A record produced after since must reach the consumer: its group serves again.
@@ -420,11 +440,13 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	}
 	consumedAfter(time.Now(), 60*time.Second)
 
+	freeze()
+	frozenWG.Wait()
 	s.nodes[victim].kill()
 	killed := time.Now()
 	t.Logf("killed node %d (coordinator of %s)", victim, consumerGroup)
 	// Session timeout (6 s) plus the rebalance and the loads.
-	waitAcked(killed, 45*time.Second, "after the kill")
+	waitAcked(live, killed, 45*time.Second, "after the kill")
 	t.Logf("every group acknowledged again %v after the kill", time.Since(killed))
 	consumedAfter(time.Now(), 45*time.Second)
 	s.waitSpread(30*time.Second, survivors...)
@@ -432,7 +454,7 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	wg.Wait()
 
 	moved := false
-	for _, c := range cs {
+	for _, c := range live {
 		acks, _ := c.snapshot()
 		if acks[0].node == victim {
 			moved = moved || acks[len(acks)-1].node != victim
