@@ -31,6 +31,12 @@ type scaleOut struct {
 	t     *testing.T
 	nodes map[int32]*gateway
 	topic string
+	sets  []string
+}
+
+// add starts one more node.
+func (s *scaleOut) add(id int32) {
+	s.nodes[id] = startGateway(s.t, append(append([]string{}, s.sets...), fmt.Sprintf("node.id=%d", id))...)
 }
 
 // startScaleOut starts n coordinatord nodes (node ids 2001...) sharing one state topic and
@@ -40,10 +46,9 @@ func startScaleOut(t *testing.T, n int) *scaleOut {
 	sets := append([]string{"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=so%d", run),
 		fmt.Sprintf("offsets.topic.num.partitions=%d", scaleOutShards), "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
 		scaleOutTimings...)
-	s := &scaleOut{t: t, nodes: map[int32]*gateway{}, topic: fmt.Sprintf("so-topic-%d", run)}
+	s := &scaleOut{t: t, nodes: map[int32]*gateway{}, topic: fmt.Sprintf("so-topic-%d", run), sets: sets}
 	for i := 0; i < n; i++ {
-		id := int32(2001 + i)
-		s.nodes[id] = startGateway(t, append(append([]string{}, sets...), fmt.Sprintf("node.id=%d", id))...)
+		s.add(int32(2001 + i))
 	}
 	s.waitSpread(90*time.Second, s.ids()...)
 	return s
@@ -128,13 +133,18 @@ type ack struct {
 	sent, done time.Time
 }
 
-// committer commits ever-increasing offsets for one group through a client bootstrapped to
-// the given nodes (it finds the coordinator itself), recording every acknowledged commit and
-// which node answered it.
+// committer commits ever-increasing offsets for one group through clients bootstrapped to
+// the given nodes (they find the coordinator themselves), recording every acknowledged commit
+// and which node answered it. Commits alternate between a long-lived client, which keeps the
+// coordinator it found until told NOT_COORDINATOR, and one made anew every few commits, which
+// asks again: a node still answering for a group after the group moved shows up as two nodes
+// acknowledging in turn.
 type committer struct {
 	group  string
 	topic  string
+	seeds  []string
 	kc     *kgo.Client
+	hook   kgo.Hook
 	mu     sync.Mutex
 	acks   []ack
 	sent   int64
@@ -142,31 +152,51 @@ type committer struct {
 }
 
 func newCommitter(t *testing.T, group, topic string, seeds []string) *committer {
-	c := &committer{group: group, topic: topic}
-	// One commit at a time per client: the last OffsetCommit answer read is this commit's.
-	hook := brokerE2E(func(meta kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	c := &committer{group: group, topic: topic, seeds: seeds}
+	// One commit at a time: the last OffsetCommit answer read is this commit's.
+	c.hook = brokerE2E(func(meta kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
 		if key == kmsg.OffsetCommit.Int16() && e.Err() == nil {
 			c.mu.Lock()
 			c.lastBy = meta.NodeID
 			c.mu.Unlock()
 		}
 	})
-	kc, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.WithHooks(hook), kgo.RetryTimeout(5*time.Second))
+	c.kc = c.client(t)
+	t.Cleanup(c.kc.Close)
+	return c
+}
+
+func (c *committer) client(t *testing.T) *kgo.Client {
+	kc, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.WithHooks(c.hook), kgo.RetryTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(kc.Close)
-	c.kc = kc
-	return c
+	return kc
 }
 
 type brokerE2E func(kgo.BrokerMetadata, int16, kgo.BrokerE2E)
 
 func (f brokerE2E) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) { f(m, key, e) }
 
-func (c *committer) run(ctx context.Context) {
-	adm := kadm.NewClient(c.kc)
+func (c *committer) run(t *testing.T, ctx context.Context) {
+	var fresh *kgo.Client
+	defer func() {
+		if fresh != nil {
+			fresh.Close()
+		}
+	}()
 	for at := int64(1); ctx.Err() == nil; at++ {
+		adm := kadm.NewClient(c.kc)
+		if at%2 == 0 {
+			if at%10 == 0 && fresh != nil {
+				fresh.Close()
+				fresh = nil
+			}
+			if fresh == nil {
+				fresh = c.client(t)
+			}
+			adm = kadm.NewClient(fresh)
+		}
 		var os kadm.Offsets
 		for p := int32(0); p < 3; p++ {
 			os.Add(kadm.Offset{Topic: c.topic, Partition: p, At: at, LeaderEpoch: -1})
@@ -253,15 +283,11 @@ func checkOneAcker(t *testing.T, cs []*committer) {
 	t.Helper()
 	for _, c := range cs {
 		acks, _ := c.snapshot()
-		// handedAt[n]: when another node first acknowledged after n's last acknowledgement.
 		for i, a := range acks {
 			for _, b := range acks[:i] {
-				if b.node == a.node {
-					continue
-				}
-				// b (another node) acknowledged before a was even sent, and a node
-				// other than a's had taken over after a's node last acknowledged?
-				if b.done.Before(a.sent) && ackedBy(acks[:i], a.node, b.done) {
+				// a's node had acknowledged, then b's node took over (acknowledged before a
+				// was even sent), and a's node acknowledged again.
+				if b.node != a.node && b.done.Before(a.sent) && ackedBy(acks[:i], a.node, b.done) {
 					t.Fatalf("%s: node %d acknowledged offset %d (sent %v) after node %d had taken the group over (acknowledged %d at %v)",
 						c.group, a.node, a.at, a.sent.Format(time.StampMicro), b.node, b.at, b.done.Format(time.StampMicro))
 				}
@@ -284,8 +310,9 @@ func ackedBy(acks []ack, node int32, t time.Time) bool {
 
 // Three nodes share the shards; offsets are committed for groups spread over every shard and a
 // classic group consumes. kill -9 of the node coordinating the consumer group: its shards
-// move to the others and serve again within a bounded wait; no acknowledged commit is lost,
-// and no group was acknowledged by two nodes at once.
+// move to the others and serve again within a bounded wait. Then a replacement node joins and
+// the survivors hand it shards under load. No acknowledged commit is lost, and no group was
+// acknowledged by two nodes at once.
 func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	requireE2E(t)
 	s := startScaleOut(t, 3)
@@ -366,12 +393,12 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 		cs = append(cs, c)
 		if frozen[g] {
 			frozenWG.Add(1)
-			go func() { defer frozenWG.Done(); c.run(fctx) }()
+			go func() { defer frozenWG.Done(); c.run(t, fctx) }()
 			continue
 		}
 		live = append(live, c)
 		wg.Add(1)
-		go func() { defer wg.Done(); c.run(wctx) }()
+		go func() { defer wg.Done(); c.run(t, wctx) }()
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(survivors...)...), kgo.DefaultProduceTopic(s.topic))
 	if err != nil {
@@ -450,8 +477,26 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	t.Logf("every group acknowledged again %v after the kill", time.Since(killed))
 	consumedAfter(time.Now(), 45*time.Second)
 	s.waitSpread(30*time.Second, survivors...)
+
+	// A replacement node (a new node.id, so that a group coming back to an id would show in
+	// the checker) joins under load: the survivors hand it shards while they are written to.
+	delete(s.nodes, victim)
+	const replacement = 2004
+	s.add(replacement)
+	joined := time.Now()
+	s.waitSpread(60*time.Second, append(survivors, replacement)...)
+	waitAcked(live, time.Now(), 45*time.Second, "after the replacement joined")
+	t.Logf("the replacement serves its shards %v after it started", time.Since(joined))
 	stopWriters()
 	wg.Wait()
+	handedToReplacement := false
+	for _, c := range live {
+		acks, _ := c.snapshot()
+		handedToReplacement = handedToReplacement || acks[len(acks)-1].node == replacement
+	}
+	if !handedToReplacement {
+		t.Fatal("no group was acknowledged by the replacement node")
+	}
 
 	moved := false
 	for _, c := range live {
@@ -468,8 +513,8 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	checkNoAckLost(ctx, t, kadm.NewClient(sc), cs, s.topic)
 	checkOneAcker(t, cs)
+	checkNoAckLost(ctx, t, kadm.NewClient(sc), cs, s.topic)
 }
 
 // A node paused (SIGSTOP) past the session timeout loses its shards to the other node. Resumed,
@@ -540,7 +585,7 @@ func TestScaleOutPausedNodeNeverAcknowledgesAgain(t *testing.T) {
 	wctx, stopWriter := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); c.run(wctx) }()
+	go func() { defer wg.Done(); c.run(t, wctx) }()
 
 	if err := syscall.Kill(s.nodes[paused].pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
