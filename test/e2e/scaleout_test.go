@@ -328,26 +328,32 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
 		t.Fatal(err)
 	}
-	// Every node lists every node, each under its own id and address.
+	// Every node lists every node, each under its own id and address, in Metadata and in
+	// DescribeCluster.
 	for _, id := range ids {
 		mc, err := kgo.NewClient(kgo.SeedBrokers(s.nodes[id].Addr))
 		if err != nil {
 			t.Fatal(err)
 		}
 		brokers, err := kadm.NewClient(mc).ListBrokers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, mc)
 		mc.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range ids {
-			found := false
+			inMetadata, inCluster := false, false
 			for _, b := range brokers {
-				if b.NodeID == want && fmt.Sprintf("%s:%d", b.Host, b.Port) == s.nodes[want].Addr {
-					found = true
-				}
+				inMetadata = inMetadata || b.NodeID == want && fmt.Sprintf("%s:%d", b.Host, b.Port) == s.nodes[want].Addr
 			}
-			if !found {
-				t.Fatalf("node %d's Metadata does not list node %d at %s: %v", id, want, s.nodes[want].Addr, brokers)
+			for _, b := range dc.Brokers {
+				inCluster = inCluster || b.NodeID == want && fmt.Sprintf("%s:%d", b.Host, b.Port) == s.nodes[want].Addr
+			}
+			if !inMetadata || !inCluster {
+				t.Fatalf("node %d does not list node %d at %s (Metadata %v, DescribeCluster %v)", id, want, s.nodes[want].Addr, brokers, dc.Brokers)
 			}
 		}
 	}
@@ -466,6 +472,29 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 		}
 	}
 	consumedAfter(time.Now(), 60*time.Second)
+	// Each group is acknowledged by the node FindCoordinator names, and listed by that node
+	// alone (admin tools ask every node and concatenate).
+	for _, c := range cs {
+		acks, _ := c.snapshot()
+		if want := coordinatorOf(ctx, t, adm, c.group); acks[len(acks)-1].node != want {
+			t.Fatalf("%s acknowledged by node %d, FindCoordinator names %d", c.group, acks[len(acks)-1].node, want)
+		}
+	}
+	listedBy := map[string][]int32{}
+	for _, id := range ids {
+		resp, err := kmsg.NewPtrListGroupsRequest().RequestWith(ctx, kc.Broker(int(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range resp.Groups {
+			listedBy[g.Group] = append(listedBy[g.Group], id)
+		}
+	}
+	for _, c := range cs {
+		if l := listedBy[c.group]; len(l) != 1 || l[0] != coordinatorOf(ctx, t, adm, c.group) {
+			t.Fatalf("ListGroups lists %s on nodes %v, want its coordinator only", c.group, l)
+		}
+	}
 
 	freeze()
 	frozenWG.Wait()
