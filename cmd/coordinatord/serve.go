@@ -293,6 +293,13 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	ls.shutdownAll(shutdownCtx, log)
+	if m := st.membership.Load(); m != nil {
+		// The group shards close first, so what they appended is durable (and nothing is fenced
+		// under them); then the node leaves, and the others take the shards at once. Both
+		// before the upstream client closes with the gateway.
+		st.groups.Close(shutdownCtx)
+		m.Close(shutdownCtx)
+	}
 	if gm != nil {
 		// Before the state shuts down: the upstream refresh writes the catalog.
 		gm.close(shutdownCtx)
@@ -301,11 +308,6 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	// Connections are closed: nothing new reaches the shards. Let what they appended become
 	// durable before the logs close.
 	st.shutdown(shutdownCtx)
-	if m := st.membership.Load(); m != nil {
-		// Once the shards are closed: the other nodes take them at once, and fence nothing
-		// this node was still making durable.
-		m.Close(shutdownCtx)
-	}
 	admin.Shutdown(shutdownCtx)
 	log.Info("coordinatord stopped")
 	return serveErr

@@ -40,12 +40,13 @@ func (s *scaleOut) add(id int32) {
 }
 
 // startScaleOut starts n coordinatord nodes (node ids 2001...) sharing one state topic and
-// cluster.id, and waits until the shards are spread over all of them.
-func startScaleOut(t *testing.T, n int) *scaleOut {
+// cluster.id, and waits until the shards are spread over all of them. extra keys come last and
+// win over the defaults.
+func startScaleOut(t *testing.T, n int, extra ...string) *scaleOut {
 	run := time.Now().UnixNano()
-	sets := append([]string{"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=so%d", run),
+	sets := append(append([]string{"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=so%d", run),
 		fmt.Sprintf("offsets.topic.num.partitions=%d", scaleOutShards), "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
-		scaleOutTimings...)
+		scaleOutTimings...), extra...)
 	s := &scaleOut{t: t, nodes: map[int32]*gateway{}, topic: fmt.Sprintf("so-topic-%d", run), sets: sets}
 	for i := 0; i < n; i++ {
 		s.add(int32(2001 + i))
@@ -703,4 +704,71 @@ func regainedSince(g *gateway, t time.Time) bool {
 		}
 	}
 	return false
+}
+
+// A node stopped cleanly (SIGTERM) closes its shards and leaves the group: the other node
+// takes them without waiting for the session timeout, which is set far beyond the wait here,
+// and serves the last offset the stopped node acknowledged.
+func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
+	requireE2E(t)
+	s := startScaleOut(t, 2, "log.kafka.session.timeout.ms=120000")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ids := s.ids()
+	stopped, other := ids[0], ids[1]
+	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
+		t.Fatal(err)
+	}
+	var group string
+	for i := 0; group == ""; i++ {
+		if g := fmt.Sprintf("sl-group-%d", i); coordinatorOf(ctx, t, adm, g) == stopped {
+			group = g
+		}
+	}
+	c := newCommitter(t, group, s.topic, s.addrs(other))
+	cctx, stopCommits := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.run(t, cctx) }()
+	for {
+		if acks, _ := c.snapshot(); len(acks) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no commit acknowledged before the stop")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopCommits()
+	<-done
+
+	g := s.nodes[stopped]
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not stop within 30s of SIGTERM")
+	}
+	if g.logCount("left the upstream group") == 0 {
+		t.Fatal("the stopped node did not leave the upstream group")
+	}
+	// Well within the 120 s session timeout: only the leave can have moved the shards.
+	deadline := time.Now().Add(40 * time.Second)
+	for metric(s.nodes[other], "coordinatord_membership_shards_owned") != scaleOutShards || !ready(s.nodes[other]) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other node did not take the stopped node's shards within 40s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	oc, err := kgo.NewClient(kgo.SeedBrokers(s.nodes[other].Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+	checkNoAckLost(ctx, t, kadm.NewClient(oc), []*committer{c}, s.topic)
 }
