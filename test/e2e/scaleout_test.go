@@ -92,6 +92,28 @@ func metric(g *gateway, name string) float64 {
 	return -1
 }
 
+// groupShardStates reads a node's coordinatord_shard_state series of the group shards.
+func groupShardStates(g *gateway) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get("http://" + g.Admin + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), `coordinatord_shard_state{kind="group",shard="`)
+		if !ok {
+			continue
+		}
+		shard, v, ok := strings.Cut(rest, `"} `)
+		if f, err := strconv.ParseFloat(v, 64); ok && err == nil {
+			out[shard] = f
+		}
+	}
+	return out
+}
+
 func ready(g *gateway) bool {
 	resp, err := http.Get("http://" + g.Admin + "/readyz")
 	if err != nil {
@@ -526,6 +548,30 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	}
 	if !handedToReplacement {
 		t.Fatal("no group was acknowledged by the replacement node")
+	}
+	// Each node's shard states say which shards it serves (2) and which another node does (5),
+	// also for the shards it just handed over.
+	served := map[string]int32{}
+	for _, id := range append(survivors, replacement) {
+		states := groupShardStates(s.nodes[id])
+		if len(states) != scaleOutShards {
+			t.Fatalf("node %d reports %d group shard states: %v", id, len(states), states)
+		}
+		for shard, st := range states {
+			switch st {
+			case 2:
+				if prev, ok := served[shard]; ok {
+					t.Fatalf("shard %s active on nodes %d and %d", shard, prev, id)
+				}
+				served[shard] = id
+			case 5:
+			default:
+				t.Fatalf("node %d reports group shard %s in state %v, want 2 (active) or 5 (not owned)", id, shard, st)
+			}
+		}
+	}
+	if len(served) != scaleOutShards {
+		t.Fatalf("active shards %v, want all %d", served, scaleOutShards)
 	}
 
 	moved := false

@@ -288,6 +288,14 @@ func NotOwned[M Machine](opts Options[M]) *Shard[M] {
 	return s
 }
 
+// Republish sets a NotOwned shard's state series again: it shares the series with the shard
+// runtimes that held the same shard number meanwhile, the last of which left it at "closed".
+func (s *Shard[M]) Republish() {
+	if !s.started.Load() {
+		s.setState(s.State())
+	}
+}
+
 // Start loads the shard in its own goroutine and then serves it.
 func (s *Shard[M]) Start() {
 	s.started.Store(true)

@@ -180,6 +180,11 @@ func (s *Set) Disown(ctx context.Context, i int32) {
 	stopNow, cancel := context.WithCancel(ctx)
 	cancel()
 	cur.Close(stopNow)
+	s.mu.Lock()
+	if s.shards[i].Load() == s.disowned[i] {
+		s.disowned[i].Republish()
+	}
+	s.mu.Unlock()
 }
 
 // Owned reports whether this Set holds shard i (loading, serving or FAILED).
