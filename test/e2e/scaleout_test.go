@@ -818,3 +818,99 @@ func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 	defer oc.Close()
 	checkNoAckLost(ctx, t, kadm.NewClient(oc), []*committer{c}, s.topic)
 }
+
+// Something else initialising a shard's transactional id (a load that lost the race, an
+// operator's tool) fences the owner: its next write fails and the shard goes FAILED. The
+// owner still holds the shard in the assignment, so it loads it again and serves the group,
+// with what it had acknowledged.
+func TestScaleOutFencedShardIsReloadedByItsOwner(t *testing.T) {
+	requireE2E(t)
+	s := startScaleOut(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node := s.nodes[s.ids()[0]]
+	kc, err := kgo.NewClient(kgo.SeedBrokers(node.Addr), kgo.RetryTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
+		t.Fatal(err)
+	}
+	const group = "fr-group"
+	// No retries: each commit is the coordinator's own answer.
+	once, err := kgo.NewClient(kgo.SeedBrokers(node.Addr), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer once.Close()
+	commit := func(at int64) error {
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: s.topic, Partition: 0, At: at, LeaderEpoch: -1})
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		res, err := kadm.NewClient(once).CommitOffsets(cctx, group, os)
+		if err == nil {
+			err = res.Error()
+		}
+		return err
+	}
+	if err := commit(10); err != nil {
+		t.Fatal(err)
+	}
+	// Fence every shard's producer, straight on the upstream.
+	up, err := kgo.NewClient(kgo.SeedBrokers(upstreamAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	var clusterID string
+	for _, set := range s.sets {
+		if v, ok := strings.CutPrefix(set, "cluster.id="); ok {
+			clusterID = v
+		}
+	}
+	for i := 0; i < scaleOutShards; i++ {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		id := fmt.Sprintf("coordinatord-%s-shard-%d", clusterID, i)
+		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, 60000, -1, -1
+		resp, err := req.RequestWith(ctx, up)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			t.Fatalf("fence %s: %v", id, err)
+		}
+	}
+	fenced := commit(20)
+	t.Logf("first commit after the fence: %v", fenced)
+	if fenced == nil {
+		t.Fatal("the fenced owner acknowledged a commit")
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	last := int64(30)
+	for ; ; last++ {
+		err := commit(last)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the owner did not serve the group again within 45s of the fence: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if node.logCount("reloading an owned shard that FAILED") == 0 {
+		t.Fatal("the owner did not say it reloads the FAILED shard")
+	}
+	got, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = got.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup(s.topic, 0); !ok || o.At != last {
+		t.Fatalf("after the reload the group reads %v (found %v), want %d: the last acknowledged commit", o.At, ok, last)
+	}
+}
