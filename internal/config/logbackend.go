@@ -105,6 +105,12 @@ func (c *Config) validateLogBackend() error {
 		return &KeyError{Key: "log.kafka.min.insync.replicas", Value: strconv.Itoa(l.MinInsyncReplicas),
 			Reason: "must be at most offsets.topic.replication.factor (" + strconv.Itoa(int(l.ReplicationFactor)) + ")"}
 	}
+	// A node that fails to rejoin is dropped after the rebalance timeout; its lease (the session
+	// timeout from its last heartbeat, sent no later than the rebalance began) must end first.
+	if l.RebalanceTimeout < l.SessionTimeout {
+		return &KeyError{Key: "log.kafka.rebalance.timeout.ms", Value: strconv.FormatInt(l.RebalanceTimeout.Milliseconds(), 10),
+			Reason: "must be at least log.kafka.session.timeout.ms (" + strconv.FormatInt(l.SessionTimeout.Milliseconds(), 10) + "): a node dropped for not rejoining must have stopped serving by then"}
+	}
 	if l.HeartbeatInterval >= l.SessionTimeout {
 		return &KeyError{Key: "log.kafka.heartbeat.interval.ms", Value: strconv.FormatInt(l.HeartbeatInterval.Milliseconds(), 10),
 			Reason: "must be below log.kafka.session.timeout.ms (" + strconv.FormatInt(l.SessionTimeout.Milliseconds(), 10) + ")"}

@@ -37,6 +37,9 @@ func TestLogBackendRefusesBadCombinations(t *testing.T) {
 		// A node heartbeating no more often than its session lasts would lose its lease between beats.
 		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1", "offsets.topic.replication.factor=1",
 			"log.kafka.min.insync.replicas=1", "log.kafka.session.timeout.ms=6000", "log.kafka.heartbeat.interval.ms=6000"},
+		// Dropped for not rejoining before its lease ended, a node could still serve reads of shards given away.
+		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1", "offsets.topic.replication.factor=1",
+			"log.kafka.min.insync.replicas=1", "log.kafka.session.timeout.ms=30000", "log.kafka.rebalance.timeout.ms=20000"},
 	} {
 		if _, err := Load("", set); err == nil {
 			t.Errorf("%v accepted", set)

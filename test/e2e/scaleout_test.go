@@ -757,7 +757,7 @@ func regainedSince(g *gateway, t time.Time) bool {
 // and serves the last offset the stopped node acknowledged.
 func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 	requireE2E(t)
-	s := startScaleOut(t, 2, "log.kafka.session.timeout.ms=120000")
+	s := startScaleOut(t, 2, "log.kafka.session.timeout.ms=120000", "log.kafka.rebalance.timeout.ms=120000")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ids := s.ids()
