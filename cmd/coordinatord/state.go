@@ -296,6 +296,7 @@ func startMembership(cfg *config.Config, clusterID string, self config.Listener,
 		ShardCount: cfg.ShardCount, Shards: st.groups,
 		SessionTimeout: l.SessionTimeout, HeartbeatInterval: l.HeartbeatInterval, RebalanceTimeout: l.RebalanceTimeout,
 		Logger: log.With(zap.String("component", "membership")), Registerer: reg,
+		BeforeLoad: gm.refreshCatalog,
 	})
 	st.groups.SetServing(m.Serving)
 	st.membership.Store(m)

@@ -49,6 +49,10 @@ type Options struct {
 	RebalanceTimeout  time.Duration
 	Logger            *zap.Logger
 	Registerer        prometheus.Registerer
+	// BeforeLoad, when set, runs before the node loads shards it gained: the topic catalog is
+	// refreshed there, so the new owner knows every topic the old one accepted commits for (the
+	// old owner checked them against the upstream, earlier).
+	BeforeLoad func(ctx context.Context) error
 }
 
 // Membership is this node's membership in the upstream group.
@@ -357,6 +361,17 @@ func (m *Membership) apply(a assignment, generation int32, leader bool) {
 	}
 	cancel()
 	m.view.Store(&a)
+	gaining := false
+	for i := int32(0); i < m.o.ShardCount; i++ {
+		gaining = gaining || mine[i] && !m.o.Shards.Owned(i)
+	}
+	if gaining && m.o.BeforeLoad != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.o.SessionTimeout)
+		if err := m.o.BeforeLoad(ctx); err != nil {
+			m.lg.Warn("could not refresh the topic catalog before loading gained shards; loading them anyway", zap.Error(err))
+		}
+		cancel()
+	}
 	for i := int32(0); i < m.o.ShardCount; i++ {
 		if mine[i] {
 			assigned = append(assigned, i)

@@ -816,6 +816,21 @@ func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer oc.Close()
+	t.Cleanup(func() { // on failure, who acknowledged what and who held which shard when
+		if t.Failed() {
+			acks, _ := c.snapshot()
+			t.Logf("acks %+v", acks)
+			for id, g := range s.nodes {
+				g.mu.Lock()
+				for _, l := range g.logs {
+					if m := fmt.Sprint(l["msg"]); strings.Contains(m, "assignment") || strings.Contains(m, "loaded") || strings.Contains(m, "left") || strings.Contains(m, "stopped") {
+						t.Logf("node %d: %v", id, l)
+					}
+				}
+				g.mu.Unlock()
+			}
+		}
+	})
 	checkNoAckLost(ctx, t, kadm.NewClient(oc), []*committer{c}, s.topic)
 }
 
