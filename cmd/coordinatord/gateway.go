@@ -101,7 +101,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	gw, err := gateway.New(gateway.Options{
 		Security: sec, UpstreamClientID: g.ClientID,
 		SASLMechanisms: saslMechanisms(cfg), BrokerPortsListener: cfg.AdvertisedListeners[0].Name,
-		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port),
+		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port), Peers: st.peers,
 		ListenHost: g.ListenHost, AdvertisedHost: g.AdvertisedHost, PortMin: g.PortMin, PortMax: g.PortMax,
 		DataDir: cfg.LogDirs, WriteFileDurable: func(path string, data []byte) error { return segment.WriteFileDurable(segment.OSFS{}, path, data) },
 		ConnectTimeout: g.ConnectTimeout, RequestTimeout: g.RequestTimeout, MaxResponseBytes: 1 << 30,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/gateway"
+	"github.com/coordinatord/coordinatord/internal/membership"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -64,6 +65,7 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 	gateway.NewMetrics(reg)                                                                // gateway mode's series
 	gateway.NewACLMirror(gateway.ACLMirrorOptions{Registerer: reg, Interval: time.Minute}) // gateway mode with an authorizer
 	wire.NewBudget(1<<20, reg, zap.NewNop())
+	membership.New(membership.Options{Registerer: reg}) // log.backend=kafka's series
 	if _, err := newAuthorizer(cfg, zap.NewNop(), reg); err != nil {
 		t.Fatal(err)
 	}

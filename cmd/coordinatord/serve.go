@@ -166,7 +166,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	var groupOwner func(int32) (handlers.PeerNode, bool)
+	if st.shared {
+		groupOwner = st.groupOwner
+	}
 	table := handlers.New(handlers.Deps{
+		GroupOwner:    groupOwner,
 		Authorizer:    authorizer,
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
 		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
@@ -261,6 +266,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		defer gm.close(context.Background())
 		upstreamClient.Store(gm.up)
 		handler = gm.gw.SelfHandler()
+		if st.shared {
+			mem := startMembership(cfg, clusterID, self, st, gm, log, reg)
+			defer mem.Close(context.Background())
+		}
 	}
 	for i, ln := range lns {
 		ls.serve(newServer(cfg.Listeners[i].Name, handler), ln)
@@ -284,6 +293,13 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	ls.shutdownAll(shutdownCtx, log)
+	if m := st.membership.Load(); m != nil {
+		// The group shards close first, so what they appended is durable (and nothing is fenced
+		// under them); then the node leaves, and the others take the shards at once. Both
+		// before the upstream client closes with the gateway.
+		st.groups.Close(shutdownCtx)
+		m.Close(shutdownCtx)
+	}
 	if gm != nil {
 		// Before the state shuts down: the upstream refresh writes the catalog.
 		gm.close(shutdownCtx)

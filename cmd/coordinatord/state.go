@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/config"
+	"github.com/coordinatord/coordinatord/internal/gateway"
+	"github.com/coordinatord/coordinatord/internal/handlers"
+	"github.com/coordinatord/coordinatord/internal/membership"
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	slog "github.com/coordinatord/coordinatord/internal/state/log"
@@ -35,6 +38,34 @@ type state struct {
 	// forgotten is set per group shard once a volatile plugin's reset is durable (nil when the
 	// plugin is not volatile).
 	forgotten []atomic.Bool
+	// membership shares the group shards with the other nodes of cluster.id (log.backend=kafka);
+	// nil until the upstream is reached, and with the local log.
+	membership atomic.Pointer[membership.Membership]
+	// shared: the group shards are loaded as membership assigns them.
+	shared bool
+}
+
+// groupOwner is the node owning a group shard, for FindCoordinator.
+func (s *state) groupOwner(i int32) (handlers.PeerNode, bool) {
+	m := s.membership.Load()
+	if m == nil {
+		return handlers.PeerNode{}, false
+	}
+	n, ok := m.Owner(i)
+	return handlers.PeerNode{ID: n.ID, Host: n.Host, Port: n.Port}, ok
+}
+
+// peers are the coordinatord nodes of the latest shard assignment, for broker lists.
+func (s *state) peers() []gateway.Peer {
+	m := s.membership.Load()
+	if m == nil {
+		return nil
+	}
+	var out []gateway.Peer
+	for _, n := range m.Nodes() {
+		out = append(out, gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port})
+	}
+	return out
 }
 
 // descriptionsSettled reports whether every group shard's stored description epochs can be
@@ -112,8 +143,10 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 	if volatileDescriptions {
 		s.forgotten = make([]atomic.Bool, cfg.ShardCount)
 	}
+	s.shared = cfg.LogBackend.Kafka()
 	s.groups = shard.NewSet(shard.SetOptions{
-		Count: cfg.ShardCount, Backend: groupLog, Logger: log, Metrics: metrics, LoadSlots: slots,
+		Deferred: s.shared,
+		Count:    cfg.ShardCount, Backend: groupLog, Logger: log, Metrics: metrics, LoadSlots: slots,
 		CompactEvery: cfg.LogCleanerBackoff, Streams: streamsConfig(cfg), Classic: classicConfig(cfg), Consumer: consumerConfig(cfg),
 		OnMigration:  migrationObserver(log, reg),
 		Catalog:      s.currentCatalog,
@@ -133,7 +166,7 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
 		s.groups.WaitReady(ctx)
-		if s.ready() {
+		if !s.shared && s.ready() {
 			log.Info("all shards loaded", zap.Int32("shards", cfg.ShardCount), zap.Duration("took", time.Since(start)))
 		}
 	}()
@@ -172,8 +205,16 @@ func (s *state) unready() []string {
 	if st := s.meta.State(); st != rt.StateActive {
 		out = append(out, fmt.Sprintf("meta shard 0: %s", st))
 	}
+	if s.shared {
+		switch m := s.membership.Load(); {
+		case m == nil || !m.Joined():
+			out = append(out, "membership: no shard assignment from the upstream group yet")
+		case !m.Serving():
+			out = append(out, "membership: no answer from the upstream group for log.kafka.session.timeout.ms; serving no shard")
+		}
+	}
 	for i := int32(0); i < s.groups.Count(); i++ {
-		if st := s.groups.Shard(i).State(); st != rt.StateActive {
+		if st := s.groups.Shard(i).State(); st != rt.StateActive && st != rt.StateNotOwned {
 			out = append(out, fmt.Sprintf("group shard %d: %s", i, st))
 		}
 	}
@@ -252,4 +293,26 @@ func openKafkaLog(cfg *config.Config, clusterID string, log *zap.Logger) (*kafka
 	}
 	log.Info("group shard logs on the upstream cluster", zap.String("log.kafka.topic", l.Topic), zap.Int32("partitions", cfg.ShardCount))
 	return b, nil
+}
+
+// startMembership joins the upstream group of the nodes of cluster.id; the shards load as it
+// assigns them. Every lookup of a shard is gated on its lease from here on.
+func startMembership(cfg *config.Config, clusterID string, self config.Listener, st *state, gm *gatewayMode,
+	log *zap.Logger, reg prometheus.Registerer) *membership.Membership {
+	l := cfg.LogBackend
+	group := l.MembershipGroup(clusterID)
+	m := membership.New(membership.Options{
+		Request: gm.up.Request, Group: group,
+		Self:       membership.Node{ID: cfg.NodeID, Host: self.Host, Port: int32(self.Port)},
+		ShardCount: cfg.ShardCount, Shards: st.groups,
+		SessionTimeout: l.SessionTimeout, HeartbeatInterval: l.HeartbeatInterval, RebalanceTimeout: l.RebalanceTimeout,
+		Logger: log.With(zap.String("component", "membership")), Registerer: reg,
+		BeforeLoad: gm.refreshCatalog,
+	})
+	st.groups.SetServing(m.Serving)
+	st.membership.Store(m)
+	log.Info("sharing the group shards through the upstream group", zap.String("log.kafka.group.id", group),
+		zap.Duration("log.kafka.session.timeout.ms", l.SessionTimeout))
+	m.Start()
+	return m
 }

@@ -33,6 +33,9 @@ func (b *txnBackend) OpenProducers(ctx context.Context) (map[int64]gateway.OpenP
 	b.groups.WaitReady(ctx) // loading shards would only make recovery retry
 	out := map[int64]gateway.OpenProducer{}
 	for i := range b.groups.Count() {
+		if b.groups.Shard(i).State() == runtime.StateNotOwned {
+			continue // another node's (log.backend=kafka): its staged offsets are that node's to recover
+		}
 		if b.groups.Shard(i).State() == runtime.StateFailed {
 			// Its offsets cannot be read or changed until an operator repairs it; holding every
 			// transactional request for it would stop the shards that work too.

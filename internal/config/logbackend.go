@@ -17,6 +17,12 @@ type LogBackendConfig struct {
 	ReplicationFactor  int16
 	MinInsyncReplicas  int
 	TransactionTimeout time.Duration
+	// GroupID is the upstream group the nodes of one cluster.id share the shards through; empty
+	// means coordinatord-<cluster.id>.
+	GroupID           string
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	RebalanceTimeout  time.Duration
 }
 
 // Kafka says whether the shard logs live on the upstream cluster.
@@ -56,6 +62,26 @@ var logBackendKeys = []key{
 			c.LogBackend.TransactionTimeout, err = parseMillis(v, 1)
 			return
 		}},
+	{"log.kafka.group.id", "", "log.backend=kafka: the upstream group (classic protocol, protocol type coordinatord) through which the nodes of one cluster.id share the shards; empty means coordinatord-<cluster.id>.",
+		func(c *Config, v string) error {
+			c.LogBackend.GroupID = v
+			return nil
+		}},
+	{"log.kafka.session.timeout.ms", "10000", "log.backend=kafka: session.timeout.ms of this node's membership in log.kafka.group.id. The upstream moves a silent node's shards after it; a node that has had no successful heartbeat for this long stops serving every shard on its own. Within the upstream's group.min.session.timeout.ms and group.max.session.timeout.ms.",
+		func(c *Config, v string) (err error) {
+			c.LogBackend.SessionTimeout, err = parseMillis(v, 1)
+			return
+		}},
+	{"log.kafka.heartbeat.interval.ms", "3000", "log.backend=kafka: how often a node heartbeats to log.kafka.group.id; below log.kafka.session.timeout.ms (a third of it is usual).",
+		func(c *Config, v string) (err error) {
+			c.LogBackend.HeartbeatInterval, err = parseMillis(v, 1)
+			return
+		}},
+	{"log.kafka.rebalance.timeout.ms", "60000", "log.backend=kafka: rebalance.timeout.ms of this node's membership: how long the upstream waits for every node to rejoin during a rebalance of the shards.",
+		func(c *Config, v string) (err error) {
+			c.LogBackend.RebalanceTimeout, err = parseMillis(v, 1)
+			return
+		}},
 }
 
 func init() { keys = append(keys, logBackendKeys...) }
@@ -79,5 +105,23 @@ func (c *Config) validateLogBackend() error {
 		return &KeyError{Key: "log.kafka.min.insync.replicas", Value: strconv.Itoa(l.MinInsyncReplicas),
 			Reason: "must be at most offsets.topic.replication.factor (" + strconv.Itoa(int(l.ReplicationFactor)) + ")"}
 	}
+	// A node that fails to rejoin is dropped after the rebalance timeout; its lease (the session
+	// timeout from its last heartbeat, sent no later than the rebalance began) must end first.
+	if l.RebalanceTimeout < l.SessionTimeout {
+		return &KeyError{Key: "log.kafka.rebalance.timeout.ms", Value: strconv.FormatInt(l.RebalanceTimeout.Milliseconds(), 10),
+			Reason: "must be at least log.kafka.session.timeout.ms (" + strconv.FormatInt(l.SessionTimeout.Milliseconds(), 10) + "): a node dropped for not rejoining must have stopped serving by then"}
+	}
+	if l.HeartbeatInterval >= l.SessionTimeout {
+		return &KeyError{Key: "log.kafka.heartbeat.interval.ms", Value: strconv.FormatInt(l.HeartbeatInterval.Milliseconds(), 10),
+			Reason: "must be below log.kafka.session.timeout.ms (" + strconv.FormatInt(l.SessionTimeout.Milliseconds(), 10) + ")"}
+	}
 	return nil
+}
+
+// MembershipGroup is the upstream group id the nodes of clusterID share the shards through.
+func (l LogBackendConfig) MembershipGroup(clusterID string) string {
+	if l.GroupID != "" {
+		return l.GroupID
+	}
+	return "coordinatord-" + clusterID
 }

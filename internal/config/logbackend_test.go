@@ -34,9 +34,34 @@ func TestLogBackendRefusesBadCombinations(t *testing.T) {
 		// Without a shared cluster.id two nodes would get different transactional ids and not fence each other.
 		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
 		{"log.kafka.topic="},
+		// A node heartbeating no more often than its session lasts would lose its lease between beats.
+		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1", "offsets.topic.replication.factor=1",
+			"log.kafka.min.insync.replicas=1", "log.kafka.session.timeout.ms=6000", "log.kafka.heartbeat.interval.ms=6000"},
+		// Dropped for not rejoining before its lease ended, a node could still serve reads of shards given away.
+		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1", "offsets.topic.replication.factor=1",
+			"log.kafka.min.insync.replicas=1", "log.kafka.session.timeout.ms=30000", "log.kafka.rebalance.timeout.ms=20000"},
 	} {
 		if _, err := Load("", set); err == nil {
 			t.Errorf("%v accepted", set)
 		}
+	}
+}
+
+func TestMembershipGroupDefaultsToTheClusterID(t *testing.T) {
+	c, err := Load("", []string{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1",
+		"offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := c.LogBackend.MembershipGroup("c1"); g != "coordinatord-c1" {
+		t.Fatalf("default group %q", g)
+	}
+	c, err = Load("", []string{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1",
+		"offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1", "log.kafka.group.id=coord-nodes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := c.LogBackend.MembershipGroup("c1"); g != "coord-nodes" {
+		t.Fatalf("configured group %q", g)
 	}
 }

@@ -28,6 +28,13 @@ type Local interface {
 	Versions() []kmsg.ApiVersionsResponseApiKey
 }
 
+// Peer is another coordinatord node as clients reach it.
+type Peer struct {
+	ID   int32
+	Host string
+	Port int32
+}
+
 // Options configure a Gateway.
 type Options struct {
 	Local  Local
@@ -35,6 +42,10 @@ type Options struct {
 	// SelfHost and SelfPort are coordinatord's own advertised address (its broker entry).
 	SelfHost string
 	SelfPort int32
+	// Peers, when set, are the other coordinatord nodes sharing the group shards
+	// (log.backend=kafka): listed beside this node in broker lists, so that a client told to
+	// find a group's coordinator on one of them knows it.
+	Peers func() []Peer
 	// ListenHost and AdvertisedHost are where broker listeners bind and what clients are told.
 	ListenHost, AdvertisedHost string
 	PortMin, PortMax           int

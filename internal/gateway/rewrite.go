@@ -75,7 +75,27 @@ func (g *Gateway) rewriteMetadataBrokers(in []kmsg.MetadataResponseBroker) []kms
 	s := kmsg.NewMetadataResponseBroker()
 	s.NodeID = g.opts.NodeID
 	s.Host, s.Port = g.self()
-	return append(out, s)
+	out = append(out, s)
+	for _, p := range g.peers() {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = p.ID, p.Host, p.Port
+		out = append(out, b)
+	}
+	return out
+}
+
+// peers are the other coordinatord nodes, never this one.
+func (g *Gateway) peers() []Peer {
+	if g.opts.Peers == nil {
+		return nil
+	}
+	var out []Peer
+	for _, p := range g.opts.Peers() {
+		if p.ID != g.opts.NodeID {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (g *Gateway) rewriteClusterBrokers(in []kmsg.DescribeClusterResponseBroker) []kmsg.DescribeClusterResponseBroker {
@@ -94,7 +114,13 @@ func (g *Gateway) rewriteClusterBrokers(in []kmsg.DescribeClusterResponseBroker)
 	s := kmsg.NewDescribeClusterResponseBroker()
 	s.NodeID = g.opts.NodeID
 	s.Host, s.Port = g.self()
-	return append(out, s)
+	out = append(out, s)
+	for _, p := range g.peers() {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = p.ID, p.Host, p.Port
+		out = append(out, b)
+	}
+	return out
 }
 
 // rewriteCoordinators rewrites transaction coordinators; Kafka's error shape (-1, "", -1) is

@@ -24,8 +24,9 @@ type coordinatorAnswer struct {
 	message *string
 }
 
-// findCoordinator answers every GROUP and TRANSACTION key with this node: a single node owns
-// every shard. Share groups are not served.
+// findCoordinator answers every GROUP key with the node owning the group's shard (this node
+// unless several share the shards, GroupOwner), COORDINATOR_NOT_AVAILABLE while that shard is
+// handed over, and every TRANSACTION key with this node. Share groups are not served.
 func (t *Table) findCoordinator(_ context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
@@ -57,6 +58,15 @@ func (t *Table) findCoordinator(_ context.Context, r *wire.Request) kmsg.Respons
 		ok := "NONE"
 		if r.Version >= 4 {
 			ok = ""
+		}
+		if keyType == coordinatorGroup && t.deps.GroupOwner != nil {
+			owner, known := t.deps.GroupOwner(t.deps.Groups.ShardOf(key))
+			if !known {
+				return fail(kerr.CoordinatorNotAvailable.Code, "The coordinator is not available.")
+			}
+			if owner.ID != t.deps.Node.ID {
+				return coordinatorAnswer{node: owner.ID, host: owner.Host, port: owner.Port, message: &ok}
+			}
 		}
 		return coordinatorAnswer{node: t.deps.Node.ID, host: ep.Host, port: ep.Port, message: &ok}
 	}

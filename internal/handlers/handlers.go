@@ -39,6 +39,13 @@ type Node struct {
 	Endpoints []Endpoint
 }
 
+// PeerNode is a coordinatord node as clients reach it.
+type PeerNode struct {
+	ID   int32
+	Host string
+	Port int32
+}
+
 // endpointFor picks the advertised endpoint for the listener a request arrived on.
 func (n *Node) endpointFor(listener string) Endpoint {
 	for _, e := range n.Endpoints {
@@ -62,9 +69,13 @@ type Limits struct {
 
 // Deps are what the handlers need from the rest of the process.
 type Deps struct {
-	Node   Node
-	Logger *zap.Logger
-	Limits Limits
+	Node Node
+	// GroupOwner, when set, says which node owns a group shard (several nodes share the shards,
+	// log.backend=kafka): ok false while the shard is being handed over or ownership is not
+	// known yet. Nil: this node owns every shard.
+	GroupOwner func(shard int32) (owner PeerNode, ok bool)
+	Logger     *zap.Logger
+	Limits     Limits
 	// Meta is the metadata shard (topic catalog).
 	Meta *runtime.Shard[*meta.Catalog]
 	// Catalog is the catalog's latest durable snapshot, published by the metadata shard

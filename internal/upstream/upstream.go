@@ -436,3 +436,9 @@ func (c *Client) createOnce(ctx context.Context, topics []NewTopic) (*kmsg.Creat
 	}
 	return req.RequestWith(ctx, c.kc)
 }
+
+// Request sends req with coordinatord's upstream client: group requests go to the group's
+// coordinator, with kgo's retries of a moved or loading coordinator.
+func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.kc.Request(ctx, req)
+}

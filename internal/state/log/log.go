@@ -122,3 +122,10 @@ type CorruptError struct {
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("shard %d: corrupt log %s at byte %d: %s", e.Shard, e.File, e.Offset, e.Reason)
 }
+
+// LoadAborter is implemented by logs whose Load can wait long (on a remote cluster): AbortLoad,
+// called from another goroutine, makes a Load in progress return an error soon, without
+// making anything durable or fencing anyone afterwards.
+type LoadAborter interface {
+	AbortLoad()
+}

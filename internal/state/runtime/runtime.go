@@ -45,10 +45,13 @@ const (
 	StateActive
 	StateFailed
 	StateClosed
+	// StateNotOwned: another node owns the shard (log.backend=kafka with several nodes); this
+	// process holds no state for it.
+	StateNotOwned
 )
 
 func (s State) String() string {
-	return [...]string{"initial", "loading", "active", "failed", "closed"}[s]
+	return [...]string{"initial", "loading", "active", "failed", "closed", "not owned"}[s]
 }
 
 // Errors a caller maps to Kafka codes. Each is retriable for the client.
@@ -61,6 +64,10 @@ var (
 	// serves nothing until the process restarts. Kafka answers NOT_COORDINATOR for a coordinator
 	// partition in that state, as for one this broker does not own.
 	ErrFailed = fmt.Errorf("%w: shard FAILED", ErrNotAvailable)
+	// ErrNotOwned: another node owns the shard. Kafka answers NOT_COORDINATOR for a coordinator
+	// partition it does not lead; matching ErrFailed gives it that code on every path that maps
+	// a FAILED shard.
+	ErrNotOwned = fmt.Errorf("%w: shard is owned by another node", ErrFailed)
 	// ErrOverloaded: the shard's inbox is full; fail fast instead of queueing without limit.
 	ErrOverloaded = errors.New("shard is overloaded")
 	// ErrNotDurable: the operation's records could not be made durable; nothing of it stays.
@@ -160,6 +167,7 @@ type Shard[M Machine] struct {
 	closing     chan struct{}
 	closeOnce   sync.Once
 	closingOnce sync.Once
+	started     atomic.Bool
 	done        chan struct{}
 
 	// Owned by the shard goroutine.
@@ -305,8 +313,25 @@ func (s *Shard[M]) gauges() shardGauges {
 	return shardGauges{priority: len(s.prio), normal: len(s.normal), lag: s.lag.Load()}
 }
 
+// NotOwned is a shard this process does not own: every operation fails with ErrNotOwned. It is
+// never started; Close returns at once.
+func NotOwned[M Machine](opts Options[M]) *Shard[M] {
+	s := New(opts)
+	s.setState(StateNotOwned)
+	return s
+}
+
+// Republish sets a NotOwned shard's state series again: it shares the series with the shard
+// runtimes that held the same shard number meanwhile, the last of which left it at "closed".
+func (s *Shard[M]) Republish() {
+	if !s.started.Load() {
+		s.setState(s.State())
+	}
+}
+
 // Start loads the shard in its own goroutine and then serves it.
 func (s *Shard[M]) Start() {
+	s.started.Store(true)
 	s.setState(StateLoading)
 	go s.run()
 }
@@ -355,6 +380,8 @@ func (s *Shard[M]) admit() error {
 		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrLoading)
 	case StateFailed:
 		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)
+	case StateNotOwned:
+		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotOwned)
 	default:
 		return fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)
 	}
@@ -372,6 +399,9 @@ func (s *Shard[M]) post(ch chan event[M], e event[M]) {
 // Close stops the shard: new operations are refused, operations waiting for durability get it
 // or ErrNotAvailable when ctx ends first, and the log is closed.
 func (s *Shard[M]) Close(ctx context.Context) {
+	if !s.started.Load() {
+		return // never started (NotOwned): no goroutine, no log
+	}
 	s.closeOnce.Do(func() {
 		select {
 		case s.prio <- event[M]{kind: evClose}:
@@ -854,6 +884,20 @@ func (s *Shard[M]) load() {
 		return
 	}
 	s.log = l
+	// A load may wait a long time (a kafka log's fence retries while the upstream is away); a
+	// shard closed meanwhile (its ownership moved) must not finish it, or it would fence the
+	// shard's new owner.
+	if a, ok := l.(log.LoadAborter); ok {
+		loaded := make(chan struct{})
+		defer close(loaded)
+		go func() {
+			select {
+			case <-s.closing:
+				a.AbortLoad()
+			case <-loaded:
+			}
+		}()
+	}
 	if slots := s.opts.LoadSlots; slots != nil {
 		slots <- struct{}{}
 		defer func() { <-slots }()

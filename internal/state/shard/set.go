@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
@@ -14,9 +15,19 @@ import (
 	"go.uber.org/zap"
 )
 
-// Set is every group shard of this process.
+// Set is every group shard of this process. With Deferred, a shard is served only once Own
+// loads it; until then, and after Disown, it answers ErrNotOwned.
 type Set struct {
-	shards []*runtime.Shard[*Machine]
+	shards []atomic.Pointer[runtime.Shard[*Machine]]
+	// build makes shard i's runtime, loadable (own) or a NotOwned placeholder.
+	build func(i int32, own bool) *runtime.Shard[*Machine]
+	// serving, when set, gates every lookup: false makes every shard answer as not owned (a
+	// node whose ownership lease lapsed must not serve what it may have lost).
+	serving atomic.Pointer[func() bool]
+	// disowned[i] is shard i's placeholder, built once.
+	disowned []*runtime.Shard[*Machine]
+	mu       sync.Mutex // serialises Own and Disown
+	closed   bool       // Close ran: Own loads nothing more
 }
 
 // SetOptions configure a Set.
@@ -46,6 +57,9 @@ type SetOptions struct {
 	Catalog func() consumer.Catalog
 	// GroupMetrics, when set, counts rebalances and serves the groups gauge for this Set.
 	GroupMetrics *GroupMetrics
+	// Deferred leaves every shard not owned until Own: its owner is decided elsewhere (several
+	// nodes sharing the shards, log.backend=kafka).
+	Deferred bool
 }
 
 // NewSet creates the shards; Start loads them.
@@ -59,7 +73,7 @@ func NewSet(o SetOptions) *Set {
 	if o.Classic == (classic.Config{}) {
 		o.Classic = classic.DefaultConfig()
 	}
-	s := &Set{shards: make([]*runtime.Shard[*Machine], o.Count)}
+	s := &Set{shards: make([]atomic.Pointer[runtime.Shard[*Machine]], o.Count), disowned: make([]*runtime.Shard[*Machine], o.Count)}
 	var counter *prometheus.CounterVec
 	if o.GroupMetrics != nil {
 		counter = o.GroupMetrics.rebalances
@@ -67,13 +81,17 @@ func NewSet(o SetOptions) *Set {
 		o.GroupMetrics.set = s
 		o.GroupMetrics.mu.Unlock()
 	}
-	for i := range s.shards {
+	ledgers := make([]*rebalanceLedger, o.Count)
+	for i := range ledgers {
+		ledgers[i] = newRebalanceLedger(counter)
+	}
+	s.build = func(i int32, own bool) *runtime.Shard[*Machine] {
 		lg := o.Logger
 		// The ledger outlives reloads (the history is the console's), while the machines
 		// are rebuilt; New runs on the shard goroutine at the start of each load.
-		ledger := newRebalanceLedger(counter)
-		s.shards[i] = runtime.New(runtime.Options[*Machine]{
-			Shard: int32(i),
+		ledger := ledgers[i]
+		opts := runtime.Options[*Machine]{
+			Shard: i,
 			New: func() *Machine {
 				ledger.reset()
 				m := NewMachine()
@@ -103,33 +121,107 @@ func NewSet(o SetOptions) *Set {
 					o.OnLoaded(c, m)
 				}
 			},
-		})
+		}
+		if !own {
+			return runtime.NotOwned(opts)
+		}
+		return runtime.New(opts)
+	}
+	for i := range s.shards {
+		s.disowned[i] = s.build(int32(i), false)
+		if o.Deferred {
+			s.shards[i].Store(s.disowned[i])
+		} else {
+			s.shards[i].Store(s.build(int32(i), true))
+		}
 	}
 	return s
 }
 
-// Start begins loading every shard.
+// Start begins loading every shard this Set owns.
 func (s *Set) Start() {
-	for _, sh := range s.shards {
-		sh.Start()
+	for i := range s.shards {
+		if sh := s.shards[i].Load(); sh.State() != runtime.StateNotOwned {
+			sh.Start()
+		}
 	}
 }
+
+// SetServing gates every lookup on serving(): while it is false every shard answers
+// ErrNotOwned, loaded or not.
+func (s *Set) SetServing(serving func() bool) { s.serving.Store(&serving) }
+
+// Own loads shard i unless this Set already holds it; a held shard that FAILED is replaced by a
+// fresh load (its log fenced it, or failed: the owner retries). It reports whether it started a load.
+func (s *Set) Own(i int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	cur := s.shards[i].Load()
+	switch cur.State() {
+	case runtime.StateNotOwned:
+	case runtime.StateFailed, runtime.StateClosed:
+		go cur.Close(context.Background())
+	default:
+		return false
+	}
+	sh := s.build(i, true)
+	s.shards[i].Store(sh)
+	sh.Start()
+	return true
+}
+
+// Disown stops serving shard i at once: lookups answer ErrNotOwned from now on, operations
+// waiting for durability are answered ErrNotAvailable, and the shard's log closes (a load in
+// progress stops). It returns once the shard has stopped or ctx ends.
+func (s *Set) Disown(ctx context.Context, i int32) {
+	s.mu.Lock()
+	cur := s.shards[i].Load()
+	s.shards[i].Store(s.disowned[i])
+	s.mu.Unlock()
+	stopNow, cancel := context.WithCancel(ctx)
+	cancel()
+	cur.Close(stopNow)
+	s.mu.Lock()
+	if s.shards[i].Load() == s.disowned[i] {
+		s.disowned[i].Republish()
+	}
+	s.mu.Unlock()
+}
+
+// Owned reports whether this Set holds shard i (loading, serving or FAILED).
+func (s *Set) Owned(i int32) bool { return s.shards[i].Load().State() != runtime.StateNotOwned }
 
 // Count is the number of shards.
 func (s *Set) Count() int32 { return int32(len(s.shards)) }
 
+// ShardOf is the number of the shard that owns a group.
+func (s *Set) ShardOf(groupID string) int32 { return For(groupID, int32(len(s.shards))) }
+
 // For returns the shard that owns a group.
 func (s *Set) For(groupID string) *runtime.Shard[*Machine] {
-	return s.shards[For(groupID, int32(len(s.shards)))]
+	return s.Shard(For(groupID, int32(len(s.shards))))
 }
 
-// Shard returns shard i.
-func (s *Set) Shard(i int32) *runtime.Shard[*Machine] { return s.shards[i] }
+// Shard returns shard i (its NotOwned placeholder while another node owns it, or while the
+// serving gate is closed).
+func (s *Set) Shard(i int32) *runtime.Shard[*Machine] {
+	if g := s.serving.Load(); g != nil && !(*g)() {
+		return s.disowned[i]
+	}
+	return s.shards[i].Load()
+}
 
 // Close closes every shard, waiting up to ctx for in-flight writes to become durable.
 func (s *Set) Close(ctx context.Context) {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, sh := range s.shards {
+	for i := range s.shards {
+		sh := s.shards[i].Load()
 		wg.Add(1)
 		go func() { defer wg.Done(); sh.Close(ctx) }()
 	}
@@ -140,8 +232,8 @@ func (s *Set) Close(ctx context.Context) {
 func (s *Set) WaitReady(ctx context.Context) {
 	for {
 		settled := true
-		for _, sh := range s.shards {
-			if st := sh.State(); st == runtime.StateLoading || st == runtime.StateInitial {
+		for i := range s.shards {
+			if st := s.shards[i].Load().State(); st == runtime.StateLoading || st == runtime.StateInitial {
 				settled = false
 			}
 		}

@@ -178,9 +178,10 @@ type kafkaLog struct {
 	closed  bool
 	started bool
 
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	kick     chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 }
 
 type pendingBatch struct {
@@ -587,6 +588,11 @@ func isFenced(err error) bool {
 // Compact implements log.Log: Kafka's log cleaner compacts the topic, so there is nothing to do.
 func (l *kafkaLog) Compact() error { return nil }
 
+// AbortLoad implements log.LoadAborter: the fence, the marker and the replay stop waiting.
+// An InitProducerId already on the wire may still bump the epoch; the owner it fences then
+// reloads (its shard goes FAILED and its node retries an owned FAILED shard).
+func (l *kafkaLog) AbortLoad() { l.stopOnce.Do(func() { close(l.stop) }) }
+
 // Close waits for appended records to be committed (or fail), then releases the producer.
 func (l *kafkaLog) Close() error {
 	l.mu.Lock()
@@ -597,7 +603,7 @@ func (l *kafkaLog) Close() error {
 	l.closed = true
 	started := l.started
 	l.mu.Unlock()
-	close(l.stop)
+	l.stopOnce.Do(func() { close(l.stop) })
 	if started {
 		<-l.done
 	}

@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -69,5 +72,43 @@ func TestLoadRetriesWhileUpstreamUnreachable(t *testing.T) {
 		}
 	case <-deadline:
 		t.Fatal("close did not end the load")
+	}
+}
+
+// A shard that loses its ownership while its load waits for an unreachable upstream stops at
+// once (it answers as not owned and its load ends) rather than when the upstream is back: a
+// load finishing then would fence the shard's new owner.
+func TestDisownEndsALoadWaitingForTheUpstream(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	b := &Backend{lg: zap.New(core), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(unreachableAddr(t)), kgo.RetryTimeout(time.Second)},
+		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "unreachable-", TransactionTimeout: time.Second,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	set := shard.NewSet(shard.SetOptions{Count: 1, Backend: b, Deferred: true})
+	defer set.Close(context.Background())
+	if !set.Own(0) {
+		t.Fatal("Own started no load")
+	}
+	deadline := time.After(2 * time.Minute)
+	for logs.FilterMessageSnippet("retrying with a new producer").Len() < 1 {
+		select {
+		case <-deadline:
+			t.Fatalf("the load did not retry (logged: %v)", logs.All())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if st := set.Shard(0).State(); st != runtime.StateLoading {
+		t.Fatalf("shard state %v, want loading", st)
+	}
+	disowned := make(chan struct{})
+	go func() { set.Disown(context.Background(), 0); close(disowned) }()
+	select {
+	case <-disowned:
+	case <-time.After(20 * time.Second): // the load alone would wait for the upstream forever
+		t.Fatal("Disown waited for the load")
+	}
+	if _, err := set.Shard(0).Read(context.Background(), shard.OpenProducers()); !errors.Is(err, runtime.ErrNotOwned) {
+		t.Fatalf("read after Disown: %v, want ErrNotOwned", err)
 	}
 }
