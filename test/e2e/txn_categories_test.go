@@ -236,9 +236,7 @@ func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
 	p.ok("commit")
 	cl = newClient(t, g.Addr)
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: 9}, "after offsets sent while coordinatord was down")
-	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"one", "two"}) {
-		t.Fatalf("read_committed output %v, want [one two]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"one", "two"})
 }
 
 // Refresh-retriable: offsets for a partition the topic does not have yet answer
@@ -281,9 +279,7 @@ func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *
 	p.ok("send " + out + " 0 end")
 	p.ok("commit")
 	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{1: 4}, "after the commit")
-	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"first"}) {
-		t.Fatalf("read_committed output %v, want [first]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"first"})
 }
 
 // Stale group membership (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID on TxnOffsetCommit,
@@ -319,48 +315,25 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 	p.ok("send " + out + " 0 end")
 	p.ok("commit")
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: 6}, "Java producer")
-	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"fresh"}) {
-		t.Fatalf("read_committed output %v, want [fresh]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"fresh"})
 
 	// franz-go: the first End sends its TxnOffsetCommit for a member the group does not have.
 	in2, out2, group2 := "ks2-in-"+run, "ks2-out-"+run, "ks2-g-"+run
 	txnTopics(t, ctx, cl, 1, in2, out2)
 	const n = 10
 	produceN(t, ctx, cl, in2, n)
-	sess, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(g.Addr), kgo.TransactionalID("ks2-"+run), kgo.ConsumerGroup(group2), kgo.ConsumeTopics(in2),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out2),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(60*time.Second),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := newTransactSession(t, g.Addr, "ks2-"+run, group2, in2, out2, 60*time.Second)
 	defer sess.Close()
-	staleSent, staleAborted := false, false
-	for committedUpTo := int64(0); committedUpTo < n; {
-		fs := sess.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+	stale, staleAborted := false, false
+	copyUntilCommitted(t, ctx, sess, n, func(newRecords bool) context.Context {
+		if stale = !staleAborted && newRecords; !stale {
+			return ctx
 		}
-		if err := sess.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		next := committedUpTo
-		fs.EachRecord(func(r *kgo.Record) {
-			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
-			next = r.Offset + 1
+		return kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+			req.MemberID = "ghost-member"
+			return nil
 		})
-		endCtx := ctx
-		stale := !staleSent && next > committedUpTo
-		if stale {
-			staleSent = true
-			endCtx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-				req.MemberID = "ghost-member"
-				return nil
-			})
-		}
-		committed, err := sess.End(endCtx, kgo.TryCommit)
+	}, func(committed bool, err error) {
 		if err != nil {
 			t.Fatalf("End (stale membership %v): %v", stale, err)
 		}
@@ -370,12 +343,8 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 			}
 			staleAborted = true
 			wantOffsets(t, ctx, cl, group2, in2, 1, map[int32]int64{}, "franz-go, after the aborted transaction")
-			continue
 		}
-		if committed {
-			committedUpTo = next
-		}
-	}
+	})
 	if !staleAborted {
 		t.Fatal("the stale commit never ran")
 	}
@@ -425,9 +394,7 @@ func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T
 	fresh.ok("send " + out + " 0 end")
 	fresh.ok("commit")
 	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{0: 20}, "after the new producer's commit")
-	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"fresh"}) {
-		t.Fatalf("read_committed output %v, want [fresh]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"fresh"})
 }
 
 // Invalid configuration (KIP-1050's fatal category), with the upstream's ACLs behind the
@@ -503,10 +470,7 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 	}
 	defer alice.Close()
 	wantOffsets(t, ctx, alice, "app-kc", in, 1, map[int32]int64{0: 4}, "after the allowed commit")
-	got := committedValues(t, ctx, g.Addr, out, "end", kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
-	if !slices.Equal(got, []string{"allowed"}) {
-		t.Fatalf("read_committed output %v, want [allowed]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"allowed"}, kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
 }
 
 // Application-recoverable, fenced, with franz-go: a new instance initializes the transactional id
@@ -527,19 +491,8 @@ func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testin
 	txnTopics(t, ctx, cl, 1, in, out)
 	const n = 10
 	produceN(t, ctx, cl, in, n)
-	session := func() *kgo.GroupTransactSession {
-		s, err := kgo.NewGroupTransactSession(
-			kgo.SeedBrokers(g.Addr), kgo.TransactionalID(txnID), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(60*time.Second),
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 
-	old := session()
+	old := newTransactSession(t, g.Addr, txnID, group, in, out, 60*time.Second)
 	for fenced := false; !fenced; {
 		fs := old.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -592,29 +545,13 @@ func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testin
 	old.Close()
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{}, "right after the fenced session's End")
 
-	fresh := session()
+	fresh := newTransactSession(t, g.Addr, txnID, group, in, out, 60*time.Second)
 	defer fresh.Close()
-	for committedUpTo := int64(0); committedUpTo < n; {
-		fs := fresh.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
-		}
-		if err := fresh.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		next := committedUpTo
-		fs.EachRecord(func(r *kgo.Record) {
-			fresh.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
-			next = r.Offset + 1
-		})
-		committed, err := fresh.End(ctx, kgo.TryCommit)
+	copyUntilCommitted(t, ctx, fresh, n, nil, func(_ bool, err error) {
 		if err != nil {
 			t.Fatalf("the new session's End: %v", err)
 		}
-		if committed {
-			committedUpTo = next
-		}
-	}
+	})
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the new session")
 	wantEachInputOnce(t, ctx, g.Addr, out, txnID+"-seal", n)
 }
@@ -634,56 +571,33 @@ func TestGateway_KIP1050RetriableTransactSessionRidesOutARestart(t *testing.T) {
 	txnTopics(t, ctx, cl, 1, in, out)
 	const n = 10
 	produceN(t, ctx, cl, in, n)
-	sess, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(g.Addr), kgo.TransactionalID("krf-"+run), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(120*time.Second),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := newTransactSession(t, g.Addr, "krf-"+run, group, in, out, 120*time.Second)
 	defer sess.Close()
 
 	restarted := make(chan string, 1) // the new admin address
-	killed := false
-	for committedUpTo := int64(0); committedUpTo < n; {
-		fs := sess.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+	killed, kill := false, false
+	copyUntilCommitted(t, ctx, sess, n, func(newRecords bool) context.Context {
+		if kill = !killed && newRecords; !kill {
+			return ctx
 		}
-		if err := sess.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		next := committedUpTo
-		fs.EachRecord(func(r *kgo.Record) {
-			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
-			next = r.Offset + 1
+		killed = true
+		return kgo.PreTxnCommitFnContext(ctx, func(*kmsg.TxnOffsetCommitRequest) error {
+			g.kill()
+			started := g.spawn()
+			go func() {
+				line := <-started
+				restarted <- line["admin"].(string)
+			}()
+			return nil
 		})
-		endCtx := ctx
-		kill := !killed && next > committedUpTo
-		if kill {
-			killed = true
-			endCtx = kgo.PreTxnCommitFnContext(ctx, func(*kmsg.TxnOffsetCommitRequest) error {
-				g.kill()
-				started := g.spawn()
-				go func() {
-					line := <-started
-					restarted <- line["admin"].(string)
-				}()
-				return nil
-			})
-		}
-		committed, err := sess.End(endCtx, kgo.TryCommit)
+	}, func(committed bool, err error) {
 		if err != nil {
 			t.Fatalf("End (coordinatord killed: %v): %v", kill, err)
 		}
 		if kill && !committed {
 			t.Fatal("the transaction during which coordinatord restarted was not committed")
 		}
-		if committed {
-			committedUpTo = next
-		}
-	}
+	})
 	if !killed {
 		t.Fatal("coordinatord was never killed")
 	}
@@ -712,12 +626,50 @@ func wantEachInputOnce(t *testing.T, ctx context.Context, addr, topic, sealID st
 	if err := seal.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	got := committedValues(t, ctx, addr, topic, "end")
 	want := make([]string, n)
 	for i := range want {
 		want[i] = strconv.Itoa(i)
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("read_committed output %v, want each input record once: %v", got, want)
+	wantCommittedOutput(t, ctx, addr, topic, want)
+}
+
+// wantCommittedOutput checks the values in topic (one partition), read with read_committed up
+// to a record "end", against want.
+func wantCommittedOutput(t *testing.T, ctx context.Context, addr, topic string, want []string, opts ...kgo.Opt) {
+	t.Helper()
+	if got := committedValues(t, ctx, addr, topic, "end", opts...); !slices.Equal(got, want) {
+		t.Fatalf("read_committed output %v, want %v", got, want)
+	}
+}
+
+// copyUntilCommitted drives sess through transactions that copy each input record's value to
+// its output, until the first n input records (one partition, from offset 0) are committed.
+// endCtx (nil: ctx) chooses the context of each End, told whether the transaction holds records
+// not committed yet, so that a test can change the world in End's hooks; judge checks what End
+// answered.
+func copyUntilCommitted(t *testing.T, ctx context.Context, sess *kgo.GroupTransactSession, n int64,
+	endCtx func(newRecords bool) context.Context, judge func(committed bool, err error)) {
+	t.Helper()
+	if endCtx == nil {
+		endCtx = func(bool) context.Context { return ctx }
+	}
+	for committedUpTo := int64(0); committedUpTo < n; {
+		fs := sess.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		next := committedUpTo
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
+			next = r.Offset + 1
+		})
+		committed, err := sess.End(endCtx(next > committedUpTo), kgo.TryCommit)
+		judge(committed, err)
+		if committed {
+			committedUpTo = next
+		}
 	}
 }
