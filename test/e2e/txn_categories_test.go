@@ -25,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // javaTxn is one Java transactional producer, driven a command at a time.
@@ -408,12 +407,7 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 	adminAddr, saslAddr, caFile := startSASLKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(adminAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	adm := kadm.NewClient(newClient(t, adminAddr))
 	const in, out = "kc-in", "kc-out"
 	lit, pre := kadm.ACLPatternLiteral, kadm.ACLPatternPrefixed
 	prepareSASLUpstream(t, ctx, adm, []string{"gw", "alice"}, in,
@@ -427,18 +421,7 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	g := &gateway{t: t, DataDir: t.TempDir()}
-	base := freePortRange(t, 11)
-	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
-	g.PortMin, g.PortMax = base+1, base+10
-	g.sets = []string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
-		"upstream.bootstrap.servers=" + saslAddr,
-		"upstream.security.protocol=SASL_SSL",
-		"upstream.ssl.truststore.location=" + caFile,
-		"upstream.sasl.mechanism=SCRAM-SHA-256",
-		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret",
-		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
-	g.start()
+	g := startSASLGateway(t, saslAddr, caFile, "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 	sasl := []string{"security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256",
 		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";`}
 
@@ -464,13 +447,9 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 	p.ok("send " + out + " 0 end")
 	p.ok("commit")
 
-	alice, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alice.Close()
+	alice := newClient(t, g.Addr, scramSHA256("alice", "alice-secret"))
 	wantOffsets(t, ctx, alice, "app-kc", in, 1, map[int32]int64{0: 4}, "after the allowed commit")
-	wantCommittedOutput(t, ctx, g.Addr, out, []string{"allowed"}, kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"allowed"}, scramSHA256("alice", "alice-secret"))
 }
 
 // Application-recoverable, fenced, with franz-go: a new instance initializes the transactional id
