@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -139,29 +138,6 @@ func committedValues(t *testing.T, ctx context.Context, addr, topic, last string
 	}
 	t.Fatalf("read_committed never showed %q in %s; saw %v", last, topic, got)
 	return nil
-}
-
-// metricSum adds the values of coordinatord's series that start with prefix.
-func metricSum(t *testing.T, g *gateway, prefix string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + g.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	text, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, line := range strings.Split(string(text), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			n += v
-		}
-	}
-	return n
 }
 
 func txnTopics(t *testing.T, ctx context.Context, cl *kgo.Client, inParts int32, topics ...string) {
