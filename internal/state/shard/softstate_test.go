@@ -147,7 +147,9 @@ var softStateProtocols = []softStateProtocol{
 	},
 }
 
-func TestSteadyHeartbeatDoesNotWaitForAnotherGroupsFsync(t *testing.T) {
+// forEachProtocolHeld runs test for each protocol in a synctest bubble of its own, on a shard
+// with one steady member whose log holds every fsync until the test releases it.
+func forEachProtocolHeld(t *testing.T, test func(t *testing.T, p softStateProtocol, b *memlog.Backend, s *runtime.Shard[*Machine], steadyBeat runtime.WriteOp[*Machine])) {
 	for _, p := range softStateProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -156,57 +158,54 @@ func TestSteadyHeartbeatDoesNotWaitForAnotherGroupsFsync(t *testing.T) {
 				b.Hold(true)
 				defer b.Hold(false)
 				defer b.Release(0) // a failed check leaves records pending
-				commit := async(s, commitOther())
-				if _, ok := answered(commit); ok {
-					t.Fatal("commit answered before its record was durable")
-				}
-				v, ok := answered(async(s, steadyBeat))
-				if !ok {
-					t.Fatal("steady heartbeat waited for another group's pending fsync")
-				}
-				if code, _, r := p.answer(t, v); code != 0 {
-					t.Fatalf("heartbeat %+v", r)
-				}
-				if n := b.Pending(0); n != 1 {
-					t.Fatalf("%d batches pending, want the commit's only: the steady heartbeat appended", n)
-				}
-				b.Release(0)
-				if _, ok := answered(commit); !ok {
-					t.Fatal("commit not answered once durable")
-				}
+				test(t, p, b, s, steadyBeat)
 			})
 		})
 	}
 }
 
+func TestSteadyHeartbeatDoesNotWaitForAnotherGroupsFsync(t *testing.T) {
+	forEachProtocolHeld(t, func(t *testing.T, p softStateProtocol, b *memlog.Backend, s *runtime.Shard[*Machine], steadyBeat runtime.WriteOp[*Machine]) {
+		commit := async(s, commitOther())
+		if _, ok := answered(commit); ok {
+			t.Fatal("commit answered before its record was durable")
+		}
+		v, ok := answered(async(s, steadyBeat))
+		if !ok {
+			t.Fatal("steady heartbeat waited for another group's pending fsync")
+		}
+		if code, _, r := p.answer(t, v); code != 0 {
+			t.Fatalf("heartbeat %+v", r)
+		}
+		if n := b.Pending(0); n != 1 {
+			t.Fatalf("%d batches pending, want the commit's only: the steady heartbeat appended", n)
+		}
+		b.Release(0)
+		if _, ok := answered(commit); !ok {
+			t.Fatal("commit not answered once durable")
+		}
+	})
+}
+
 func TestHeartbeatWaitsForItsOwnGroupsPendingRecord(t *testing.T) {
-	for _, p := range softStateProtocols {
-		t.Run(p.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				b, s, steadyBeat, closeShard := p.steadyMember(t)
-				defer closeShard()
-				b.Hold(true)
-				defer b.Hold(false)
-				defer b.Release(0) // a failed check leaves records pending
-				cfg := async(s, setGroupConfig("g", p.intervalConfig, "1234"))
-				beat := async(s, steadyBeat)
-				if _, ok := answered(beat); ok {
-					t.Fatal("heartbeat answered from its group's config before that config was durable")
-				}
-				b.Release(0)
-				if _, ok := answered(cfg); !ok {
-					t.Fatal("config write not answered once durable")
-				}
-				v, ok := answered(beat)
-				if !ok {
-					t.Fatal("heartbeat not answered once its group's config was durable")
-				}
-				if code, interval, r := p.answer(t, v); code != 0 || interval != 1234 {
-					t.Fatalf("heartbeat %+v, want interval 1234 from the group's config", r)
-				}
-			})
-		})
-	}
+	forEachProtocolHeld(t, func(t *testing.T, p softStateProtocol, b *memlog.Backend, s *runtime.Shard[*Machine], steadyBeat runtime.WriteOp[*Machine]) {
+		cfg := async(s, setGroupConfig("g", p.intervalConfig, "1234"))
+		beat := async(s, steadyBeat)
+		if _, ok := answered(beat); ok {
+			t.Fatal("heartbeat answered from its group's config before that config was durable")
+		}
+		b.Release(0)
+		if _, ok := answered(cfg); !ok {
+			t.Fatal("config write not answered once durable")
+		}
+		v, ok := answered(beat)
+		if !ok {
+			t.Fatal("heartbeat not answered once its group's config was durable")
+		}
+		if code, interval, r := p.answer(t, v); code != 0 || interval != 1234 {
+			t.Fatalf("heartbeat %+v, want interval 1234 from the group's config", r)
+		}
+	})
 }
 
 func streamsInput(h *streamsHarness, req *kmsg.StreamsGroupHeartbeatRequest) streams.HeartbeatInput {
