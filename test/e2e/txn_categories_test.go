@@ -176,14 +176,8 @@ func wantOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic
 // without the application seeing anything, both calls succeed once coordinatord is back, and
 // the offsets and output of both transactions are committed.
 func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group := "kr-in-"+run, "kr-out-"+run, "kr-g-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "kr", 5*time.Minute, 1)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
 	p := startJavaTxn(t, "producer", g.Addr, "kr-"+run, "max.block.ms=180000", "transaction.timeout.ms=180000", "delivery.timeout.ms=180000")
 	p.ok("init")
@@ -219,14 +213,8 @@ func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
 // partition is created (through the gateway) and coordinatord's catalog has it, the same
 // sendOffsetsToTransaction call returns and the transaction commits with that offset.
 func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t, "upstream.metadata.max.age.ms=1000")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group := "ku-in-"+run, "ku-out-"+run, "ku-g-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "ku", 3*time.Minute, 1, "upstream.metadata.max.age.ms=1000")
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
 	p := startJavaTxn(t, "producer", g.Addr, "ku-"+run, "max.block.ms=120000")
 	p.ok("init")
@@ -264,14 +252,8 @@ func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *
 // GroupTransactSession aborts the transaction in End (committed=false, no error) and commits
 // the same records in the next one. Nothing of the aborted transactions is visible.
 func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group := "ks-in-"+run, "ks-out-"+run, "ks-g-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "ks", 4*time.Minute, 1)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
 	p := startJavaTxn(t, "producer", g.Addr, "ks-"+run)
 	p.ok("init")
@@ -333,14 +315,9 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 // ProducerFencedException and it can do nothing more, and the new producer's transaction
 // commits alone: its offsets only, its records only.
 func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group, txnID := "kf-in-"+run, "kf-out-"+run, "kf-g-"+run, "kf-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 2, in, out)
+	c := startTxnCase(t, "kf", 3*time.Minute, 2)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
+	txnID := "kf-" + run
 
 	zombie := startJavaTxn(t, "zombie", g.Addr, txnID)
 	zombie.ok("init")
@@ -436,14 +413,9 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 // committed or left staged; a new session with the same id consumes from the committed offsets
 // and commits every record once.
 func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group, txnID := "kff-in-"+run, "kff-out-"+run, "kff-g-"+run, "kff-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "kff", 3*time.Minute, 1)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
+	txnID := "kff-" + run
 	const n = 10
 	produceN(t, ctx, cl, in, n)
 
@@ -516,14 +488,8 @@ func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testin
 // rides it out: no error, the transaction commits, and at the end every input record is in the
 // output once, read_committed, with the offsets committed to match.
 func TestGateway_KIP1050RetriableTransactSessionRidesOutARestart(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group := "krf-in-"+run, "krf-out-"+run, "krf-g-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "krf", 4*time.Minute, 1)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 	const n = 10
 	produceN(t, ctx, cl, in, n)
 	sess := newTransactSession(t, g.Addr, "krf-"+run, group, in, out, 120*time.Second)
@@ -564,6 +530,31 @@ func TestGateway_KIP1050RetriableTransactSessionRidesOutARestart(t *testing.T) {
 	cl = newClient(t, g.Addr)
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the last commit")
 	wantEachInputOnce(t, ctx, g.Addr, out, "krf-seal-"+run, n)
+}
+
+// txnCase is where a KIP-1050 test through the gateway starts: coordinatord in gateway mode
+// (with sets), a client through it, and an input and an output topic and a group named for this
+// run.
+type txnCase struct {
+	g                   *gateway
+	ctx                 context.Context
+	cl                  *kgo.Client
+	run, in, out, group string
+}
+
+// startTxnCase starts a txnCase whose names begin with prefix, whose input topic has inParts
+// partitions (the output topic one), and whose context ends after within.
+func startTxnCase(t *testing.T, prefix string, within time.Duration, inParts int32, sets ...string) txnCase {
+	t.Helper()
+	requireE2E(t)
+	g := startGateway(t, sets...)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	c := txnCase{g: g, ctx: ctx, cl: newClient(t, g.Addr), run: run,
+		in: prefix + "-in-" + run, out: prefix + "-out-" + run, group: prefix + "-g-" + run}
+	txnTopics(t, ctx, c.cl, inParts, c.in, c.out)
+	return c
 }
 
 // wantEachInputOnce checks that topic, read with read_committed, holds the values produceN wrote
