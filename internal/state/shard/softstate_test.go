@@ -217,11 +217,7 @@ func streamsInput(h *streamsHarness, req *kmsg.StreamsGroupHeartbeatRequest) str
 
 func streamsResponse(t *testing.T, v any) *kmsg.StreamsGroupHeartbeatResponse {
 	t.Helper()
-	out, ok := v.(streams.HeartbeatOutput)
-	if !ok {
-		t.Fatalf("heartbeat answered %v", v)
-	}
-	return out.Response
+	return heartbeatOutput[streams.HeartbeatOutput](t, v).Response
 }
 
 func consumerInput(h *consumerHarness, req *kmsg.ConsumerGroupHeartbeatRequest) consumer.HeartbeatInput {
@@ -233,9 +229,16 @@ func consumerInput(h *consumerHarness, req *kmsg.ConsumerGroupHeartbeatRequest) 
 
 func consumerResponse(t *testing.T, v any) *kmsg.ConsumerGroupHeartbeatResponse {
 	t.Helper()
-	out, ok := v.(consumer.HeartbeatOutput)
+	return heartbeatOutput[consumer.HeartbeatOutput](t, v).Response
+}
+
+// heartbeatOutput is a heartbeat write's answer v as its protocol's output type; anything else
+// (an error) fails the test.
+func heartbeatOutput[T any](t *testing.T, v any) T {
+	t.Helper()
+	out, ok := v.(T)
 	if !ok {
 		t.Fatalf("heartbeat answered %v", v)
 	}
-	return out.Response
+	return out
 }
