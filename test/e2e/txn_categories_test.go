@@ -110,6 +110,17 @@ func (p *javaTxn) ok(command string) {
 	}
 }
 
+// commitThenEnd runs one transaction that must commit: value and then "end" to partition 0 of
+// out, and offset for partition of in in group.
+func (p *javaTxn) commitThenEnd(out, value, group, in string, partition int, offset int64) {
+	p.t.Helper()
+	p.ok("begin")
+	p.ok("send " + out + " 0 " + value)
+	p.ok("offsets " + group + " " + in + " " + strconv.Itoa(partition) + " " + strconv.FormatInt(offset, 10))
+	p.ok("send " + out + " 0 end")
+	p.ok("commit")
+}
+
 // committedValues reads topic (one partition) with read_committed up to the first record whose
 // value is last, and returns the values before it, in order.
 func committedValues(t *testing.T, ctx context.Context, addr, topic, last string, opts ...kgo.Opt) []string {
@@ -266,11 +277,7 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 		t.Fatalf("commit after a failed offset commit: %s, want it refused", a)
 	}
 	p.ok("abort")
-	p.ok("begin")
-	p.ok("send " + out + " 0 fresh")
-	p.ok("offsets " + group + " " + in + " 0 6")
-	p.ok("send " + out + " 0 end")
-	p.ok("commit")
+	p.commitThenEnd(out, "fresh", group, in, 0, 6)
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: 6}, "Java producer")
 	wantCommittedOutput(t, ctx, g.Addr, out, []string{"fresh"})
 
@@ -340,11 +347,7 @@ func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T
 		t.Fatalf("the fenced producer begins a new transaction: %s, want it refused", a)
 	}
 
-	fresh.ok("begin")
-	fresh.ok("send " + out + " 0 fresh")
-	fresh.ok("offsets " + group + " " + in + " 0 20")
-	fresh.ok("send " + out + " 0 end")
-	fresh.ok("commit")
+	fresh.commitThenEnd(out, "fresh", group, in, 0, 20)
 	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{0: 20}, "after the new producer's commit")
 	wantCommittedOutput(t, ctx, g.Addr, out, []string{"fresh"})
 }
@@ -394,11 +397,7 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 		t.Fatalf("sendOffsetsToTransaction for a group alice may not read: %s", a)
 	}
 	p.ok("abort")
-	p.ok("begin")
-	p.ok("send " + out + " 0 allowed")
-	p.ok("offsets app-kc " + in + " 0 4")
-	p.ok("send " + out + " 0 end")
-	p.ok("commit")
+	p.commitThenEnd(out, "allowed", "app-kc", in, 0, 4)
 
 	alice := newClient(t, g.Addr, scramSHA256("alice", "alice-secret"))
 	wantOffsets(t, ctx, alice, "app-kc", in, 1, map[int32]int64{0: 4}, "after the allowed commit")
