@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // In gateway mode with authorizer.class.name the group APIs follow the upstream cluster's ACLs:
@@ -27,12 +25,7 @@ func TestGateway_GroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(adminAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	adm := kadm.NewClient(newClient(t, adminAddr))
 	const topic = "acl-orders"
 	// The gateway's user describes the cluster (its metadata, and DescribeAcls for the
 	// mirror); alice owns her topic and may read the groups named app-*; ops manages ACLs.
@@ -43,27 +36,10 @@ func TestGateway_GroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
 		kadm.NewACLs().Allow("User:ops").AllowHosts().Clusters().Operations(kadm.OpAlter, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
 	)
 
-	g := &gateway{t: t, DataDir: t.TempDir()}
-	base := freePortRange(t, 11)
-	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
-	g.PortMin, g.PortMax = base+1, base+10
-	g.sets = []string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
-		"upstream.bootstrap.servers=" + saslAddr,
-		"upstream.security.protocol=SASL_SSL",
-		"upstream.ssl.truststore.location=" + caFile,
-		"upstream.sasl.mechanism=SCRAM-SHA-256",
-		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret",
-		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
-	g.start()
+	g := startSASLGateway(t, saslAddr, caFile, "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 
 	client := func(opts ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(g.Addr),
-			kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism())}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
+		return newClient(t, g.Addr, append([]kgo.Opt{scramSHA256("alice", "alice-secret")}, opts...)...)
 	}
 
 	// Allowed: join, sync, fetch and commit in app-orders.

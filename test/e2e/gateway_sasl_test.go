@@ -122,12 +122,7 @@ func TestGateway_SCRAMClientsRelayedToASASLUpstream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(adminAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	adm := kadm.NewClient(newClient(t, adminAddr))
 	const topic = "relay-orders"
 	// The gateway's user describes the cluster and every topic (its metadata); alice owns her
 	// topic; bob has no ACL at all.
@@ -136,28 +131,10 @@ func TestGateway_SCRAMClientsRelayedToASASLUpstream(t *testing.T) {
 		kadm.NewACLs().Allow("User:alice").AllowHosts().Topics(topic).Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral),
 	)
 
-	// startGateway's listener is PLAINTEXT; this gateway's is SASL_PLAINTEXT on the same kind of
-	// address (a later --set wins).
-	g := &gateway{t: t, DataDir: t.TempDir()}
-	base := freePortRange(t, 11)
-	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
-	g.PortMin, g.PortMax = base+1, base+10
-	g.sets = []string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
-		"upstream.bootstrap.servers=" + saslAddr,
-		"upstream.security.protocol=SASL_SSL",
-		"upstream.ssl.truststore.location=" + caFile,
-		"upstream.sasl.mechanism=SCRAM-SHA-256",
-		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret"}
-	g.start()
+	g := startSASLGateway(t, saslAddr, caFile)
 
 	client := func(user, pass string, opts ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(g.Addr),
-			kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
+		return newClient(t, g.Addr, append([]kgo.Opt{scramSHA256(user, pass)}, opts...)...)
 	}
 
 	alice := client("alice", "alice-secret", kgo.ConsumerGroup("relay-g"), kgo.ConsumeTopics(topic),
@@ -225,4 +202,29 @@ func prepareSASLUpstream(t *testing.T, ctx context.Context, adm *kadm.Client, us
 			}
 		}
 	}
+}
+
+// startSASLGateway starts coordinatord in gateway mode in front of the SASL_SSL upstream at
+// saslAddr (verified against caFile), as the upstream user gw, with a SASL_PLAINTEXT
+// SCRAM-SHA-256 listener of its own instead of startGateway's PLAINTEXT one; sets are more
+// --set values.
+func startSASLGateway(t *testing.T, saslAddr, caFile string, sets ...string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, DataDir: t.TempDir()}
+	base := freePortRange(t, 11)
+	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
+	g.PortMin, g.PortMax = base+1, base+10
+	g.sets = append([]string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
+		"upstream.bootstrap.servers=" + saslAddr,
+		"upstream.security.protocol=SASL_SSL",
+		"upstream.ssl.truststore.location=" + caFile,
+		"upstream.sasl.mechanism=SCRAM-SHA-256",
+		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret"}, sets...)
+	g.start()
+	return g
+}
+
+// scramSHA256 is a franz-go client's SCRAM-SHA-256 login.
+func scramSHA256(user, pass string) kgo.Opt {
+	return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())
 }

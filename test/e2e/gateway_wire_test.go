@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,6 +148,13 @@ func (w *wireConn) expectClosed(what string) {
 // failed (its per-broker metrics).
 func forwardedCount(t *testing.T, g *gateway) float64 {
 	t.Helper()
+	return metricSum(t, g, "coordinatord_gateway_forwarded_requests_total{", "coordinatord_gateway_forward_failures_total{")
+}
+
+// metricSum adds the values of coordinatord's series whose lines start with one of prefixes,
+// read in one scrape.
+func metricSum(t *testing.T, g *gateway, prefixes ...string) float64 {
+	t.Helper()
 	resp, err := http.Get("http://" + g.Admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -158,15 +166,15 @@ func forwardedCount(t *testing.T, g *gateway) float64 {
 	}
 	var n float64
 	for _, line := range strings.Split(string(text), "\n") {
-		if strings.HasPrefix(line, "coordinatord_gateway_forwarded_requests_total{") ||
-			strings.HasPrefix(line, "coordinatord_gateway_forward_failures_total{") {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatalf("metrics line %q: %v", line, err)
-			}
-			n += v
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(line, p) }) {
+			continue
 		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		n += v
 	}
 	return n
 }

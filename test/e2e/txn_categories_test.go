@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -25,7 +24,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // javaTxn is one Java transactional producer, driven a command at a time.
@@ -112,6 +110,17 @@ func (p *javaTxn) ok(command string) {
 	}
 }
 
+// commitThenEnd runs one transaction that must commit: value and then "end" to partition 0 of
+// out, and offset for partition of in in group.
+func (p *javaTxn) commitThenEnd(out, value, group, in string, partition int, offset int64) {
+	p.t.Helper()
+	p.ok("begin")
+	p.ok("send " + out + " 0 " + value)
+	p.ok("offsets " + group + " " + in + " " + strconv.Itoa(partition) + " " + strconv.FormatInt(offset, 10))
+	p.ok("send " + out + " 0 end")
+	p.ok("commit")
+}
+
 // committedValues reads topic (one partition) with read_committed up to the first record whose
 // value is last, and returns the values before it, in order.
 func committedValues(t *testing.T, ctx context.Context, addr, topic, last string, opts ...kgo.Opt) []string {
@@ -140,29 +149,6 @@ func committedValues(t *testing.T, ctx context.Context, addr, topic, last string
 	}
 	t.Fatalf("read_committed never showed %q in %s; saw %v", last, topic, got)
 	return nil
-}
-
-// metricSum adds the values of coordinatord's series that start with prefix.
-func metricSum(t *testing.T, g *gateway, prefix string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + g.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	text, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, line := range strings.Split(string(text), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			n += v
-		}
-	}
-	return n
 }
 
 func txnTopics(t *testing.T, ctx context.Context, cl *kgo.Client, inParts int32, topics ...string) {
@@ -201,14 +187,8 @@ func wantOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic
 // without the application seeing anything, both calls succeed once coordinatord is back, and
 // the offsets and output of both transactions are committed.
 func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group := "kr-in-"+run, "kr-out-"+run, "kr-g-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "kr", 5*time.Minute, 1)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
 	p := startJavaTxn(t, "producer", g.Addr, "kr-"+run, "max.block.ms=180000", "transaction.timeout.ms=180000", "delivery.timeout.ms=180000")
 	p.ok("init")
@@ -236,9 +216,7 @@ func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
 	p.ok("commit")
 	cl = newClient(t, g.Addr)
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: 9}, "after offsets sent while coordinatord was down")
-	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"one", "two"}) {
-		t.Fatalf("read_committed output %v, want [one two]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"one", "two"})
 }
 
 // Refresh-retriable: offsets for a partition the topic does not have yet answer
@@ -246,14 +224,8 @@ func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
 // partition is created (through the gateway) and coordinatord's catalog has it, the same
 // sendOffsetsToTransaction call returns and the transaction commits with that offset.
 func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t, "upstream.metadata.max.age.ms=1000")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group := "ku-in-"+run, "ku-out-"+run, "ku-g-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "ku", 3*time.Minute, 1, "upstream.metadata.max.age.ms=1000")
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
 	p := startJavaTxn(t, "producer", g.Addr, "ku-"+run, "max.block.ms=120000")
 	p.ok("init")
@@ -281,9 +253,7 @@ func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *
 	p.ok("send " + out + " 0 end")
 	p.ok("commit")
 	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{1: 4}, "after the commit")
-	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"first"}) {
-		t.Fatalf("read_committed output %v, want [first]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"first"})
 }
 
 // Stale group membership (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID on TxnOffsetCommit,
@@ -293,14 +263,8 @@ func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *
 // GroupTransactSession aborts the transaction in End (committed=false, no error) and commits
 // the same records in the next one. Nothing of the aborted transactions is visible.
 func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group := "ks-in-"+run, "ks-out-"+run, "ks-g-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "ks", 4*time.Minute, 1)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
 	p := startJavaTxn(t, "producer", g.Addr, "ks-"+run)
 	p.ok("init")
@@ -313,54 +277,27 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 		t.Fatalf("commit after a failed offset commit: %s, want it refused", a)
 	}
 	p.ok("abort")
-	p.ok("begin")
-	p.ok("send " + out + " 0 fresh")
-	p.ok("offsets " + group + " " + in + " 0 6")
-	p.ok("send " + out + " 0 end")
-	p.ok("commit")
+	p.commitThenEnd(out, "fresh", group, in, 0, 6)
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: 6}, "Java producer")
-	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"fresh"}) {
-		t.Fatalf("read_committed output %v, want [fresh]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"fresh"})
 
 	// franz-go: the first End sends its TxnOffsetCommit for a member the group does not have.
 	in2, out2, group2 := "ks2-in-"+run, "ks2-out-"+run, "ks2-g-"+run
 	txnTopics(t, ctx, cl, 1, in2, out2)
 	const n = 10
 	produceN(t, ctx, cl, in2, n)
-	sess, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(g.Addr), kgo.TransactionalID("ks2-"+run), kgo.ConsumerGroup(group2), kgo.ConsumeTopics(in2),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out2),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(60*time.Second),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := newTransactSession(t, g.Addr, "ks2-"+run, group2, in2, out2, 60*time.Second)
 	defer sess.Close()
-	staleSent, staleAborted := false, false
-	for committedUpTo := int64(0); committedUpTo < n; {
-		fs := sess.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+	stale, staleAborted := false, false
+	copyUntilCommitted(t, ctx, sess, n, func(newRecords bool) context.Context {
+		if stale = !staleAborted && newRecords; !stale {
+			return ctx
 		}
-		if err := sess.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		next := committedUpTo
-		fs.EachRecord(func(r *kgo.Record) {
-			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
-			next = r.Offset + 1
+		return kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+			req.MemberID = "ghost-member"
+			return nil
 		})
-		endCtx := ctx
-		stale := !staleSent && next > committedUpTo
-		if stale {
-			staleSent = true
-			endCtx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-				req.MemberID = "ghost-member"
-				return nil
-			})
-		}
-		committed, err := sess.End(endCtx, kgo.TryCommit)
+	}, func(committed bool, err error) {
 		if err != nil {
 			t.Fatalf("End (stale membership %v): %v", stale, err)
 		}
@@ -370,12 +307,8 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 			}
 			staleAborted = true
 			wantOffsets(t, ctx, cl, group2, in2, 1, map[int32]int64{}, "franz-go, after the aborted transaction")
-			continue
 		}
-		if committed {
-			committedUpTo = next
-		}
-	}
+	})
 	if !staleAborted {
 		t.Fatal("the stale commit never ran")
 	}
@@ -389,14 +322,9 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 // ProducerFencedException and it can do nothing more, and the new producer's transaction
 // commits alone: its offsets only, its records only.
 func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group, txnID := "kf-in-"+run, "kf-out-"+run, "kf-g-"+run, "kf-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 2, in, out)
+	c := startTxnCase(t, "kf", 3*time.Minute, 2)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
+	txnID := "kf-" + run
 
 	zombie := startJavaTxn(t, "zombie", g.Addr, txnID)
 	zombie.ok("init")
@@ -419,15 +347,9 @@ func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T
 		t.Fatalf("the fenced producer begins a new transaction: %s, want it refused", a)
 	}
 
-	fresh.ok("begin")
-	fresh.ok("send " + out + " 0 fresh")
-	fresh.ok("offsets " + group + " " + in + " 0 20")
-	fresh.ok("send " + out + " 0 end")
-	fresh.ok("commit")
+	fresh.commitThenEnd(out, "fresh", group, in, 0, 20)
 	wantOffsets(t, ctx, cl, group, in, 2, map[int32]int64{0: 20}, "after the new producer's commit")
-	if got := committedValues(t, ctx, g.Addr, out, "end"); !slices.Equal(got, []string{"fresh"}) {
-		t.Fatalf("read_committed output %v, want [fresh]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"fresh"})
 }
 
 // Invalid configuration (KIP-1050's fatal category), with the upstream's ACLs behind the
@@ -441,12 +363,7 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 	adminAddr, saslAddr, caFile := startSASLKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(adminAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	adm := kadm.NewClient(newClient(t, adminAddr))
 	const in, out = "kc-in", "kc-out"
 	lit, pre := kadm.ACLPatternLiteral, kadm.ACLPatternPrefixed
 	prepareSASLUpstream(t, ctx, adm, []string{"gw", "alice"}, in,
@@ -460,18 +377,7 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	g := &gateway{t: t, DataDir: t.TempDir()}
-	base := freePortRange(t, 11)
-	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
-	g.PortMin, g.PortMax = base+1, base+10
-	g.sets = []string{"listeners=SASL_PLAINTEXT://" + g.Addr, "sasl.enabled.mechanisms=SCRAM-SHA-256",
-		"upstream.bootstrap.servers=" + saslAddr,
-		"upstream.security.protocol=SASL_SSL",
-		"upstream.ssl.truststore.location=" + caFile,
-		"upstream.sasl.mechanism=SCRAM-SHA-256",
-		"upstream.sasl.username=gw", "upstream.sasl.password=gw-secret",
-		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
-	g.start()
+	g := startSASLGateway(t, saslAddr, caFile, "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 	sasl := []string{"security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256",
 		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";`}
 
@@ -491,22 +397,11 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 		t.Fatalf("sendOffsetsToTransaction for a group alice may not read: %s", a)
 	}
 	p.ok("abort")
-	p.ok("begin")
-	p.ok("send " + out + " 0 allowed")
-	p.ok("offsets app-kc " + in + " 0 4")
-	p.ok("send " + out + " 0 end")
-	p.ok("commit")
+	p.commitThenEnd(out, "allowed", "app-kc", in, 0, 4)
 
-	alice, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alice.Close()
+	alice := newClient(t, g.Addr, scramSHA256("alice", "alice-secret"))
 	wantOffsets(t, ctx, alice, "app-kc", in, 1, map[int32]int64{0: 4}, "after the allowed commit")
-	got := committedValues(t, ctx, g.Addr, out, "end", kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
-	if !slices.Equal(got, []string{"allowed"}) {
-		t.Fatalf("read_committed output %v, want [allowed]", got)
-	}
+	wantCommittedOutput(t, ctx, g.Addr, out, []string{"allowed"}, scramSHA256("alice", "alice-secret"))
 }
 
 // Application-recoverable, fenced, with franz-go: a new instance initializes the transactional id
@@ -517,29 +412,13 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 // committed or left staged; a new session with the same id consumes from the committed offsets
 // and commits every record once.
 func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group, txnID := "kff-in-"+run, "kff-out-"+run, "kff-g-"+run, "kff-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "kff", 3*time.Minute, 1)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
+	txnID := "kff-" + run
 	const n = 10
 	produceN(t, ctx, cl, in, n)
-	session := func() *kgo.GroupTransactSession {
-		s, err := kgo.NewGroupTransactSession(
-			kgo.SeedBrokers(g.Addr), kgo.TransactionalID(txnID), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(60*time.Second),
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 
-	old := session()
+	old := newTransactSession(t, g.Addr, txnID, group, in, out, 60*time.Second)
 	for fenced := false; !fenced; {
 		fs := old.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -592,29 +471,13 @@ func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testin
 	old.Close()
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{}, "right after the fenced session's End")
 
-	fresh := session()
+	fresh := newTransactSession(t, g.Addr, txnID, group, in, out, 60*time.Second)
 	defer fresh.Close()
-	for committedUpTo := int64(0); committedUpTo < n; {
-		fs := fresh.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
-		}
-		if err := fresh.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		next := committedUpTo
-		fs.EachRecord(func(r *kgo.Record) {
-			fresh.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
-			next = r.Offset + 1
-		})
-		committed, err := fresh.End(ctx, kgo.TryCommit)
+	copyUntilCommitted(t, ctx, fresh, n, nil, func(_ bool, err error) {
 		if err != nil {
 			t.Fatalf("the new session's End: %v", err)
 		}
-		if committed {
-			committedUpTo = next
-		}
-	}
+	})
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the new session")
 	wantEachInputOnce(t, ctx, g.Addr, out, txnID+"-seal", n)
 }
@@ -624,66 +487,37 @@ func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testin
 // rides it out: no error, the transaction commits, and at the end every input record is in the
 // output once, read_committed, with the offsets committed to match.
 func TestGateway_KIP1050RetriableTransactSessionRidesOutARestart(t *testing.T) {
-	requireE2E(t)
-	g := startGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	in, out, group := "krf-in-"+run, "krf-out-"+run, "krf-g-"+run
-	cl := newClient(t, g.Addr)
-	txnTopics(t, ctx, cl, 1, in, out)
+	c := startTxnCase(t, "krf", 4*time.Minute, 1)
+	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 	const n = 10
 	produceN(t, ctx, cl, in, n)
-	sess, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(g.Addr), kgo.TransactionalID("krf-"+run), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(120*time.Second),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := newTransactSession(t, g.Addr, "krf-"+run, group, in, out, 120*time.Second)
 	defer sess.Close()
 
 	restarted := make(chan string, 1) // the new admin address
-	killed := false
-	for committedUpTo := int64(0); committedUpTo < n; {
-		fs := sess.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+	killed, kill := false, false
+	copyUntilCommitted(t, ctx, sess, n, func(newRecords bool) context.Context {
+		if kill = !killed && newRecords; !kill {
+			return ctx
 		}
-		if err := sess.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		next := committedUpTo
-		fs.EachRecord(func(r *kgo.Record) {
-			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
-			next = r.Offset + 1
+		killed = true
+		return kgo.PreTxnCommitFnContext(ctx, func(*kmsg.TxnOffsetCommitRequest) error {
+			g.kill()
+			started := g.spawn()
+			go func() {
+				line := <-started
+				restarted <- line["admin"].(string)
+			}()
+			return nil
 		})
-		endCtx := ctx
-		kill := !killed && next > committedUpTo
-		if kill {
-			killed = true
-			endCtx = kgo.PreTxnCommitFnContext(ctx, func(*kmsg.TxnOffsetCommitRequest) error {
-				g.kill()
-				started := g.spawn()
-				go func() {
-					line := <-started
-					restarted <- line["admin"].(string)
-				}()
-				return nil
-			})
-		}
-		committed, err := sess.End(endCtx, kgo.TryCommit)
+	}, func(committed bool, err error) {
 		if err != nil {
 			t.Fatalf("End (coordinatord killed: %v): %v", kill, err)
 		}
 		if kill && !committed {
 			t.Fatal("the transaction during which coordinatord restarted was not committed")
 		}
-		if committed {
-			committedUpTo = next
-		}
-	}
+	})
 	if !killed {
 		t.Fatal("coordinatord was never killed")
 	}
@@ -695,6 +529,31 @@ func TestGateway_KIP1050RetriableTransactSessionRidesOutARestart(t *testing.T) {
 	cl = newClient(t, g.Addr)
 	wantOffsets(t, ctx, cl, group, in, 1, map[int32]int64{0: n}, "after the last commit")
 	wantEachInputOnce(t, ctx, g.Addr, out, "krf-seal-"+run, n)
+}
+
+// txnCase is where a KIP-1050 test through the gateway starts: coordinatord in gateway mode
+// (with sets), a client through it, and an input and an output topic and a group named for this
+// run.
+type txnCase struct {
+	g                   *gateway
+	ctx                 context.Context
+	cl                  *kgo.Client
+	run, in, out, group string
+}
+
+// startTxnCase starts a txnCase whose names begin with prefix, whose input topic has inParts
+// partitions (the output topic one), and whose context ends after within.
+func startTxnCase(t *testing.T, prefix string, within time.Duration, inParts int32, sets ...string) txnCase {
+	t.Helper()
+	requireE2E(t)
+	g := startGateway(t, sets...)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	c := txnCase{g: g, ctx: ctx, cl: newClient(t, g.Addr), run: run,
+		in: prefix + "-in-" + run, out: prefix + "-out-" + run, group: prefix + "-g-" + run}
+	txnTopics(t, ctx, c.cl, inParts, c.in, c.out)
+	return c
 }
 
 // wantEachInputOnce checks that topic, read with read_committed, holds the values produceN wrote
@@ -712,12 +571,50 @@ func wantEachInputOnce(t *testing.T, ctx context.Context, addr, topic, sealID st
 	if err := seal.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	got := committedValues(t, ctx, addr, topic, "end")
 	want := make([]string, n)
 	for i := range want {
 		want[i] = strconv.Itoa(i)
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("read_committed output %v, want each input record once: %v", got, want)
+	wantCommittedOutput(t, ctx, addr, topic, want)
+}
+
+// wantCommittedOutput checks the values in topic (one partition), read with read_committed up
+// to a record "end", against want.
+func wantCommittedOutput(t *testing.T, ctx context.Context, addr, topic string, want []string, opts ...kgo.Opt) {
+	t.Helper()
+	if got := committedValues(t, ctx, addr, topic, "end", opts...); !slices.Equal(got, want) {
+		t.Fatalf("read_committed output %v, want %v", got, want)
+	}
+}
+
+// copyUntilCommitted drives sess through transactions that copy each input record's value to
+// its output, until the first n input records (one partition, from offset 0) are committed.
+// endCtx (nil: ctx) chooses the context of each End, told whether the transaction holds records
+// not committed yet, so that a test can change the world in End's hooks; judge checks what End
+// answered.
+func copyUntilCommitted(t *testing.T, ctx context.Context, sess *kgo.GroupTransactSession, n int64,
+	endCtx func(newRecords bool) context.Context, judge func(committed bool, err error)) {
+	t.Helper()
+	if endCtx == nil {
+		endCtx = func(bool) context.Context { return ctx }
+	}
+	for committedUpTo := int64(0); committedUpTo < n; {
+		fs := sess.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("committed %d of %d: %v", committedUpTo, n, err)
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		next := committedUpTo
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
+			next = r.Offset + 1
+		})
+		committed, err := sess.End(endCtx(next > committedUpTo), kgo.TryCommit)
+		judge(committed, err)
+		if committed {
+			committedUpTo = next
+		}
 	}
 }

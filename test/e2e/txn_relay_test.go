@@ -76,14 +76,7 @@ func TestGateway_TransactSessionCommitsAndAbortsOffsets(t *testing.T) {
 	const n = 40
 	produceN(t, ctx, cl, in, n)
 
-	sess, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(g.Addr), kgo.TransactionalID("txs-"+run), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(30*time.Second),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := newTransactSession(t, g.Addr, "txs-"+run, group, in, out, 30*time.Second)
 	defer sess.Close()
 
 	consumed := map[int32]int64{} // partition -> next offset, as committed
@@ -469,4 +462,19 @@ func TestGateway_TxnOutcomesSurviveKillsBeforeTheAnswerAndDuringRecovery(t *test
 	if got, stable := stableOffsets(t, ctx, cl, x.group, topic, 1); !stable || got[0] != x.offset {
 		t.Fatalf("after the retried EndTxn: stable=%v offsets=%v, want partition 0 at %d", stable, got, x.offset)
 	}
+}
+
+// newTransactSession is the consume-transform-produce session these tests drive: it reads in
+// from the start with read_committed as a member of group, and produces to out.
+func newTransactSession(t *testing.T, addr, txnID, group, in, out string, txnTimeout time.Duration) *kgo.GroupTransactSession {
+	t.Helper()
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(addr), kgo.TransactionalID(txnID), kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.TransactionTimeout(txnTimeout),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
 }

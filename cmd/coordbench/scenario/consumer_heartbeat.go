@@ -43,24 +43,16 @@ func (consumerHeartbeat) Needs() []int16        { return []int16{10, 68} }
 func (consumerHeartbeat) DefaultClients() []int { return []int{100, 1000} } // issue 17 measures 100- and 1000-member groups
 
 func (consumerHeartbeat) Setup(ctx context.Context, env *Env) (Instance, error) {
-	boot, err := env.Dial(ctx, "", -1)
+	canCreate, err := targetCreatesTopics(ctx, env)
 	if err != nil {
 		return nil, err
 	}
-	canCreate := boot.Supports(19)
-	boot.Close()
 	if _, err := ensureTopic(ctx, env, consumerTopic, consumerPartitions, canCreate); err != nil {
 		return nil, err
 	}
-	g := &consumerGroup{env: env, name: env.Tag + "-cg"}
-	conns, err := dialAll(ctx, env.Clients, func(ctx context.Context, i int) (*kconn.Conn, error) {
-		return dialCoordinator(ctx, env, g.name, i)
-	})
+	g, err := dialConsumerGroup(ctx, env, env.Tag+"-cg")
 	if err != nil {
 		return nil, err
-	}
-	for _, c := range conns {
-		g.members = append(g.members, &consumerMember{conn: c, id: randomID()})
 	}
 	took, err := g.settle(ctx)
 	if err != nil {
@@ -68,6 +60,22 @@ func (consumerHeartbeat) Setup(ctx context.Context, env *Env) (Instance, error) 
 		return nil, fmt.Errorf("%d members joining: %w", env.Clients, err)
 	}
 	env.Info.Extra("join_stable_ms", float64(took.Microseconds())/1000)
+	return g, nil
+}
+
+// dialConsumerGroup opens one coordinator connection per client for the new KIP-848 group name
+// and gives each its member id; none has heartbeated yet.
+func dialConsumerGroup(ctx context.Context, env *Env, name string) (*consumerGroup, error) {
+	g := &consumerGroup{env: env, name: name}
+	conns, err := dialAll(ctx, env.Clients, func(ctx context.Context, i int) (*kconn.Conn, error) {
+		return dialCoordinator(ctx, env, name, i)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range conns {
+		g.members = append(g.members, &consumerMember{conn: c, id: randomID()})
+	}
 	return g, nil
 }
 

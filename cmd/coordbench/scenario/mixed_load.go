@@ -60,12 +60,10 @@ func (mixedLoad) Needs() []int16        { return []int16{8, 9, 10, 68} }
 func (mixedLoad) DefaultClients() []int { return []int{8} }
 
 func (s mixedLoad) Setup(ctx context.Context, env *Env) (Instance, error) {
-	boot, err := env.Dial(ctx, "", -1)
+	canCreate, err := targetCreatesTopics(ctx, env)
 	if err != nil {
 		return nil, err
 	}
-	canCreate := boot.Supports(19)
-	boot.Close()
 	if _, err := ensureTopic(ctx, env, consumerTopic, consumerPartitions, canCreate); err != nil {
 		return nil, err
 	}
@@ -73,15 +71,9 @@ func (s mixedLoad) Setup(ctx context.Context, env *Env) (Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &consumerGroup{env: env, name: env.Tag + mixedHeartbeatSuffix}
-	conns, err := dialAll(ctx, env.Clients, func(ctx context.Context, i int) (*kconn.Conn, error) {
-		return dialCoordinator(ctx, env, g.name, i)
-	})
+	g, err := dialConsumerGroup(ctx, env, env.Tag+mixedHeartbeatSuffix)
 	if err != nil {
 		return nil, err
-	}
-	for _, c := range conns {
-		g.members = append(g.members, &consumerMember{conn: c, id: randomID()})
 	}
 	run := &mixedLoadRun{g: g, env: env, group: env.Tag + mixedCommitSuffix, topicID: topicID}
 	if _, err := g.settle(ctx); err != nil {

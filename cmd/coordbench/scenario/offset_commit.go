@@ -34,12 +34,10 @@ func (offsetCommit) Needs() []int16        { return []int16{8, 9, 10} }
 func (offsetCommit) DefaultClients() []int { return []int{1, 8, 64} }
 
 func (offsetCommit) Setup(ctx context.Context, env *Env) (Instance, error) {
-	boot, err := env.Dial(ctx, "", -1)
+	canCreate, err := targetCreatesTopics(ctx, env)
 	if err != nil {
 		return nil, err
 	}
-	canCreate := boot.Supports(19)
-	boot.Close()
 	id, err := ensureTopic(ctx, env, offsetCommitTopic, offsetCommitPartitions, canCreate)
 	if err != nil {
 		return nil, err

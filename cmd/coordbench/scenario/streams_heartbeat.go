@@ -68,12 +68,10 @@ func (s streamsHeartbeat) DefaultClients() []int {
 }
 
 func (streamsHeartbeat) Setup(ctx context.Context, env *Env) (Instance, error) {
-	boot, err := env.Dial(ctx, "", -1)
+	canCreate, err := targetCreatesTopics(ctx, env)
 	if err != nil {
 		return nil, err
 	}
-	canCreate := boot.Supports(19)
-	boot.Close()
 	if _, err := ensureTopic(ctx, env, streamsTopic, streamsPartitions, canCreate); err != nil {
 		return nil, err
 	}

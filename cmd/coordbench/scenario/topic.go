@@ -14,6 +14,17 @@ import (
 // topicWait bounds how long a new topic may take to show a leader for every partition.
 const topicWait = 15 * time.Second
 
+// targetCreatesTopics reports whether the target serves CreateTopics (key 19), as a bootstrap
+// connection of its own sees it.
+func targetCreatesTopics(ctx context.Context, env *Env) (bool, error) {
+	boot, err := env.Dial(ctx, "", -1)
+	if err != nil {
+		return false, err
+	}
+	defer boot.Close()
+	return boot.Supports(19), nil
+}
+
 // ensureTopic creates topic with the given partition count if the target serves CreateTopics
 // (a real broker, kfake) and returns its id. A pure coordinator without CreateTopics gets
 // neither: the scenario then commits by name only (its topic ids come in later work).

@@ -275,24 +275,16 @@ func TestConsumerUpgradeFromRebalancingClassicGroup(t *testing.T) {
 // The policy gates the upgrade: under downgrade or disabled a consumer heartbeat on a live
 // classic group is refused as Kafka refuses it, and the classic group is untouched.
 func TestConsumerUpgradeRefusedByPolicy(t *testing.T) {
-	for _, policy := range []string{"downgrade", "disabled"} {
-		t.Run(policy, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := newConsumerHarness(t)
-				defer h.close()
-				h.cfg.MigrationPolicy = policy
-				h.restart()
-				stableClassicCG(t, h)
-				a := h.hb(consumerJoin("g", "a"))
-				if a.ErrorCode != kerr.GroupIDNotFound.Code || *a.ErrorMessage != "Cannot upgrade classic group g to consumer group because online upgrade is disabled." {
-					t.Fatalf("join under %s: %d %v", policy, a.ErrorCode, a.ErrorMessage)
-				}
-				if st, _, live := h.classicState(); !live || st != classic.Stable {
-					t.Fatalf("classic group after a refused upgrade: %v %v", st, live)
-				}
-			})
-		})
-	}
+	underPolicies(t, []string{"downgrade", "disabled"}, func(t *testing.T, h *consumerHarness, policy string) {
+		stableClassicCG(t, h)
+		a := h.hb(consumerJoin("g", "a"))
+		if a.ErrorCode != kerr.GroupIDNotFound.Code || *a.ErrorMessage != "Cannot upgrade classic group g to consumer group because online upgrade is disabled." {
+			t.Fatalf("join under %s: %d %v", policy, a.ErrorCode, a.ErrorMessage)
+		}
+		if st, _, live := h.classicState(); !live || st != classic.Stable {
+			t.Fatalf("classic group after a refused upgrade: %v %v", st, live)
+		}
+	})
 }
 
 // group.consumer.max.size bounds the upgrade as in Kafka: a classic group as large as the bound
@@ -356,52 +348,44 @@ func TestClassicMemberJoinsConsumerGroup(t *testing.T) {
 // classic group in PreparingRebalance at the consumer group's epoch, offsets kept; under the
 // upgrade policy the group stays a consumer group.
 func TestConsumerDowngradeWhenLastConsumerMemberLeaves(t *testing.T) {
-	for _, policy := range []string{"bidirectional", "upgrade"} {
-		t.Run(policy, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := newConsumerHarness(t)
-				defer h.close()
-				h.cfg.MigrationPolicy = policy
-				h.restart() // the shard's machines take h.cfg
-				c1, _ := stableClassicCG(t, h)
-				a := h.hb(consumerJoin("g", "a"))
-				if a.ErrorCode != 0 {
-					t.Fatalf("upgrade: %d", a.ErrorCode)
-				}
-				if l := h.hb(consumerBeat("g", "a", -1, nil)); l.ErrorCode != 0 {
-					t.Fatalf("leave: %d", l.ErrorCode)
-				}
-				st, gen, live := h.classicState()
-				if policy == "upgrade" {
-					if live || h.members("g") != 1 {
-						t.Fatalf("no downgrade under upgrade: classic %v, consumer members %d", live, h.members("g"))
-					}
-					return
-				}
-				if !live || st != classic.PreparingRebalance || h.members("g") != -1 {
-					t.Fatalf("downgrade: classic %v state %v, consumer members %d", live, st, h.members("g"))
-				}
-				got, _ := h.s.Read(context.Background(), FetchOffsets("g", []offsets.TopicPartition{{Topic: "foo", Partition: 0}}))
-				if f := got.([]FetchPartition)[0]; !f.Found || f.Committed.Offset != 7 {
-					t.Fatalf("offsets after the downgrade: %+v", f)
-				}
-				av, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Classic.Group("g").Members[0].Assignment, nil })
-				if got := decodeAssignment(t, av.([]byte)); len(got) != 4 {
-					t.Fatalf("c1's assignment in the classic group: %v, want the 4 partitions it still holds", got)
-				}
-				if code := h.cbeat(c1, gen); code != kerr.RebalanceInProgress.Code {
-					t.Fatalf("c1 heartbeat after the downgrade: %d", code)
-				}
-				h.restart()
-				done := make(chan *classic.JoinResult, 1)
-				go func() { done <- h.cjoin(cjoinReq(c1, gen)) }()
-				time.Sleep(time.Second)
-				if j := <-done; j.Code != 0 || j.Leader != c1 || len(j.Members) != 1 {
-					t.Fatalf("c1 rejoins the classic group: %+v", j)
-				}
-			})
-		})
-	}
+	underPolicies(t, []string{"bidirectional", "upgrade"}, func(t *testing.T, h *consumerHarness, policy string) {
+		c1, _ := stableClassicCG(t, h)
+		a := h.hb(consumerJoin("g", "a"))
+		if a.ErrorCode != 0 {
+			t.Fatalf("upgrade: %d", a.ErrorCode)
+		}
+		if l := h.hb(consumerBeat("g", "a", -1, nil)); l.ErrorCode != 0 {
+			t.Fatalf("leave: %d", l.ErrorCode)
+		}
+		st, gen, live := h.classicState()
+		if policy == "upgrade" {
+			if live || h.members("g") != 1 {
+				t.Fatalf("no downgrade under upgrade: classic %v, consumer members %d", live, h.members("g"))
+			}
+			return
+		}
+		if !live || st != classic.PreparingRebalance || h.members("g") != -1 {
+			t.Fatalf("downgrade: classic %v state %v, consumer members %d", live, st, h.members("g"))
+		}
+		got, _ := h.s.Read(context.Background(), FetchOffsets("g", []offsets.TopicPartition{{Topic: "foo", Partition: 0}}))
+		if f := got.([]FetchPartition)[0]; !f.Found || f.Committed.Offset != 7 {
+			t.Fatalf("offsets after the downgrade: %+v", f)
+		}
+		av, _ := h.s.Read(context.Background(), func(m *Machine) (any, error) { return m.Classic.Group("g").Members[0].Assignment, nil })
+		if got := decodeAssignment(t, av.([]byte)); len(got) != 4 {
+			t.Fatalf("c1's assignment in the classic group: %v, want the 4 partitions it still holds", got)
+		}
+		if code := h.cbeat(c1, gen); code != kerr.RebalanceInProgress.Code {
+			t.Fatalf("c1 heartbeat after the downgrade: %d", code)
+		}
+		h.restart()
+		done := make(chan *classic.JoinResult, 1)
+		go func() { done <- h.cjoin(cjoinReq(c1, gen)) }()
+		time.Sleep(time.Second)
+		if j := <-done; j.Code != 0 || j.Leader != c1 || len(j.Members) != 1 {
+			t.Fatalf("c1 rejoins the classic group: %+v", j)
+		}
+	})
 }
 
 // A classic static member taking over the instance id a consumer-protocol static member left
@@ -601,41 +585,33 @@ func TestConsumerDowngradeAfterFenceOrLeaveGroup(t *testing.T) {
 // nothing, is answered at the replacement's epoch 0. Under the upgrade policy the replacement
 // happens and the group stays a consumer group.
 func TestDowngradeByStaticClassicReplacementStaleOrRefused(t *testing.T) {
-	for _, policy := range []string{"bidirectional", "upgrade"} {
-		t.Run(policy, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := newConsumerHarness(t)
-				defer h.close()
-				h.cfg.MigrationPolicy = policy
-				h.restart()
-				inst := "i1"
-				a := consumerJoin("g", "a")
-				a.InstanceID = &inst
-				if r := h.hb(a); r.ErrorCode != 0 || r.MemberEpoch != 2 {
-					t.Fatalf("static consumer member: %+v", r)
-				}
-				j := cjoinReq("", -1)
-				j.InstanceID = &inst
-				md := kmsg.NewConsumerMemberMetadata()
-				md.Version, md.Topics, md.Generation = 3, []string{"bar", "foo"}, -1
-				j.Protocols = []classic.Protocol{{Name: "cooperative-sticky", Metadata: md.AppendTo(nil)}}
-				r := h.cjoin(j)
-				if r.Code != 0 {
-					t.Fatalf("the replacing join: %+v", r)
-				}
-				st, gen, live := h.classicState()
-				if policy == "upgrade" {
-					if live || h.members("g") != 1 {
-						t.Fatalf("under the upgrade policy: classic group %v, consumer members %d", live, h.members("g"))
-					}
-					return
-				}
-				if !live || st != classic.PreparingRebalance || gen != 2 || r.Generation != 0 || h.members("g") != -1 {
-					t.Fatalf("stale downgrade: classic %v state %v generation %d, joiner at %d, consumer members %d", live, st, gen, r.Generation, h.members("g"))
-				}
-			})
-		})
-	}
+	underPolicies(t, []string{"bidirectional", "upgrade"}, func(t *testing.T, h *consumerHarness, policy string) {
+		inst := "i1"
+		a := consumerJoin("g", "a")
+		a.InstanceID = &inst
+		if r := h.hb(a); r.ErrorCode != 0 || r.MemberEpoch != 2 {
+			t.Fatalf("static consumer member: %+v", r)
+		}
+		j := cjoinReq("", -1)
+		j.InstanceID = &inst
+		md := kmsg.NewConsumerMemberMetadata()
+		md.Version, md.Topics, md.Generation = 3, []string{"bar", "foo"}, -1
+		j.Protocols = []classic.Protocol{{Name: "cooperative-sticky", Metadata: md.AppendTo(nil)}}
+		r := h.cjoin(j)
+		if r.Code != 0 {
+			t.Fatalf("the replacing join: %+v", r)
+		}
+		st, gen, live := h.classicState()
+		if policy == "upgrade" {
+			if live || h.members("g") != 1 {
+				t.Fatalf("under the upgrade policy: classic group %v, consumer members %d", live, h.members("g"))
+			}
+			return
+		}
+		if !live || st != classic.PreparingRebalance || gen != 2 || r.Generation != 0 || h.members("g") != -1 {
+			t.Fatalf("stale downgrade: classic %v state %v generation %d, joiner at %d, consumer members %d", live, st, gen, r.Generation, h.members("g"))
+		}
+	})
 }
 
 // As Kafka 4.4's validateOnlineDowngradeWithFencedMembers, a consumer group left with classic
@@ -675,4 +651,20 @@ func TestDowngradeWhenAClassicMemberLeavesAGroupThatNowFits(t *testing.T) {
 			t.Fatalf("after the classic member left: classic group %v (%v), consumer members %d", live, st, h.members("g"))
 		}
 	})
+}
+
+// underPolicies runs test once for each of policies (group.consumer.migration.policy), each in a
+// synctest bubble of its own with a new shard whose machines take that policy.
+func underPolicies(t *testing.T, policies []string, test func(t *testing.T, h *consumerHarness, policy string)) {
+	for _, policy := range policies {
+		t.Run(policy, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newConsumerHarness(t)
+				defer h.close()
+				h.cfg.MigrationPolicy = policy
+				h.restart() // the shard's machines take h.cfg
+				test(t, h, policy)
+			})
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/consumer"
 	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -75,67 +76,6 @@ func (h *streamsHarness) beat(group, member string) runtime.WriteOp[*Machine] {
 	return StreamsHeartbeat(streamsInput(h, h.owning(group, member)))
 }
 
-func TestStreamsSteadyHeartbeatDoesNotWaitForAnotherGroupsFsync(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newStreamsHarness(t)
-		defer h.close()
-		h.hb(streamsJoin("g", "a"))
-		h.steady("g", "a")
-		// Built first: the test reads the member's tasks, and a read waits for pending records.
-		steadyBeat := h.beat("g", "a")
-		h.b.Hold(true)
-		defer h.b.Hold(false)
-		defer h.b.Release(0) // a failed check leaves records pending
-		commit := async(h.s, commitOther())
-		if _, ok := answered(commit); ok {
-			t.Fatal("commit answered before its record was durable")
-		}
-		v, ok := answered(async(h.s, steadyBeat))
-		if !ok {
-			t.Fatal("steady heartbeat waited for another group's pending fsync")
-		}
-		if r := streamsResponse(t, v); r.ErrorCode != 0 {
-			t.Fatalf("heartbeat %+v", r)
-		}
-		if n := h.b.Pending(0); n != 1 {
-			t.Fatalf("%d batches pending, want the commit's only: the steady heartbeat appended", n)
-		}
-		h.b.Release(0)
-		if _, ok := answered(commit); !ok {
-			t.Fatal("commit not answered once durable")
-		}
-	})
-}
-
-func TestStreamsHeartbeatWaitsForItsOwnGroupsPendingRecord(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newStreamsHarness(t)
-		defer h.close()
-		h.hb(streamsJoin("g", "a"))
-		h.steady("g", "a")
-		steadyBeat := h.beat("g", "a") // built first, as above
-		h.b.Hold(true)
-		defer h.b.Hold(false)
-		defer h.b.Release(0) // a failed check leaves records pending
-		cfg := async(h.s, setGroupConfig("g", "streams.heartbeat.interval.ms", "1234"))
-		beat := async(h.s, steadyBeat)
-		if _, ok := answered(beat); ok {
-			t.Fatal("heartbeat answered from its group's config before that config was durable")
-		}
-		h.b.Release(0)
-		if _, ok := answered(cfg); !ok {
-			t.Fatal("config write not answered once durable")
-		}
-		v, ok := answered(beat)
-		if !ok {
-			t.Fatal("heartbeat not answered once its group's config was durable")
-		}
-		if r := streamsResponse(t, v); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 1234 {
-			t.Fatalf("heartbeat %+v, want interval 1234 from the group's config", r)
-		}
-	})
-}
-
 // steady heartbeats a consumer member, reporting what it owns, until a heartbeat appends
 // nothing; it returns the member's epoch and assignment.
 func (h *consumerHarness) steady(group, member string) (int32, *kmsg.ConsumerGroupHeartbeatResponseAssignment) {
@@ -164,51 +104,105 @@ func (h *consumerHarness) beat(group, member string, epoch int32, owned *kmsg.Co
 	return ConsumerHeartbeat(consumerInput(h, consumerBeat(group, member, epoch, owned)))
 }
 
-func TestConsumerSteadyHeartbeatDoesNotWaitForAnotherGroupsFsync(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newConsumerHarness(t)
-		defer h.close()
-		epoch, owned := h.steady("g", "a")
-		h.b.Hold(true)
-		defer h.b.Hold(false)
-		defer h.b.Release(0) // a failed check leaves records pending
-		commit := async(h.s, commitOther())
-		v, ok := answered(async(h.s, h.beat("g", "a", epoch, owned)))
+// softStateProtocol is one heartbeat protocol under the soft-state tests.
+type softStateProtocol struct {
+	name string
+	// intervalConfig is the group config key of the interval its heartbeats answer.
+	intervalConfig string
+	// steadyMember starts a shard whose group g has one steady member a, and returns a's next
+	// steady heartbeat, built before the test holds fsyncs (building it may read the member's
+	// state, and a read waits for pending records).
+	steadyMember func(t *testing.T) (b *memlog.Backend, s *runtime.Shard[*Machine], beat runtime.WriteOp[*Machine], close func())
+	// answer is a heartbeat answer's error code and interval, and the response to show.
+	answer func(t *testing.T, v any) (code int16, intervalMs int32, resp any)
+}
+
+var softStateProtocols = []softStateProtocol{
+	{
+		name:           "streams",
+		intervalConfig: "streams.heartbeat.interval.ms",
+		steadyMember: func(t *testing.T) (*memlog.Backend, *runtime.Shard[*Machine], runtime.WriteOp[*Machine], func()) {
+			h := newStreamsHarness(t)
+			h.hb(streamsJoin("g", "a"))
+			h.steady("g", "a")
+			return h.b, h.s, h.beat("g", "a"), h.close
+		},
+		answer: func(t *testing.T, v any) (int16, int32, any) {
+			r := streamsResponse(t, v)
+			return r.ErrorCode, r.HeartbeatIntervalMillis, r
+		},
+	},
+	{
+		name:           "consumer",
+		intervalConfig: "consumer.heartbeat.interval.ms",
+		steadyMember: func(t *testing.T) (*memlog.Backend, *runtime.Shard[*Machine], runtime.WriteOp[*Machine], func()) {
+			h := newConsumerHarness(t)
+			epoch, owned := h.steady("g", "a")
+			return h.b, h.s, h.beat("g", "a", epoch, owned), h.close
+		},
+		answer: func(t *testing.T, v any) (int16, int32, any) {
+			r := consumerResponse(t, v)
+			return r.ErrorCode, r.HeartbeatIntervalMillis, r
+		},
+	},
+}
+
+// forEachProtocolHeld runs test for each protocol in a synctest bubble of its own, on a shard
+// with one steady member whose log holds every fsync until the test releases it.
+func forEachProtocolHeld(t *testing.T, test func(t *testing.T, p softStateProtocol, b *memlog.Backend, s *runtime.Shard[*Machine], steadyBeat runtime.WriteOp[*Machine])) {
+	for _, p := range softStateProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, s, steadyBeat, closeShard := p.steadyMember(t)
+				defer closeShard()
+				b.Hold(true)
+				defer b.Hold(false)
+				defer b.Release(0) // a failed check leaves records pending
+				test(t, p, b, s, steadyBeat)
+			})
+		})
+	}
+}
+
+func TestSteadyHeartbeatDoesNotWaitForAnotherGroupsFsync(t *testing.T) {
+	forEachProtocolHeld(t, func(t *testing.T, p softStateProtocol, b *memlog.Backend, s *runtime.Shard[*Machine], steadyBeat runtime.WriteOp[*Machine]) {
+		commit := async(s, commitOther())
+		if _, ok := answered(commit); ok {
+			t.Fatal("commit answered before its record was durable")
+		}
+		v, ok := answered(async(s, steadyBeat))
 		if !ok {
 			t.Fatal("steady heartbeat waited for another group's pending fsync")
 		}
-		if r := consumerResponse(t, v); r.ErrorCode != 0 {
+		if code, _, r := p.answer(t, v); code != 0 {
 			t.Fatalf("heartbeat %+v", r)
 		}
-		if n := h.b.Pending(0); n != 1 {
+		if n := b.Pending(0); n != 1 {
 			t.Fatalf("%d batches pending, want the commit's only: the steady heartbeat appended", n)
 		}
-		h.b.Release(0)
+		b.Release(0)
 		if _, ok := answered(commit); !ok {
 			t.Fatal("commit not answered once durable")
 		}
 	})
 }
 
-func TestConsumerHeartbeatWaitsForItsOwnGroupsPendingRecord(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newConsumerHarness(t)
-		defer h.close()
-		epoch, owned := h.steady("g", "a")
-		h.b.Hold(true)
-		defer h.b.Hold(false)
-		defer h.b.Release(0) // a failed check leaves records pending
-		async(h.s, setGroupConfig("g", "consumer.heartbeat.interval.ms", "1234"))
-		beat := async(h.s, h.beat("g", "a", epoch, owned))
+func TestHeartbeatWaitsForItsOwnGroupsPendingRecord(t *testing.T) {
+	forEachProtocolHeld(t, func(t *testing.T, p softStateProtocol, b *memlog.Backend, s *runtime.Shard[*Machine], steadyBeat runtime.WriteOp[*Machine]) {
+		cfg := async(s, setGroupConfig("g", p.intervalConfig, "1234"))
+		beat := async(s, steadyBeat)
 		if _, ok := answered(beat); ok {
 			t.Fatal("heartbeat answered from its group's config before that config was durable")
 		}
-		h.b.Release(0)
+		b.Release(0)
+		if _, ok := answered(cfg); !ok {
+			t.Fatal("config write not answered once durable")
+		}
 		v, ok := answered(beat)
 		if !ok {
 			t.Fatal("heartbeat not answered once its group's config was durable")
 		}
-		if r := consumerResponse(t, v); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 1234 {
+		if code, interval, r := p.answer(t, v); code != 0 || interval != 1234 {
 			t.Fatalf("heartbeat %+v, want interval 1234 from the group's config", r)
 		}
 	})
@@ -223,11 +217,7 @@ func streamsInput(h *streamsHarness, req *kmsg.StreamsGroupHeartbeatRequest) str
 
 func streamsResponse(t *testing.T, v any) *kmsg.StreamsGroupHeartbeatResponse {
 	t.Helper()
-	out, ok := v.(streams.HeartbeatOutput)
-	if !ok {
-		t.Fatalf("heartbeat answered %v", v)
-	}
-	return out.Response
+	return heartbeatOutput[streams.HeartbeatOutput](t, v).Response
 }
 
 func consumerInput(h *consumerHarness, req *kmsg.ConsumerGroupHeartbeatRequest) consumer.HeartbeatInput {
@@ -239,9 +229,16 @@ func consumerInput(h *consumerHarness, req *kmsg.ConsumerGroupHeartbeatRequest) 
 
 func consumerResponse(t *testing.T, v any) *kmsg.ConsumerGroupHeartbeatResponse {
 	t.Helper()
-	out, ok := v.(consumer.HeartbeatOutput)
+	return heartbeatOutput[consumer.HeartbeatOutput](t, v).Response
+}
+
+// heartbeatOutput is a heartbeat write's answer v as its protocol's output type; anything else
+// (an error) fails the test.
+func heartbeatOutput[T any](t *testing.T, v any) T {
+	t.Helper()
+	out, ok := v.(T)
 	if !ok {
 		t.Fatalf("heartbeat answered %v", v)
 	}
-	return out.Response
+	return out
 }
