@@ -123,6 +123,22 @@ func ready(g *gateway) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// clientWithTopic is a client of every node and the test's topic (3 partitions) created
+// through it.
+func (s *scaleOut) clientWithTopic(ctx context.Context, t *testing.T) (*kgo.Client, *kadm.Client) {
+	t.Helper()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(s.ids()...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
+		t.Fatal(err)
+	}
+	return kc, adm
+}
+
 // waitSpread waits until live, and only live, hold every shard, each node of live knows
 // exactly them, and every one is ready.
 func (s *scaleOut) waitSpread(within time.Duration, live ...int32) {
@@ -342,15 +358,7 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ids := s.ids()
-	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
-		t.Fatal(err)
-	}
+	kc, adm := s.clientWithTopic(ctx, t)
 	// Every node lists every node, each under its own id and address, in Metadata and in
 	// DescribeCluster.
 	for _, id := range ids {
@@ -602,15 +610,7 @@ func TestScaleOutPausedNodeNeverAcknowledgesAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ids := s.ids()
-	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
-		t.Fatal(err)
-	}
+	_, adm := s.clientWithTopic(ctx, t)
 	details, err := adm.ListTopics(ctx, s.topic)
 	if err != nil {
 		t.Fatal(err)
@@ -762,15 +762,7 @@ func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 	defer cancel()
 	ids := s.ids()
 	stopped, other := ids[0], ids[1]
-	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, s.topic); err != nil {
-		t.Fatal(err)
-	}
+	_, adm := s.clientWithTopic(ctx, t)
 	var group string
 	for i := 0; group == ""; i++ {
 		if g := fmt.Sprintf("sl-group-%d", i); coordinatorOf(ctx, t, adm, g) == stopped {
