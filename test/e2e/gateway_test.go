@@ -229,7 +229,7 @@ func connectionsTo(t *testing.T, pid int, addr string) int {
 	owners := socketOwners()
 	n := 0
 	for _, sk := range tcpSockets(tcpEstablished) {
-		if sk.remotePort == port && owners[sk.inode] == pid {
+		if o, ok := owners[sk.inode]; ok && sk.remotePort == port && o.pid == pid {
 			n++
 		}
 	}

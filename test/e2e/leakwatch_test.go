@@ -20,7 +20,7 @@ import (
 // address through the gateway: the leak gateway mode must never have.
 type upstreamWatch struct {
 	port    int
-	allowed func(pid int) bool
+	allowed func(socketOwner) bool
 
 	mu     sync.Mutex
 	seen   map[string]bool // socket inodes already judged
@@ -30,7 +30,7 @@ type upstreamWatch struct {
 	period time.Duration
 }
 
-func watchUpstream(addr string, allowed func(pid int) bool) (*upstreamWatch, error) {
+func watchUpstream(addr string, allowed func(socketOwner) bool) (*upstreamWatch, error) {
 	_, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -85,45 +85,60 @@ func (w *upstreamWatch) scan() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, inode := range fresh {
-		pid, ok := owners[inode]
+		owner, ok := owners[inode]
 		if !ok {
-			continue // closed since, or not yet in a descriptor table: judged at the next scan
+			continue // closed since, or its process gone: judged at the next scan if still there
 		}
 		w.seen[inode] = true
-		if !w.allowed(pid) {
+		if !w.allowed(owner) {
 			w.leaks = append(w.leaks, fmt.Sprintf("%s connected to the upstream at 127.0.0.1:%d directly",
-				describeProcess(pid), w.port))
+				owner, w.port))
 		}
 	}
 }
 
-// socketOwners maps every socket inode of every process to its pid.
-func socketOwners() map[string]int {
-	owners := map[string]int{}
+// socketOwner is the process holding a socket, as it was when its descriptors were read.
+type socketOwner struct {
+	pid     int
+	exe     string
+	cmdline []string
+}
+
+func (o socketOwner) String() string {
+	args := o.cmdline
+	if len(args) > 6 {
+		args = append(args[:6:6], "...")
+	}
+	return fmt.Sprintf("process %d (%s)", o.pid, strings.Join(args, " "))
+}
+
+// socketOwners maps every socket inode of every live process to its owner. A process is read
+// whole at once (its executable and command line before its descriptors): one killed meanwhile,
+// as the kill -9 tests do to coordinatord, is left out rather than judged by a process that is
+// no longer there to name.
+func socketOwners() map[string]socketOwner {
+	owners := map[string]socketOwner{}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
 		if err != nil {
 			continue
 		}
+		exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		owner := socketOwner{pid: pid, exe: exe, cmdline: strings.Fields(strings.ReplaceAll(string(cmdline), "\x00", " "))}
 		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
 		for _, fd := range fds {
 			link, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name()))
 			if err == nil && strings.HasPrefix(link, "socket:[") {
-				owners[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = pid
+				owners[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = owner
 			}
 		}
 	}
 	return owners
-}
-
-func describeProcess(pid int) string {
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	args := strings.Fields(strings.ReplaceAll(string(cmdline), "\x00", " "))
-	if len(args) > 6 {
-		args = append(args[:6], "...")
-	}
-	return fmt.Sprintf("process %d (%s)", pid, strings.Join(args, " "))
 }
 
 // listenerPid is the process listening on port: the broker, whose own connections to its
@@ -131,8 +146,8 @@ func describeProcess(pid int) string {
 func listenerPid(port int) int {
 	for _, sk := range tcpSockets(tcpListen) {
 		if sk.localPort == port {
-			if pid, ok := socketOwners()[sk.inode]; ok {
-				return pid
+			if owner, ok := socketOwners()[sk.inode]; ok {
+				return owner.pid
 			}
 		}
 	}
@@ -177,7 +192,7 @@ func tcpSockets(state string) []tcpSocket {
 
 // gatewayOrBroker allows the connections coordinatord (any process running the binary under
 // test), the broker and this test process make to the upstream.
-func gatewayOrBroker(upstream string) func(pid int) bool {
+func gatewayOrBroker(upstream string) func(socketOwner) bool {
 	_, portText, _ := net.SplitHostPort(upstream)
 	port, _ := strconv.Atoi(portText)
 	broker := listenerPid(port)
@@ -186,12 +201,8 @@ func gatewayOrBroker(upstream string) func(pid int) bool {
 	if err != nil {
 		coordinatord = binaryPath
 	}
-	return func(pid int) bool {
-		if pid == self || pid == broker {
-			return true
-		}
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		return err == nil && exe == coordinatord
+	return func(o socketOwner) bool {
+		return o.pid == self || o.pid == broker || o.exe == coordinatord
 	}
 }
 
