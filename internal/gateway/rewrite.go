@@ -72,11 +72,7 @@ func (g *Gateway) rewriteMetadataBrokers(in []kmsg.MetadataResponseBroker) []kms
 		b.Host, b.Port = host, port
 		out = append(out, b)
 	}
-	s := kmsg.NewMetadataResponseBroker()
-	s.NodeID = g.opts.NodeID
-	s.Host, s.Port = g.self()
-	out = append(out, s)
-	for _, p := range g.peers() {
+	for _, p := range g.nodes() {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = p.ID, p.Host, p.Port
 		out = append(out, b)
@@ -84,12 +80,14 @@ func (g *Gateway) rewriteMetadataBrokers(in []kmsg.MetadataResponseBroker) []kms
 	return out
 }
 
-// peers are the other coordinatord nodes, never this one.
-func (g *Gateway) peers() []Peer {
+// nodes are the coordinatord nodes a broker list shows: this one first, then the others.
+func (g *Gateway) nodes() []Peer {
+	self := Peer{ID: g.opts.NodeID}
+	self.Host, self.Port = g.self()
+	out := []Peer{self}
 	if g.opts.Peers == nil {
-		return nil
+		return out
 	}
-	var out []Peer
 	for _, p := range g.opts.Peers() {
 		if p.ID != g.opts.NodeID {
 			out = append(out, p)
@@ -111,11 +109,7 @@ func (g *Gateway) rewriteClusterBrokers(in []kmsg.DescribeClusterResponseBroker)
 		b.Host, b.Port = host, port
 		out = append(out, b)
 	}
-	s := kmsg.NewDescribeClusterResponseBroker()
-	s.NodeID = g.opts.NodeID
-	s.Host, s.Port = g.self()
-	out = append(out, s)
-	for _, p := range g.peers() {
+	for _, p := range g.nodes() {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = p.ID, p.Host, p.Port
 		out = append(out, b)
