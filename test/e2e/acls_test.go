@@ -8,6 +8,7 @@ import (
 // Apache Kafka 4.4's kafka-acls.sh (AclCommand) manages coordinatord's ACLs as a broker's:
 // add with prefixed patterns and hosts, list, remove.
 func TestStandalone_KafkaAclsToolWorks(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	addr := startStandalone(t, "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "super.users=User:ANONYMOUS").Addr
 	const tool = "org.apache.kafka.tools.AclCommand"

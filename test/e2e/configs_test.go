@@ -16,6 +16,7 @@ import (
 // A DescribeConfigs naming [TOPIC t, GROUP g, TOPIC u] through the gateway: the topics are
 // answered by the upstream, the group by coordinatord, all three in request order.
 func TestGateway_MixedDescribeConfigsAnsweredInOrder(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -89,6 +90,7 @@ func TestGateway_MixedDescribeConfigsAnsweredInOrder(t *testing.T) {
 // Kafka's own kafka-configs.sh through the gateway: alter and describe a group config, and
 // describe coordinatord's broker entry.
 func TestGateway_KafkaConfigsToolGroupsAndBroker(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	checkConfigsTool(t, g.Addr, "cfgtool-"+strconv.FormatInt(time.Now().UnixNano(), 36))
@@ -135,6 +137,7 @@ func checkConfigsTool(t *testing.T, addr, group string) {
 // The word count with three instances and the group's streams.num.standby.replicas=1, set
 // before the group exists: every instance holds standby tasks.
 func TestGateway_WordCountStandbysFromGroupConfig(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	wordCountClasspath(t)
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")

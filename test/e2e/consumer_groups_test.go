@@ -40,6 +40,7 @@ func committedSum(t *testing.T, ctx context.Context, adm *kadm.Client, group str
 // A Java 4.4 KafkaConsumer with group.protocol=consumer consumes and commits through the
 // gateway; the group it leaves behind is a consumer group coordinatord describes.
 func TestGateway_JavaConsumerProtocolConsumesAndCommits(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -71,6 +72,7 @@ func TestGateway_JavaConsumerProtocolConsumesAndCommits(t *testing.T) {
 // Three franz-go next-gen members (ServerSideBalancer) share a topic through the gateway,
 // consume every record once between them and commit.
 func TestGateway_NextGenKgoMembersShareATopic(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t, "group.consumer.min.heartbeat.interval.ms=500", "group.consumer.heartbeat.interval.ms=500")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -62,6 +62,7 @@ func (c *javaGroupConsumer) stop(t *testing.T) {
 // consumer protocol (the first consumer-protocol member upgrades the group) and back (the last
 // one leaving downgrades it); every record is consumed and committed, the group type follows.
 func TestGateway_JavaConsumerRollingProtocolSwitch(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

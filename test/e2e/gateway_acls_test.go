@@ -20,6 +20,7 @@ import (
 // kafka-acls.sh through the gateway lands upstream (not in coordinatord) and then lets the
 // client commit to the group it was denied, with no restart.
 func TestGateway_GroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	adminAddr, saslAddr, caFile := startSASLKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

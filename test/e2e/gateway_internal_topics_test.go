@@ -17,6 +17,7 @@ import (
 // status detail, no tasks, and the same on its next heartbeat, which tries again. Nothing half
 // made is left upstream.
 func TestGateway_UpstreamRefusingAnInternalTopicReachesTheMember(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

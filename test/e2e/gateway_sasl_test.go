@@ -117,6 +117,7 @@ func testCertificates(t *testing.T, dir string) (caFile, keystore string) {
 // may write and read her topic, bob may not, although the gateway's own user could describe it),
 // while the group and its offsets live in coordinatord. A wrong password is refused.
 func TestGateway_SCRAMClientsRelayedToASASLUpstream(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	adminAddr, saslAddr, caFile := startSASLKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

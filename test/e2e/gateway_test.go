@@ -134,6 +134,7 @@ func TestGateway_ProduceConsumeCommitThroughGateway(t *testing.T) {
 
 // Admin clients ask every broker for its groups and concatenate: each group is listed once.
 func TestGateway_ListGroupsListsEachGroupOnce(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -171,6 +172,7 @@ func TestGateway_ListGroupsListsEachGroupOnce(t *testing.T) {
 // A restart keeps every upstream node on its port, so clients' cached addresses and fetch
 // sessions stay valid.
 func TestGateway_BrokerPortsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -239,6 +241,7 @@ func connectionsTo(t *testing.T, pid int, addr string) int {
 // coordinatord's node id must differ from every upstream broker's, or clients could not tell
 // the coordinator from the broker: such a gateway refuses to start, with an ERROR saying so.
 func TestGateway_NodeIDClashRefusesStart(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	base := freePortRange(t, 3)
 	cmd := exec.Command(binaryPath, "serve",
@@ -263,6 +266,7 @@ func TestGateway_NodeIDClashRefusesStart(t *testing.T) {
 // refreshes) is a new topic: the old one's committed offsets are gone, as Kafka drops a deleted
 // topic's offsets, and commits for the new one work.
 func TestGateway_TopicRecreatedUpstreamStartsWithoutOffsets(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t, "upstream.metadata.max.age.ms=300")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -326,6 +330,7 @@ func TestGateway_TopicRecreatedUpstreamStartsWithoutOffsets(t *testing.T) {
 // A topic created upstream a moment before a commit names it (spec gateway G6.3): the commit
 // refreshes the catalog instead of being refused, although the periodic refresh is far away.
 func TestGateway_CommitForATopicJustCreatedUpstream(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t, "upstream.metadata.max.age.ms=600000")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

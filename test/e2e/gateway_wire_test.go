@@ -229,6 +229,7 @@ func assertNoUpstreamAddress(t *testing.T, what string, body []byte) {
 // G1.1: Metadata at every version on every port lists each upstream broker at its gateway port
 // and coordinatord at its own, and no answer carries the upstream's address.
 func TestGateway_S1_MetadataEveryVersionEveryPort(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	self, brokers := gatewayPorts(t, g)
@@ -263,6 +264,7 @@ func TestGateway_S1_MetadataEveryVersionEveryPort(t *testing.T) {
 // G1.2: DescribeCluster is rewritten as Metadata, lists coordinatord unfenced, and the
 // upstream's error answer (MISMATCHED_ENDPOINT_TYPE) arrives as it came, with no brokers.
 func TestGateway_S1_DescribeClusterRewrite(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	self, brokers := gatewayPorts(t, g)
@@ -309,6 +311,7 @@ func TestGateway_S1_DescribeClusterRewrite(t *testing.T) {
 // G1.3: FindCoordinator for transactional ids is forwarded and answers the coordinator's
 // gateway port, at every version, batched keys included.
 func TestGateway_S1_FindTransactionCoordinator(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	_, brokers := gatewayPorts(t, g)
@@ -368,6 +371,7 @@ func TestGateway_S1_FindTransactionCoordinator(t *testing.T) {
 // G3.3: FindCoordinator for groups answers coordinatord on every port at every version, and
 // batched keys are echoed as sent.
 func TestGateway_S3_FindGroupCoordinatorEveryPort(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	host, portText, _ := net.SplitHostPort(g.Addr)
@@ -409,6 +413,7 @@ func TestGateway_S3_FindGroupCoordinatorEveryPort(t *testing.T) {
 // G3.1: the group APIs answer the same on coordinatord's port and on a broker port (ListGroups
 // aside: broker ports list nothing, see TestGateway_ListGroupsListsEachGroupOnce).
 func TestGateway_S3_LocalAnswersIdenticalOnEveryPort(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ports := allPorts(t, g)
@@ -505,6 +510,7 @@ var neverServed = []int16{4, 5, 6, 7, 52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73
 // AddPartitionsToTxn v4, has its connection closed without an answer (docs/gateway.md), as a
 // Kafka listener does for a key it does not serve: nothing is forwarded.
 func TestGateway_S2_NeverForwardedKeys(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	hidden := append([]int16{27, 76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92}, neverServed...)
@@ -548,6 +554,7 @@ func TestGateway_S2_NeverForwardedKeys(t *testing.T) {
 // the v0 fallback behind header v0 with only key 18 at the gateway's range, and the
 // connection stays usable.
 func TestGateway_S4_ApiVersionsEveryVersionAndTooNew(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	for _, port := range allPorts(t, g) {
@@ -589,6 +596,7 @@ func TestGateway_S4_ApiVersionsEveryVersionAndTooNew(t *testing.T) {
 // streams.version and group.version;
 // v3 leaves out supported features whose minimum is 0, v4 lists them.
 func TestGateway_S4_FeaturesAreTheUpstreamsWithCoordinatordsGroupFeatures(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	apiVersions := func(addr string, v int16) *kmsg.ApiVersionsResponse {
@@ -651,6 +659,7 @@ func TestGateway_S4_FeaturesAreTheUpstreamsWithCoordinatordsGroupFeatures(t *tes
 // G5.1: pipelined on a broker port, a Fetch that waits upstream, a FindCoordinator answered by
 // coordinatord and a forwarded Metadata come back in request order with their own ids.
 func TestGateway_S5_PipelinedRequestsAnsweredInOrder(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	_, brokers := gatewayPorts(t, g)
@@ -690,6 +699,7 @@ func TestGateway_S5_PipelinedRequestsAnsweredInOrder(t *testing.T) {
 // G5.2: a Produce with acks=0 gets no answer, yet does not hold up the next request: the
 // Metadata after it is answered, and the record was written.
 func TestGateway_S5_AcksZeroProduceThenMetadata(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	_, brokers := gatewayPorts(t, g)
@@ -759,6 +769,7 @@ func oneRecordBatch(v []byte) []byte {
 // G6.1: an OffsetCommit v10 names the topic by the upstream's id, as Streams and KIP-848
 // clients do; OffsetFetch v10 gives the same id and offset back, and v9 by name agrees.
 func TestGateway_S6_CommitByUpstreamTopicID(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -816,6 +827,7 @@ func TestGateway_S6_CommitByUpstreamTopicID(t *testing.T) {
 // and then waiting forever for room); a consumer whose fetch.max.bytes fits the budget reads
 // every record through the same gateway.
 func TestGateway_S5_FetchAnswerBoundedByQueuedMaxRequestBytes(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t, "socket.request.max.bytes=1048576", "queued.max.request.bytes=2097152")
 	_, brokers := gatewayPorts(t, g)

@@ -14,6 +14,7 @@ import (
 // coordinatord started on an empty log.dirs (another machine, a lost disk) loads them from the
 // state topic and answers them.
 func TestKafkaLogBackendKeepsCommittedOffsetsAcrossKill(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	run := time.Now().UnixNano()
 	sets := []string{"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=kl%d", run),
@@ -78,6 +79,7 @@ func TestKafkaLogBackendKeepsCommittedOffsetsAcrossKill(t *testing.T) {
 // Two nodes of one cluster.id with the same node.id: the upstream group's leader gives the
 // second no shards and it says why, while the first keeps every shard and serves on.
 func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	run := time.Now().UnixNano()
 	sets := append([]string{"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=kf%d", run),

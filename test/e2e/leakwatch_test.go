@@ -210,6 +210,7 @@ func gatewayOrBroker(upstream string) func(socketOwner) bool {
 // only that one: here a shell plays the leaking client against a listener of the test's own,
 // beside a connection of the test process itself, which is allowed.
 func TestUpstreamWatchNamesADirectClient(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

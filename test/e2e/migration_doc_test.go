@@ -19,6 +19,7 @@ import (
 // names that run the same tool classes of Kafka 4.4; the page's addresses and application id are
 // moved to the test's.
 func TestGateway_MigrationDocRunsAsWritten(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {

@@ -56,6 +56,7 @@ func waitStreamsMembers(t *testing.T, ctx context.Context, cl *kgo.Client, group
 // some count off for good), and the instances' own task-assignment logs show no task processed
 // by two of them at the same time.
 func TestGateway_StreamsWordCountOnlineMigration(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	wordCountClasspath(t)
 	g := startGateway(t, "group.initial.rebalance.delay.ms=0", "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")

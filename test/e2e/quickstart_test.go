@@ -15,6 +15,7 @@ import (
 // repository root, each checked by the `# expect:` text its line names. The ports are moved to
 // free ones (the page documents the variables) so the run cannot collide with anything else.
 func TestQuickstartDocRunsAsWritten(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {

@@ -81,6 +81,7 @@ func (c *rdkafkaConsumer) lines() []string {
 // consumed exactly once between them and committed, and ConsumerGroupDescribe shows the three
 // as consumer-protocol members.
 func TestGateway_RdkafkaConsumerProtocolMembersShareATopic(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	python := rdkafkaPythonPath(t)
 	g := startGateway(t, "group.consumer.min.heartbeat.interval.ms=500", "group.consumer.heartbeat.interval.ms=500")

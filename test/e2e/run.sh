@@ -29,17 +29,32 @@ cleanup() {
 trap cleanup EXIT
 
 start=$SECONDS
-E2E=1 E2E_KAFKA_DIR="$tmp/kafka" go test -count=1 -timeout 30m -v ./test/e2e "$@" 2>&1 |
-  grep -v -e '^=== RUN' -e '^=== PAUSE' -e '^=== CONT' -e '^=== NAME'
-status=${PIPESTATUS[0]}
-# The Kafka log backend's broker tests (internal/state/log/kafkalog) against a broker of their
-# own: they create, compact and fence their own topic and transactional ids.
-if (( status == 0 )); then
-  addr="$(test/kafka/kafka.sh start --dir "$tmp/kafkalog" --no-warmup | sed -n 's/^KAFKA_ADDR=//p')"
+# The Kafka log backend's broker tests (internal/state/log/kafkalog) run beside the e2e tests,
+# against a broker of their own: they create, compact and fence their own topic and
+# transactional ids, and most of their time is spent waiting on the broker.
+kafkalog_tests() (
+  set +e
+  addr="$(test/kafka/kafka.sh start --dir "$tmp/kafkalog" --no-warmup | sed -n 's/^KAFKA_ADDR=//p')" || return 1
   KAFKALOG_KAFKA_ADDR="$addr" go test -race -count=1 -timeout 5m -v ./internal/state/log/kafkalog 2>&1 |
     grep -v -e '^=== RUN' -e '^=== PAUSE' -e '^=== CONT' -e '^=== NAME'
-  status=${PIPESTATUS[0]}
+  rc=${PIPESTATUS[0]}
   test/kafka/kafka.sh stop --dir "$tmp/kafkalog" >/dev/null 2>&1 || true
+  exit "$rc"
+)
+kafkalog_status=0
+if [[ -z "${E2E_NO_KAFKALOG:-}" && "$*" != *-run* ]]; then
+  kafkalog_tests >"$tmp/kafkalog.out" 2>&1 &
+  kafkalog_pid=$!
+fi
+# Independent tests run side by side (t.Parallel): each starts its own coordinatord and names its
+# own topics, and most of their time is spent waiting on sessions, JVMs and the broker.
+E2E=1 E2E_KAFKA_DIR="$tmp/kafka" go test -count=1 -timeout 30m -parallel "${E2E_PARALLEL:-4}" -v ./test/e2e "$@" 2>&1 |
+  grep -v -e '^=== RUN' -e '^=== PAUSE' -e '^=== CONT' -e '^=== NAME'
+status=${PIPESTATUS[0]}
+if [[ -n "${kafkalog_pid:-}" ]]; then
+  wait "$kafkalog_pid" || kafkalog_status=$?
+  cat "$tmp/kafkalog.out"
+  (( kafkalog_status == 0 )) || status=1
 fi
 if (( status != 0 )); then
   log "FAILED after $(( SECONDS - start )) s"

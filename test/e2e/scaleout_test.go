@@ -353,6 +353,7 @@ func ackedBy(acks []ack, node int32, t time.Time) bool {
 // the survivors hand it shards under load. No acknowledged commit is lost, and no group was
 // acknowledged by two nodes at once.
 func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	s := startScaleOut(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -605,6 +606,7 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 // it never acknowledges for them again: a commit sent to it directly answers NOT_COORDINATOR,
 // and it lets go of the shards (its lease lapsed) before the group hears from it again.
 func TestScaleOutPausedNodeNeverAcknowledgesAgain(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	s := startScaleOut(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -756,6 +758,7 @@ func regainedSince(g *gateway, t time.Time) bool {
 // takes them without waiting for the session timeout, which is set far beyond the wait here,
 // and serves the last offset the stopped node acknowledged.
 func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	s := startScaleOut(t, 2, "log.kafka.session.timeout.ms=120000", "log.kafka.rebalance.timeout.ms=120000")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -831,6 +834,7 @@ func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 // owner still holds the shard in the assignment, so it loads it again and serves the group,
 // with what it had acknowledged.
 func TestScaleOutFencedShardIsReloadedByItsOwner(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	s := startScaleOut(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

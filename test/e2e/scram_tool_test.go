@@ -17,6 +17,7 @@ import (
 // --describe), and the user it creates logs in on a SASL listener. docs/security.md runs these
 // commands.
 func TestKafkaConfigsManagesSCRAMUsers(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	base := freePortRange(t, 2)
 	saslAddr := "127.0.0.1:" + strconv.Itoa(base+1)

@@ -27,6 +27,7 @@ import (
 // administrator's own client configuration, which the page leaves to the reader) is this
 // broker's: its PLAINTEXT listener, where User:ANONYMOUS is a super user.
 func TestSecurityDocRunsAsWritten(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {

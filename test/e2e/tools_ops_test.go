@@ -20,6 +20,7 @@ const consumerGroupCommand = "org.apache.kafka.tools.consumer.group.ConsumerGrou
 // every --reset-offsets mode, --delete-offsets and --delete; kafka-groups.sh --list --consumer;
 // and kafka-topics.sh --describe.
 func TestGateway_KafkasConsumerGroupToolEverySubCommand(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -252,6 +253,7 @@ func kafkaToolResult(t *testing.T, class, addr string, args ...string) (string, 
 // other resets) fail with the tool's own message naming ListOffsets, as docs/operations.md lists
 // them.
 func TestStandalone_KafkasToolsAnswerOrSayWhyNot(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	d := startStandalone(t, "group.streams.initial.rebalance.delay.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

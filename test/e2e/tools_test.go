@@ -54,6 +54,7 @@ func rows(out, first string) [][]string {
 // (verbose too); then, with the application stopped, --reset-offsets (--to-current,
 // --to-earliest), --delete-offsets and --delete. kafka-groups.sh --list shows the streams group beside a classic one.
 func TestGateway_KafkasStreamsGroupToolEverySubCommand(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -267,6 +268,7 @@ func waitGroupState(t *testing.T, ctx context.Context, adm *kadm.Client, group, 
 // A plain Java KafkaConsumer (classic protocol) consumes and commits through the gateway, in a
 // group coordinatord serves.
 func TestGateway_JavaConsumerGroupConsumesAndCommits(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t, "group.initial.rebalance.delay.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -307,6 +309,7 @@ func TestGateway_JavaConsumerGroupConsumesAndCommits(t *testing.T) {
 // the upstream broker that coordinates it), and coordinatord's node shows one log directory
 // with no partitions while the upstream broker shows its own.
 func TestGateway_KafkasTransactionAndLogDirToolsWork(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -187,6 +187,7 @@ func wantOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic
 // without the application seeing anything, both calls succeed once coordinatord is back, and
 // the offsets and output of both transactions are committed.
 func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
+	t.Parallel()
 	c := startTxnCase(t, "kr", 5*time.Minute, 1)
 	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
@@ -224,6 +225,7 @@ func TestGateway_KIP1050RetriableJavaProducerRidesOutARestart(t *testing.T) {
 // partition is created (through the gateway) and coordinatord's catalog has it, the same
 // sendOffsetsToTransaction call returns and the transaction commits with that offset.
 func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *testing.T) {
+	t.Parallel()
 	c := startTxnCase(t, "ku", 3*time.Minute, 1, "upstream.metadata.max.age.ms=1000")
 	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
@@ -263,6 +265,7 @@ func TestGateway_KIP1050RefreshRetriableUnknownPartitionRetriedUntilItExists(t *
 // GroupTransactSession aborts the transaction in End (committed=false, no error) and commits
 // the same records in the next one. Nothing of the aborted transactions is visible.
 func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *testing.T) {
+	t.Parallel()
 	c := startTxnCase(t, "ks", 4*time.Minute, 1)
 	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 
@@ -322,6 +325,7 @@ func TestGateway_KIP1050StaleMembershipAbortsAndTheNextTransactionCommits(t *tes
 // ProducerFencedException and it can do nothing more, and the new producer's transaction
 // commits alone: its offsets only, its records only.
 func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T) {
+	t.Parallel()
 	c := startTxnCase(t, "kf", 3*time.Minute, 2)
 	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 	txnID := "kf-" + run
@@ -359,6 +363,7 @@ func TestGateway_KIP1050FencedJavaProducerSurfacesAndANewOneCommits(t *testing.T
 // sendOffsetsToTransaction, which the Java producer makes abortable: it aborts, and a
 // transaction on a group it may read commits, offsets and records.
 func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	adminAddr, saslAddr, caFile := startSASLKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -412,6 +417,7 @@ func TestGateway_KIP1050InvalidConfigurationAuthorizationDenied(t *testing.T) {
 // committed or left staged; a new session with the same id consumes from the committed offsets
 // and commits every record once.
 func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testing.T) {
+	t.Parallel()
 	c := startTxnCase(t, "kff", 3*time.Minute, 1)
 	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 	txnID := "kff-" + run
@@ -487,6 +493,7 @@ func TestGateway_KIP1050FencedTransactSessionSurfacesAndANewOneCommits(t *testin
 // rides it out: no error, the transaction commits, and at the end every input record is in the
 // output once, read_committed, with the offsets committed to match.
 func TestGateway_KIP1050RetriableTransactSessionRidesOutARestart(t *testing.T) {
+	t.Parallel()
 	c := startTxnCase(t, "krf", 4*time.Minute, 1)
 	g, ctx, cl, run, in, out, group := c.g, c.ctx, c.cl, c.run, c.in, c.out, c.group
 	const n = 10

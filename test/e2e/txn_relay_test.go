@@ -60,6 +60,7 @@ func stableOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, group, top
 // (RequireStable finds nothing staged); after an aborted transaction they are where the last
 // commit left them. The output, read with read_committed, has each committed record once.
 func TestGateway_TransactSessionCommitsAndAbortsOffsets(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -238,6 +239,7 @@ func retry(t *testing.T, what string, f func() int16) {
 // commits the offsets. A second transaction left by the kill is aborted upstream by its
 // timeout, and the restarted gateway drops its staged offsets.
 func TestGateway_TxnOutcomeResolvedAfterKill(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -300,6 +302,7 @@ func TestGateway_TxnOutcomeResolvedAfterKill(t *testing.T) {
 // InitProducerId through the gateway aborts the old transaction's staged offsets before it is
 // answered, and the zombie can neither commit them nor stage new ones.
 func TestGateway_FencedProducersOffsetsAreAborted(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -358,6 +361,7 @@ func TestGateway_FencedProducersOffsetsAreAborted(t *testing.T) {
 // transaction by timeout, and the relay's sweep drops the staged offsets without any request of
 // the producer.
 func TestGateway_VanishedProducerAbortedByTimeout(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -389,6 +393,7 @@ func TestGateway_VanishedProducerAbortedByTimeout(t *testing.T) {
 // recovery that follows: the run after that commits exactly the committed transactions' offsets
 // and drops the aborted one's, and a client's retried EndTxn changes nothing.
 func TestGateway_TxnOutcomesSurviveKillsBeforeTheAnswerAndDuringRecovery(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

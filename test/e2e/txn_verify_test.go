@@ -15,6 +15,7 @@ import (
 // the code Kafka's group coordinator uses, and accepted once AddOffsetsToTxn added it; a
 // producer with an old epoch is fenced.
 func TestGateway_TxnOffsetCommitVerifiedUpstream(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	g := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

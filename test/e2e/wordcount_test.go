@@ -19,6 +19,7 @@ import (
 // coordinator and creates its repartition and changelog topics upstream. It scales 1 -> 3 -> 1
 // instances with input flowing, tasks spread while three run, and the final counts are exact.
 func TestGateway_StreamsWordCountScalesAndCountsExactly(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	wordCountClasspath(t) // build before any clock starts
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
@@ -225,6 +226,7 @@ func (r *wordCountRun) produce(t *testing.T, ctx context.Context, batch int) {
 // The same application with the classic rebalance protocol: coordinatord serves it as a
 // classic group through the gateway.
 func TestGateway_StreamsWordCountClassicProtocol(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	wordCountClasspath(t)
 	g := startGateway(t, "group.initial.rebalance.delay.ms=0")
@@ -256,6 +258,7 @@ func TestGateway_StreamsWordCountClassicProtocol(t *testing.T) {
 // never restarted itself, goes on, and every input record is reflected in the output (counts
 // are at least the expected ones: at-least-once may count a replayed record twice).
 func TestGateway_StreamsWordCountSurvivesCoordinatordKill(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	wordCountClasspath(t)
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
@@ -283,6 +286,7 @@ func TestGateway_StreamsWordCountSurvivesCoordinatordKill(t *testing.T) {
 // (API 93) when a heartbeat answer asks for it, through the gateway; StreamsGroupDescribe v1
 // reads it back: the word count's source topic, its count store and its output topic.
 func TestGateway_StreamsTopologyDescriptionPushedAndDescribed(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	wordCountClasspath(t)
 	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0",
@@ -412,7 +416,11 @@ func setUpstreamTransactionVersion(t *testing.T, level int16) {
 }
 
 func wordCountExactlyOnce(t *testing.T) {
-	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
+	// A short session: the instance killed below holds its tasks until its session ends, and at
+	// the 45 s default the wait was most of this test's time.
+	g := startGateway(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0",
+		"group.streams.min.session.timeout.ms=6000", "group.streams.session.timeout.ms=6000",
+		"group.streams.min.heartbeat.interval.ms=1000", "group.streams.heartbeat.interval.ms=1000")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	r := newWordCountRun(t, ctx, g.Addr)
