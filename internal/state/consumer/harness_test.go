@@ -45,14 +45,28 @@ func topics(kv ...any) catalog {
 	return c
 }
 
+// snapshotOf is c as the metadata shard publishes it.
+func snapshotOf(t testing.TB, c catalog) *meta.Snapshot {
+	cat := meta.NewCatalog()
+	for _, topic := range c.Topics() {
+		if err := cat.Replay(0, meta.TopicRecord(topic)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cat.Snapshot()
+}
+
 // world is one shard's consumer groups with a log of everything written.
 type world struct {
 	t   testing.TB
 	s   *State
 	cat catalog
-	cfg Config
-	log []log.Record
-	now time.Time
+	// snap, when set, is what heartbeats read instead of cat: an immutable snapshot, as the
+	// server hands the catalog to a heartbeat (some caches key on it).
+	snap *meta.Snapshot
+	cfg  Config
+	log  []log.Record
+	now  time.Time
 }
 
 func newWorld(t testing.TB, cat catalog) *world {
@@ -95,7 +109,11 @@ func (w *world) hb(req *kmsg.ConsumerGroupHeartbeatRequest) HeartbeatOutput {
 	if code, msg := ValidateRequest(req, w.cfg); code != 0 {
 		return HeartbeatOutput{Response: ErrorResponse(code, msg)}
 	}
-	out := w.s.Heartbeat(HeartbeatInput{Req: req, ClientID: "c", ClientHost: "/127.0.0.1", Catalog: w.cat, Config: w.cfg, Now: w.now, NewMemberID: "generated"})
+	var cat Catalog = w.cat
+	if w.snap != nil {
+		cat = w.snap
+	}
+	out := w.s.Heartbeat(HeartbeatInput{Req: req, ClientID: "c", ClientHost: "/127.0.0.1", Catalog: cat, Config: w.cfg, Now: w.now, NewMemberID: "generated"})
 	if out.Response.ErrorCode == 0 {
 		w.apply(out.Records)
 	} else if len(out.Records) > 0 {

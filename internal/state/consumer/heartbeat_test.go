@@ -254,6 +254,37 @@ func TestMetadataChangeBumps(t *testing.T) {
 	}
 }
 
+// TestSteadyHeartbeatFollowsOtherMembersSubscriptions: a steady member's heartbeat, with the
+// catalog an immutable snapshot as the server passes it, hashes the group's subscriptions as
+// they are now. A hash kept from before another member subscribed to a topic more (or left)
+// differs from the group's and bumps the group epoch on every such heartbeat.
+func TestSteadyHeartbeatFollowsOtherMembersSubscriptions(t *testing.T) {
+	w := newWorld(t, topics("t1", 2, "t2", 2))
+	w.snap = snapshotOf(t, w.cat)
+	epochOf := func(member string) int32 { return w.s.Groups["g"].Members[member].Epoch }
+	steady := func(member string, why string) {
+		t.Helper()
+		before := w.s.Groups["g"].Epoch
+		if out := w.hb(beat("g", member, epochOf(member), nil)); out.Response.ErrorCode != 0 {
+			t.Fatalf("%s: %s", why, errOf(out))
+		}
+		if after := w.s.Groups["g"].Epoch; after != before {
+			t.Fatalf("%s: %s's steady heartbeat bumped the group epoch %d -> %d", why, member, before, after)
+		}
+	}
+	w.hb(join("g", "a", "t1"))
+	steady("a", "alone")
+	steady("a", "alone, again")
+	w.hb(join("g", "b", "t2"))
+	steady("a", "after b subscribed to t2")
+	steady("b", "b steady")
+	leave := beat("g", "b", -1, nil)
+	if out := w.hb(leave); out.Response.ErrorCode != 0 {
+		t.Fatalf("b leaving: %s", errOf(out))
+	}
+	steady("a", "after b left")
+}
+
 // TestFenceReleases: a session expiry removes the member and the survivors get its partitions.
 func TestFenceReleases(t *testing.T) {
 	w := newWorld(t, topics("t", 2))

@@ -307,6 +307,7 @@ func (g *Group) unown(m *Member) {
 }
 
 func (g *Group) index(m *Member) {
+	g.subscriptionsGen++
 	if m.InstanceID != nil {
 		g.instances[*m.InstanceID] = m.ID
 	}
@@ -322,6 +323,7 @@ func (g *Group) unindex(m *Member) {
 	if !m.hasMetadata {
 		return
 	}
+	g.subscriptionsGen++
 	if m.InstanceID != nil && g.instances[*m.InstanceID] == m.ID {
 		delete(g.instances, *m.InstanceID)
 	}

@@ -157,6 +157,9 @@ type Group struct {
 	instances map[string]string
 	names     map[string]int
 	regexes   map[string]int
+	// subscriptionsGen changes whenever names or regexes do, so a cached hash of them can
+	// tell it is stale.
+	subscriptionsGen uint64
 
 	hasMetadata bool
 	soft        soft
@@ -170,6 +173,11 @@ type Group struct {
 type soft struct {
 	snap     *meta.Snapshot
 	resolved map[string][]string // regex → matching topic names
+	// hash is the subscribed topics' metadataHash against snap, valid while hashed and the
+	// group's subscriptionsGen is still hashedGen.
+	hash      int64
+	hashed    bool
+	hashedGen uint64
 }
 
 // newGroup is a group that exists only in the operation creating it: at group and target
