@@ -44,8 +44,11 @@ tools:
 # The console test's Chromium screenshots (test/integration/console_test.go) land in
 # bin/test-output/console/, one PNG per page, from the same run.
 CONSOLE_SCREENSHOT_DIR ?= $(CURDIR)/bin/test-output/console
+# test/integration's tests run side by side (each runs a daemon of its own on ports it picks),
+# and spend most of their time waiting on sessions and timers, not on the two cores.
+TEST_PARALLEL ?= 4
 unit:
-	CONSOLE_SCREENSHOT_DIR=$(CONSOLE_SCREENSHOT_DIR) $(GO) test -race -count=1 -timeout 15m ./...
+	CONSOLE_SCREENSHOT_DIR=$(CONSOLE_SCREENSHOT_DIR) $(GO) test -race -count=1 -timeout 15m -parallel $(TEST_PARALLEL) ./...
 	cd $(BENCH_MOD) && $(GO) test -race -count=1 ./...
 
 fuzz:

@@ -42,6 +42,7 @@ func groupOps(ops ...kmsg.ACLOperation) int32 {
 // users alice and bob that admin creates over the wire. The ACLs name SASL principals; every
 // client connects from the same host, so only the principal tells them apart.
 func TestACLsOnSASLPrincipalsOverTLS(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	d, sets := saslDaemon(t, p, append(append([]string{standardAuthorizer, "super.users=User:admin",
 		"allow.everyone.if.no.acl.found=false", "group.initial.rebalance.delay.ms=0"}, consumerKeys...), streamsTestSettings...)...)

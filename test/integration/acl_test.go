@@ -427,6 +427,7 @@ var aclCases = []aclCase{
 // without ACLs and serves it with exactly the ACLs Kafka requires; an ACL change applies to
 // the next request without a restart, and a denial is logged.
 func TestACLsEveryAPIDeniedWithoutAndAllowedWithExactlyKafkasACL(t *testing.T) {
+	t.Parallel()
 	d, admin := startACLDaemon(t)
 	client := dialFrom(t, d.Addr, clientHost)
 	// ApiVersions, SaslHandshake and SaslAuthenticate are never authorized: they are answered
@@ -478,6 +479,7 @@ func TestACLsEveryAPIDeniedWithoutAndAllowedWithExactlyKafkasACL(t *testing.T) {
 // AuthorizedOperations of DescribeGroups and Metadata follow the ACLs (implied DESCRIBE
 // included).
 func TestACLsDenyPrefixedAndAuthorizedOperations(t *testing.T) {
+	t.Parallel()
 	d, admin := startACLDaemon(t)
 	client := dialFrom(t, d.Addr, clientHost)
 	describe := func(group string) kmsg.DescribeGroupsResponseGroup {
@@ -530,6 +532,7 @@ func TestACLsDenyPrefixedAndAuthorizedOperations(t *testing.T) {
 // Without authorizer.class.name everything stays open, as before ACLs existed, and the ACL
 // APIs say security is disabled.
 func TestACLsWithoutAuthorizerEverythingOpen(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	c := dialFrom(t, d.Addr, clientHost)
 	if code := commitOffset(c, "g", "missing"); code != kerr.UnknownTopicOrPartition.Code {
@@ -552,6 +555,7 @@ func TestACLsWithoutAuthorizerEverythingOpen(t *testing.T) {
 // literal, wildcard and prefixed bindings that apply to a name, and a delete returns what it
 // removed.
 func TestACLsAdminAPIs(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, standardAuthorizer, "super.users=User:ANONYMOUS")
 	adm := kadm.NewClient(d.client())
 	ctx := ctxT(t)
@@ -629,6 +633,7 @@ func TestACLsAdminAPIs(t *testing.T) {
 // status says which it may not create. StreamsGroupDescribe reports the group's authorized
 // operations from the ACLs.
 func TestACLsStreamsInternalTopicsNeedCreate(t *testing.T) {
+	t.Parallel()
 	d, admin := startACLDaemon(t)
 	ct := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -678,6 +683,7 @@ func TestACLsStreamsInternalTopicsNeedCreate(t *testing.T) {
 // DeleteTopics by id checks DESCRIBE before DELETE, as Kafka: a client that may not describe
 // the topic learns nothing but its id, even holding DELETE.
 func TestACLsDeleteTopicByIDNeedsDescribe(t *testing.T) {
+	t.Parallel()
 	d, admin := startACLDaemon(t)
 	md := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
@@ -709,6 +715,7 @@ func TestACLsDeleteTopicByIDNeedsDescribe(t *testing.T) {
 // (its error answers), and ConsumerGroupDescribe's AuthorizedOperations come from the ACLs:
 // a tool reading them sees what it may do, not everything.
 func TestACLsScramQuotaAndConsumerGroupAnswers(t *testing.T) {
+	t.Parallel()
 	d, admin := startACLDaemon(t)
 	client := dialFrom(t, d.Addr, clientHost)
 	const clusterMsg = "Cluster authorization failed."
@@ -794,6 +801,7 @@ func TestACLsScramQuotaAndConsumerGroupAnswers(t *testing.T) {
 // A regex subscription resolves only to topics the heartbeating client may describe (Kafka
 // 4.4 filters its regex refresh so): the member is not assigned part1, which it cannot see.
 func TestACLsConsumerRegexResolvesOnlyDescribableTopics(t *testing.T) {
+	t.Parallel()
 	d, admin := startACLDaemon(t)
 	client := dialFrom(t, d.Addr, clientHost)
 	admin.grant(clientHost, grp("rg", kmsg.ACLOperationRead), tpc("t1", kmsg.ACLOperationDescribe))

@@ -36,6 +36,7 @@ func startAdminTLSDaemon(t *testing.T, reach *tls.Config, sets ...string) *daemo
 // trusts the CA, a plain-HTTP request gets no data, and `coordinatord healthcheck` follows
 // /readyz over HTTPS, with the address and protocol given as flags or read from the config.
 func TestAdminListenerHTTPS(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	keystore := p.serverKeystore("admin")
 	d := startAdminTLSDaemon(t, p.clientTLS(), "admin.ssl.keystore.location="+keystore)
@@ -82,6 +83,7 @@ func TestAdminListenerHTTPS(t *testing.T) {
 // admin.ssl.client.auth=required: the TLS handshake refuses a client without a certificate from
 // the admin truststore's CA, before any path is served; healthcheck passes with --cert-file.
 func TestAdminListenerClientCertificateRequired(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	operator, operatorPEM := p.issue(pkix.Name{CommonName: "operator"}, false)
 	d := startAdminTLSDaemon(t, p.clientTLS(operator),
@@ -119,6 +121,7 @@ func TestAdminListenerClientCertificateRequired(t *testing.T) {
 // admin.ssl.client.auth=requested: a certificate is verified when one is given (another CA's
 // is refused), and clients without one are served.
 func TestAdminListenerClientCertificateRequested(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	d := startAdminTLSDaemon(t, p.clientTLS(),
 		"admin.ssl.keystore.location="+p.serverKeystore("admin"),
@@ -141,6 +144,7 @@ func TestAdminListenerClientCertificateRequested(t *testing.T) {
 // The admin keystore is re-read when it changes, as the Kafka SSL listeners' is: a renewed
 // certificate reaches new connections without a restart, a broken write is logged and ignored.
 func TestAdminListenerCertificateReloadedOnChange(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	keystore := p.serverKeystore("admin")
 	d := startAdminTLSDaemon(t, p.clientTLS(), "admin.ssl.keystore.location="+keystore)
@@ -174,6 +178,7 @@ func TestAdminListenerCertificateReloadedOnChange(t *testing.T) {
 // config check refuses a broken admin TLS setup with one line naming the key, and so does
 // serve; a working one passes and hides the inline key.
 func TestConfigCheckAdminTLS(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	keystore := p.serverKeystore("admin")
 	_, pemBytes := p.issue(pkix.Name{CommonName: "inline"}, true)

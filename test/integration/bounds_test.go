@@ -41,6 +41,7 @@ func scrapeGauge(admin, name string) (float64, bool) {
 // run by a few goroutines: it does not start a goroutine per partition entry. The goroutine
 // gauge is sampled throughout the request; every entry still gets its answer.
 func TestWriteTxnMarkersFanOutIsBounded(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	assertServing(t, d)
 	base, ok := scrapeGauge(d.Admin, "go_goroutines")
@@ -124,6 +125,7 @@ func TestWriteTxnMarkersFanOutIsBounded(t *testing.T) {
 // nobody, and answers every request once the bytes arrive. Every frame is sent but for its last
 // byte first, so that each one the server has started to read stays in its memory.
 func TestQueuedRequestBytesBoundMemoryWithoutDroppingAnyone(t *testing.T) {
+	t.Parallel()
 	const (
 		conns     = 100
 		frameSize = 4 << 20
@@ -230,6 +232,7 @@ func TestQueuedRequestBytesBoundMemoryWithoutDroppingAnyone(t *testing.T) {
 // fit closes the connection (WARN "closing connection" naming the API) instead of growing the
 // process by the size of the answer. Other connections are served throughout.
 func TestOversizedAnswerIsRefusedBeforeItIsBuilt(t *testing.T) {
+	t.Parallel()
 	const (
 		budget  = 64 << 20
 		meta    = 256 << 10
@@ -286,6 +289,7 @@ func TestOversizedAnswerIsRefusedBeforeItIsBuilt(t *testing.T) {
 // (the same description), but the server does not build a copy of the group's members per
 // repeat, which for an answer too large to send would cost memory before it is refused.
 func TestDescribeGroupsRepeatsCostOneDescription(t *testing.T) {
+	t.Parallel()
 	const members = 200
 	d := startPlainDaemon(t, "queued.max.request.bytes=67108864", "socket.request.max.bytes=1048576", "group.initial.rebalance.delay.ms=2000")
 	join := kmsg.NewPtrJoinGroupRequest()
@@ -343,6 +347,7 @@ func TestDescribeGroupsRepeatsCostOneDescription(t *testing.T) {
 // repeat is answered in full (the server builds the answer once), and a repeat with explicit
 // topics is answered on its own.
 func TestOffsetFetchRepeatedAllTopicsGroup(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 3)
@@ -391,6 +396,7 @@ func TestOffsetFetchRepeatedAllTopicsGroup(t *testing.T) {
 // A flood of connections beyond max.connections is counted in full but logged at most once per
 // window (with the number closed since the last line), so it cannot flood the log.
 func TestMaxConnectionsRejectionsAreLoggedRateLimited(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "max.connections=2")
 	for i := range 2 {
 		c := dialRaw(t, d.Addr)
@@ -415,6 +421,7 @@ func TestMaxConnectionsRejectionsAreLoggedRateLimited(t *testing.T) {
 // CreateTopics or CreatePartitions may add at most 10 000 partitions, as Kafka's controller
 // allows, and a request above that fails as a whole with POLICY_VIOLATION.
 func TestPartitionsAddedPerRequestAreBounded(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	create := func(counts ...int32) *kmsg.CreateTopicsResponse {
 		req := kmsg.NewPtrCreateTopicsRequest()

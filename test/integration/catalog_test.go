@@ -9,6 +9,7 @@ import (
 )
 
 func TestTopicCatalogLifecycleSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	ctx := ctxT(t)

@@ -13,6 +13,7 @@ import (
 // kadm's ListGroups/DescribeGroups/DeleteGroups over classic and simple groups (spec
 // coordinator-apis §2.7, T47-T50).
 func TestClassicKadmListDescribeDelete(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 4)
@@ -100,6 +101,7 @@ func TestClassicKadmListDescribeDelete(t *testing.T) {
 // its place without a rebalance. Every member is restarted in turn, so one of them is the
 // leader (JoinGroup v9 SkipAssignment).
 func TestClassicKgoStaticMemberRestartKeepsGeneration(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 6)
@@ -171,6 +173,7 @@ func settledGeneration(t *testing.T, adm *kadm.Client, members []*groupMember, p
 
 // OffsetCommit's classic rows (spec §3.2 step 4) over the wire.
 func TestClassicOffsetCommitValidation(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	createTopic(t, kadm.NewClient(d.client()), "t", 1)
 	commit := func(version int16, group string, gen int32, member string, instance *string) int16 {
@@ -215,6 +218,7 @@ func TestClassicOffsetCommitValidation(t *testing.T) {
 // newcomer awaiting the barrier), re-arms its timers and completes the barrier when the old
 // member rejoins.
 func TestClassicGroupInRebalanceSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	member, gen := stableRaw(t, d, "g", nil)
 	go func() {

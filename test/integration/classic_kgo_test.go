@@ -149,6 +149,7 @@ func waitBalanced(t *testing.T, adm *kadm.Client, group string, members []*group
 // The bar (spec coordinator-apis §2, §8.3): ten real kgo members rebalance correctly when
 // members come and go, for the cooperative-sticky and the range balancers.
 func TestClassicKgoTenMembersComeAndGo(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		balancer kgo.GroupBalancer
@@ -187,6 +188,7 @@ func TestClassicKgoTenMembersComeAndGo(t *testing.T) {
 // Committed offsets of group members survive kill -9, and so does the Stable group itself
 // (generation, members, assignments), spec coordinator-apis §2 / ARCHITECTURE §6.2.
 func TestClassicKgoCommitsAndGroupSurviveKill9(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 20)
@@ -272,6 +274,7 @@ func freePort(t *testing.T) int {
 // comes back from its records with the same members and assignments, their heartbeats find their
 // sessions re-armed, and later membership changes still rebalance correctly (spec §2, §2.4).
 func TestClassicKgoMembersRideThroughKill9(t *testing.T) {
+	t.Parallel()
 	listener := fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", freePort(t))
 	d := startDaemon(t, listener, "group.initial.rebalance.delay.ms=0")
 	adm := kadm.NewClient(d.client())

@@ -154,6 +154,7 @@ func waitSaramaBalanced(t *testing.T, adm *kadm.Client, group string, members []
 // The bar with a second client stack: ten sarama members rebalance correctly as
 // members come and go (range and sticky strategies), spec coordinator-apis §2.
 func TestClassicSaramaTenMembersComeAndGo(t *testing.T) {
+	t.Parallel()
 	for _, strategy := range []string{"range", "sticky"} {
 		t.Run(strategy, func(t *testing.T) {
 			d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
@@ -182,6 +183,7 @@ func TestClassicSaramaTenMembersComeAndGo(t *testing.T) {
 
 // Sarama members' commits (MarkOffset + Commit inside the generation) survive kill -9.
 func TestClassicSaramaCommitsSurviveKill9(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 20)

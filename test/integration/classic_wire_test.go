@@ -94,6 +94,7 @@ func stableRaw(t *testing.T, d *daemon, group string, instance *string) (string,
 }
 
 func TestClassicJoinGroupErrorsPerVersion(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	for v := int16(0); v <= 9; v++ {
 		r := join(t, d, v, joinReq("", "", nil))
@@ -145,6 +146,7 @@ func TestClassicJoinGroupErrorsPerVersion(t *testing.T) {
 
 // Bad input: group ids of 0 bytes (INVALID_GROUP_ID above) and 32 KiB.
 func TestClassicHugeGroupID(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	id := strings.Repeat("g", 32<<10)
 	r := join(t, d, 9, joinReq(id, "", nil))
@@ -161,6 +163,7 @@ func TestClassicHugeGroupID(t *testing.T) {
 }
 
 func TestClassicSyncGroupErrorsPerVersion(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	member, gen := stableRaw(t, d, "g", nil)
 	static, sgen := stableRaw(t, d, "gs", strp("i1"))
@@ -219,6 +222,7 @@ func waitState(t *testing.T, d *daemon, group, state string) {
 }
 
 func TestClassicHeartbeatErrorsPerVersion(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	member, gen := stableRaw(t, d, "g", nil)
 	_, sgen := stableRaw(t, d, "gs", strp("i1"))
@@ -238,6 +242,7 @@ func TestClassicHeartbeatErrorsPerVersion(t *testing.T) {
 }
 
 func TestClassicLeaveGroupPerVersion(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	for v := int16(0); v <= 2; v++ {
 		req := kmsg.NewPtrLeaveGroupRequest()
@@ -294,6 +299,7 @@ func TestClassicLeaveGroupPerVersion(t *testing.T) {
 }
 
 func TestClassicDescribeGroupsPerVersion(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	member, _ := stableRaw(t, d, "g", strp("i1"))
 	for v := int16(0); v <= 6; v++ {
@@ -337,6 +343,7 @@ func TestClassicDescribeGroupsPerVersion(t *testing.T) {
 }
 
 func TestClassicListAndDeleteGroupsPerVersion(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	stableRaw(t, d, "stable", nil)
 	r := join(t, d, 3, joinReq("completing", "", nil))
@@ -398,6 +405,7 @@ func TestClassicListAndDeleteGroupsPerVersion(t *testing.T) {
 // members joining 300 ms apart form generation 1 together; session bounds follow the
 // configured minimum and maximum.
 func TestClassicConfigKeys(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=1000", "group.min.session.timeout.ms=1000", "group.max.session.timeout.ms=2000")
 	a := make(chan *kmsg.JoinGroupResponse, 1)
 	req := joinReq("g", "", nil)
@@ -427,6 +435,7 @@ func TestClassicConfigKeys(t *testing.T) {
 // 1000, rebalance timeout 5 minutes) completes after the configured delay; before, its barrier
 // waited the whole rebalance timeout and the rejoin below got no answer.
 func TestClassicRestartKeepsConfiguredInitialDelay(t *testing.T) {
+	t.Parallel()
 	sets := []string{"group.initial.rebalance.delay.ms=1000"}
 	d := startDaemon(t, sets...)
 	req := joinReq("g", "", nil)

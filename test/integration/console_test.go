@@ -235,6 +235,7 @@ func screenshotDir(t *testing.T) string {
 }
 
 func TestConsolePagesInHeadlessChromium(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	shots := screenshotDir(t)
 	d := startStreamsDaemon(t, topoPluginKey+"class=memory", "group.streams.num.standby.replicas=1")
@@ -379,6 +380,7 @@ func taskList(set map[streamsTask]bool) string {
 
 // admin.console.enable=false: no console, and / is not redirected to it.
 func TestConsoleCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "admin.console.enable=false")
 	for _, p := range []string{"/console/", "/"} {
 		resp, err := http.Get("http://" + d.Admin + p)
@@ -406,6 +408,7 @@ func TestConsoleCanBeTurnedOff(t *testing.T) {
 // (where its groups are missing, as in ListGroups), and the page of one of its groups says why
 // it cannot be shown; the other shards' groups stay visible.
 func TestConsoleShowsAFailedShard(t *testing.T) {
+	t.Parallel()
 	const shards = 4
 	d := startHooksDaemon(t, fmt.Sprint("offsets.topic.num.partitions=", shards))
 	adm := kadm.NewClient(d.client())

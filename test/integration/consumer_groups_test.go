@@ -172,6 +172,7 @@ func commitOwned(t *testing.T, m *nextGenMember, own *ownership, topic string, b
 // reconciled and restarted on the same port: the members ride through, the group settles, the
 // offsets are there, and no partition was ever held by two members.
 func TestConsumerProtocolKgoMembers(t *testing.T) {
+	t.Parallel()
 	listener := fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", freePort(t))
 	sets := append([]string{listener}, consumerKeys...)
 	d := startDaemon(t, sets...)
@@ -228,6 +229,7 @@ func TestConsumerProtocolKgoMembers(t *testing.T) {
 // A kill -9 loses nothing acknowledged: a group whose members stop heartbeating is emptied by
 // its session timers re-armed after the restart, and DeleteGroups then deletes it.
 func TestConsumerProtocolSessionExpiryAfterRestart(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, consumerKeys...)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 4)

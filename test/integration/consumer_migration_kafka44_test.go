@@ -220,6 +220,7 @@ func settle(t *testing.T, c, a *wireMember, group, aID string, aInstance *string
 // scheduleConsumerGroupJoinTimeoutIfAbsent does, although its session never lapses: the group
 // epoch goes up by one and the consumer-protocol member gets every partition.
 func TestConsumerClassicMemberNotRejoiningIsFencedByItsJoinTimeout(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, append([]string{"group.initial.rebalance.delay.ms=0", "group.consumer.assignment.interval.ms=0"}, consumerKeys...)...)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 4)
@@ -277,6 +278,7 @@ func TestConsumerClassicMemberNotRejoiningIsFencedByItsJoinTimeout(t *testing.T)
 // target was current: no rebalance), and its SyncGroup hands it the partitions the member it
 // replaced held; the other classic member goes on heartbeating, and the committed offsets stay.
 func TestConsumerDowngradeByStaticClassicReplacement(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, append([]string{"group.initial.rebalance.delay.ms=0", "group.consumer.assignment.interval.ms=0"}, consumerKeys...)...)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 4)
@@ -337,6 +339,7 @@ func TestConsumerDowngradeByStaticClassicReplacement(t *testing.T) {
 // the classic member's real assignment (DescribeGroups shows it) although no request brought a
 // catalog to it.
 func TestConsumerDowngradeAfterRestartKeepsAssignments(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"LeaveGroup", "session timeout"} {
 		t.Run(how, func(t *testing.T) {
 			d := startDaemon(t, append([]string{"group.initial.rebalance.delay.ms=0", "group.consumer.assignment.interval.ms=0"}, consumerKeys...)...)

@@ -75,6 +75,7 @@ func waitOwned(t *testing.T, adm *kadm.Client, own *ownership, group, groupType 
 // back, one member at a time, online: the first consumer-protocol member upgrades the group,
 // the last one leaving downgrades it, and no partition is ever held by two members.
 func TestConsumerMigrationKgoRollingSwitch(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, append([]string{"group.consumer.assignment.interval.ms=0"}, consumerKeys...)...)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 6)

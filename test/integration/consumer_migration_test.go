@@ -16,6 +16,7 @@ import (
 // response no partition is held by both; when the consumer-protocol member leaves, the group is
 // a classic group again and the classic member rebalances alone.
 func TestConsumerMigrationRawClassicAndConsumerMembers(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, append([]string{"group.initial.rebalance.delay.ms=0", "group.consumer.assignment.interval.ms=0"}, consumerKeys...)...)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 4)

@@ -17,6 +17,7 @@ import (
 // last offset whose commit was acknowledged (it may hold a later one that was durable but whose
 // answer never arrived). Repeated over several kills of the same data directory.
 func TestKill9LosesNoAcknowledgedCommit(t *testing.T) {
+	t.Parallel()
 	const writers = 16
 	d := startDaemon(t)
 	createTopic(t, kadm.NewClient(d.client()), "t", writers)

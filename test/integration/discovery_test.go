@@ -11,6 +11,7 @@ import (
 )
 
 func TestApiVersionsAdvertisesOnlyWhatIsServed(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	cl := d.client()
 	req := kmsg.NewPtrApiVersionsRequest()
@@ -66,6 +67,7 @@ func TestApiVersionsAdvertisesOnlyWhatIsServed(t *testing.T) {
 }
 
 func TestMetadataNamesThisNodeAsOnlyBroker(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "node.id=7", "cluster.id=test-cluster")
 	adm := kadm.NewClient(d.client())
 	md, err := adm.Metadata(ctxT(t))
@@ -113,6 +115,7 @@ func TestMetadataNamesThisNodeAsOnlyBroker(t *testing.T) {
 }
 
 func TestFindCoordinatorBatchedKeysEchoed(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "node.id=3")
 	cl := d.client()
 	// Raw: kgo splits batched FindCoordinator requests and merges the answers in its own order.
@@ -149,6 +152,7 @@ func TestFindCoordinatorBatchedKeysEchoed(t *testing.T) {
 }
 
 func TestFindCoordinatorKeyTypes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	c := dialRaw(t, d.Addr)
 	cases := []struct {
@@ -186,6 +190,7 @@ func TestFindCoordinatorKeyTypes(t *testing.T) {
 }
 
 func TestManyClientsAtOnce(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)

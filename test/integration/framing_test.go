@@ -29,6 +29,7 @@ func assertServing(t *testing.T, d *daemon) {
 func sizePrefix(n int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(n)) }
 
 func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "socket.request.max.bytes=1048576")
 	healthy := dialRaw(t, d.Addr)
 
@@ -81,6 +82,7 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 }
 
 func TestHugeSizePrefixAllocatesNothing(t *testing.T) {
+	t.Parallel()
 	d := startPlainDaemon(t) // default socket.request.max.bytes = 100 MiB
 	assertServing(t, d)
 	before := d.rssBytes()
@@ -105,6 +107,7 @@ func TestHugeSizePrefixAllocatesNothing(t *testing.T) {
 }
 
 func TestTenThousandGarbageConnections(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: 20 000 connections")
 	}
@@ -153,6 +156,7 @@ func TestTenThousandGarbageConnections(t *testing.T) {
 }
 
 func TestApiVersionsNewerThanServerFallsBackToV0(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	c := dialRaw(t, d.Addr)
 	// v127: the body format is unknown to the server, send a few arbitrary bytes (spec T10).
@@ -193,6 +197,7 @@ func TestApiVersionsNewerThanServerFallsBackToV0(t *testing.T) {
 }
 
 func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	c := dialRaw(t, d.Addr)
 	fc := kmsg.NewPtrFindCoordinatorRequest()
@@ -210,6 +215,7 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 }
 
 func TestHeaderVersionsAndTolerance(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	c := dialRaw(t, d.Addr)
 
@@ -240,6 +246,7 @@ func TestHeaderVersionsAndTolerance(t *testing.T) {
 }
 
 func TestInvalidClientSoftwareName(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for i, name := range []string{"", "bad name!", "-leading", "trailing."} {
 		c := dialRaw(t, d.Addr)
@@ -255,6 +262,7 @@ func TestInvalidClientSoftwareName(t *testing.T) {
 }
 
 func TestIdleConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "connections.max.idle.ms=300")
 	c := dialRaw(t, d.Addr)
 	c.write(frame(kmsg.NewPtrApiVersionsRequest(), 0, 1, strp("c"), nil))
@@ -263,6 +271,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 }
 
 func TestMaxConnections(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "max.connections=2")
 	a, b := dialRaw(t, d.Addr), dialRaw(t, d.Addr)
 	for i, c := range []*rawConn{a, b} {

@@ -17,6 +17,7 @@ import (
 // upstream's ACLs (here a standalone coordinatord with an authorizer stands in for the
 // cluster), and an ACL created through the gateway is the upstream's and applies on retry.
 func TestGatewayGroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
+	t.Parallel()
 	up := startDaemon(t, standardAuthorizer, "super.users=User:ANONYMOUS")
 	ctx := ctxT(t)
 	upAdm := kadm.NewClient(up.client())
@@ -79,6 +80,7 @@ func TestGatewayGroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
 // A gateway with an authorizer whose upstream has none refuses to start and says what is
 // missing, rather than deciding the group APIs by an empty set.
 func TestGatewayWithAnAuthorizerRefusesAnUpstreamWithout(t *testing.T) {
+	t.Parallel()
 	up := startDaemon(t)
 	cmd := exec.Command(binaryPath, "serve",
 		"--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "admin.listener=127.0.0.1:0",

@@ -37,6 +37,7 @@ func secureUpstream(t *testing.T, p *testPKI) *daemon {
 // client (metadata at start) and the connections it opens for a client's forwarded requests
 // both verify the upstream's certificate and log in as the gateway's user.
 func TestGatewayUpstreamOverTLSAndSCRAM(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	up := secureUpstream(t, p)
 	gw := startDaemon(t, "node.id=1000",
@@ -61,6 +62,7 @@ func TestGatewayUpstreamOverTLSAndSCRAM(t *testing.T) {
 // per-upstream-broker ports clients are sent to serve TLS with the same certificate: a client
 // that bootstrapped over TLS produces and consumes through them, and commits its offsets.
 func TestGatewaySSLListenerAndBrokerPorts(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	up := secureUpstream(t, p)
 	gw := startDaemon(t, "node.id=1000",
@@ -111,6 +113,7 @@ func TestGatewaySSLListenerAndBrokerPorts(t *testing.T) {
 // upstream under its own login, and group APIs answered by coordinatord work once it is in.
 // Wrong passwords and unknown users are refused with the upstream's SASL_AUTHENTICATION_FAILED.
 func TestGatewayRelaysSASLToTheUpstream(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	up := secureUpstream(t, p)
 	res, err := kadm.NewClient(up.client()).AlterUserSCRAMs(ctxT(t), nil, []kadm.UpsertSCRAM{
@@ -190,6 +193,7 @@ func TestGatewayRelaysSASLToTheUpstream(t *testing.T) {
 
 // A gateway whose own upstream login is refused does not start, and says why.
 func TestGatewayRefusesToStartWithAWrongUpstreamPassword(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	up := secureUpstream(t, p)
 	cmd := exec.Command(binaryPath, "serve",

@@ -13,6 +13,7 @@ import (
 // progress line per attempt, then refuses to start with one line that says why; it never
 // serves clients a cluster it cannot reach.
 func TestGatewayRefusesToStartWithoutUpstream(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

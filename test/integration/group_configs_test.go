@@ -73,6 +73,7 @@ func describeGroupConfigs(t *testing.T, cl *kgo.Client, group string, names ...s
 // streams.num.standby.replicas set at run time gives it standbys at its next heartbeats, the
 // override survives a restart, bad values get Kafka's errors, and ValidateOnly writes nothing.
 func TestGroupConfigsStandbysRestartAndValidation(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
 	createStreamsTopics(t, d.Addr, 4, "gc-in-0")
 	cl := d.client()
@@ -137,6 +138,7 @@ func TestGroupConfigsStandbysRestartAndValidation(t *testing.T) {
 // kafka-configs.sh --entity-type brokers --entity-name <node id> --describe: coordinatord's
 // own BROKER resource lists its effective keys; other resources are refused in standalone mode.
 func TestGroupConfigsBrokerSelfDescribe(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "node.id=7", "group.max.size=10")
 	adm := kadm.NewClient(d.client())
 	defer adm.Close()
@@ -170,6 +172,7 @@ func TestGroupConfigsBrokerSelfDescribe(t *testing.T) {
 // kafka-configs --describe shows a coordinatord-only (internal) group key an operator set, with
 // source DYNAMIC_GROUP_CONFIG, and still hides it on a group where it is unset, as Kafka does.
 func TestGroupConfigsInternalKeyShownWhenSet(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	cl := d.client()
 	if code, msg := alterGroupConfigs(t, cl, "g", false, setGroupConfig("streams.migration.policy", "upgrade")); code != 0 {
@@ -187,6 +190,7 @@ func TestGroupConfigsInternalKeyShownWhenSet(t *testing.T) {
 // a bound of 2, a third id is refused with INVALID_CONFIG naming the key, and deleting an id's
 // configs makes room.
 func TestGroupConfigsCountBounded(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "offsets.topic.num.partitions=1", "group.config.max.groups.per.shard=2")
 	cl := d.client()
 	for _, g := range []string{"never-a-group-1", "never-a-group-2"} {
@@ -211,6 +215,7 @@ func TestGroupConfigsCountBounded(t *testing.T) {
 // ConsumerGroupHeartbeat answers with the group's interval, and from that heartbeat on the
 // member is removed after the group's session timeout rather than the broker's.
 func TestGroupConfigsConsumerTimingsApplyAtNextHeartbeat(t *testing.T) {
+	t.Parallel()
 	// The broker's session timeout is long enough that a removal within it can only come from
 	// the group's override.
 	d := startDaemon(t, "group.consumer.min.heartbeat.interval.ms=100", "group.consumer.heartbeat.interval.ms=200",

@@ -27,6 +27,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 }
 
 func TestAdminEndpointsAndMetrics(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	if code, _ := httpGet(t, "http://"+d.Admin+"/healthz"); code != 200 {
 		t.Fatalf("healthz %d", code)
@@ -80,6 +81,7 @@ func TestAdminEndpointsAndMetrics(t *testing.T) {
 }
 
 func TestGracefulShutdownAnswersThenExitsZero(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	c := dialRaw(t, d.Addr)
 	c.write(frame(kmsg.NewPtrApiVersionsRequest(), 0, 1, strp("c"), nil))
@@ -94,6 +96,7 @@ func TestGracefulShutdownAnswersThenExitsZero(t *testing.T) {
 }
 
 func TestClusterIDIsStableAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	first := d.logged("coordinatord started")[0]["cluster_id"]
 	if d.stop() != 0 {
@@ -129,6 +132,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestConfigCheck(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -177,6 +181,7 @@ func TestConfigCheck(t *testing.T) {
 }
 
 func TestVersionCommand(t *testing.T) {
+	t.Parallel()
 	code, out, _ := runCLI(t, "version")
 	if code != 0 || !strings.HasPrefix(out, "coordinatord ") {
 		t.Fatalf("version: %d %q", code, out)
@@ -186,6 +191,7 @@ func TestVersionCommand(t *testing.T) {
 // Issue 10, defect 12: net/http/pprof on the admin listener only with admin.pprof.enable=true;
 // off by default, since profiles expose internals and cost CPU.
 func TestAdminPprof(t *testing.T) {
+	t.Parallel()
 	off := startDaemon(t)
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
 		if code, _ := httpGet(t, "http://"+off.Admin+path); code != http.StatusNotFound {

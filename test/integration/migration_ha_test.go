@@ -20,6 +20,7 @@ import (
 // as a warm-up while a classic member ran it, then active on C), that the group is Stable, and
 // that C's leave returns the group to a classic group that A and B rebalance.
 func TestMigrationSeedWalkThroughHighAvailability(t *testing.T) {
+	t.Parallel()
 	d := startHooksDaemon(t, append(append([]string{}, streamsTestSettings...), "group.streams.session.timeout.ms=45000",
 		"group.streams.assignors=highavailability", "group.streams.assignment.interval.ms=0", "group.streams.initial.rebalance.delay.ms=0",
 		"group.streams.num.standby.replicas=1", "group.initial.rebalance.delay.ms=1000")...)

@@ -704,6 +704,7 @@ func (a *rollingApp) remove(m *rollMember) {
 // offsets are the last ones committed, and the group type follows the roll: classic, streams
 // from the first streams instance on, classic again when the last one leaves.
 func TestMigrationRollingUpgradeAndDowngradeOverTheWire(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.session.timeout.ms=30000", "group.streams.initial.rebalance.delay.ms=0",
 		"group.streams.assignment.interval.ms=0", "group.initial.rebalance.delay.ms=1000")
 	createStreamsTopics(t, d.Addr, rollPartitions, "input", "app-store-changelog")

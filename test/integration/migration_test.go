@@ -94,6 +94,7 @@ func policyIsKafka44(t *testing.T, d *daemon, classicGroup, streamsGroup string)
 }
 
 func TestMigrationPolicyDisabledIsKafka44(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.migration.policy=DISABLED", "group.streams.initial.rebalance.delay.ms=0")
 	policyIsKafka44(t, d, "app", "sg")
 }
@@ -101,6 +102,7 @@ func TestMigrationPolicyDisabledIsKafka44(t *testing.T) {
 // The group config streams.migration.policy overrides the broker key for one group; an unknown
 // value is refused with INVALID_CONFIG.
 func TestMigrationPolicyGroupOverride(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0")
 	cl := d.client()
 	if code, msg := alterGroupConfigs(t, cl, "app", false, setGroupConfig("streams.migration.policy", "sideways")); code != kerr.InvalidConfig.Code {
@@ -179,6 +181,7 @@ func decodeSeedSync(t *testing.T, step string, r *kmsg.SyncGroupResponse) (ps, s
 // request after that is checked for its generation/epoch and assignment. The classic generation
 // is whatever the group reached (g); the seed's 23/24/25 are g/g+1/g+2.
 func TestMigrationSeedWalkThroughOverTheWire(t *testing.T) {
+	t.Parallel()
 	d := startHooksDaemon(t, append(append([]string{}, streamsTestSettings...), "group.streams.session.timeout.ms=45000",
 		"group.streams.assignors=scripted", "group.streams.assignment.interval.ms=0", "group.streams.initial.rebalance.delay.ms=0",
 		"group.initial.rebalance.delay.ms=1000")...)

@@ -14,6 +14,7 @@ import (
 // T64: for a Stable classic "consumer" group subscribed to t, OffsetDelete answers
 // GROUP_SUBSCRIBED_TO_TOPIC for t's partitions and deletes the offsets of other topics.
 func TestSpec8_4_T64_OffsetDeleteSubscribedTopic(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 1)

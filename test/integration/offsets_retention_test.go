@@ -61,6 +61,7 @@ func fetchAllV7(t *testing.T, d *daemon, group string) map[string]int64 {
 // goes with its last offset; offsets without one keep offsets.retention.minutes; a partition
 // with a staged transactional offset does not expire until the transaction ends.
 func TestSpec3_5_RetentionCheckExpiresOffsets(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "offsets.retention.check.interval.ms=100")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)
@@ -100,6 +101,7 @@ func TestSpec3_5_RetentionCheckExpiresOffsets(t *testing.T) {
 // witness commit must still be there, and the restarted process must log the expiry of one
 // offset.
 func TestSpec3_5_RetentionResumesAfterRestart(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "offsets.retention.check.interval.ms=100")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)
@@ -125,6 +127,7 @@ func TestSpec3_5_RetentionResumesAfterRestart(t *testing.T) {
 // Spec §3.5: deleting a topic removes every group's offsets for it (committed and staged), so a
 // topic re-created under the same name starts with none.
 func TestSpec3_5_DeletedTopicOffsetsRemoved(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "offsets.retention.check.interval.ms=100")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 1)

@@ -20,6 +20,7 @@ func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32) 
 }
 
 func TestOffsetCommitFetchRoundTripAndRestart(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)
@@ -59,6 +60,7 @@ func TestOffsetCommitFetchRoundTripAndRestart(t *testing.T) {
 }
 
 func TestOffsetCommitErrors(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "offset.metadata.max.bytes=10")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)
@@ -139,6 +141,7 @@ func TestOffsetCommitErrors(t *testing.T) {
 // The deletion also removes the offsets at once (no retention sweep runs in this test), so
 // the simple group that only had them is gone.
 func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 3)

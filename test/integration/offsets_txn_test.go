@@ -115,6 +115,7 @@ var noID [16]byte
 // Spec coordinator-apis §4.3, T61, T71: staged offsets are invisible, RequireStable reports
 // them per partition as UNSTABLE_OFFSET_COMMIT, a COMMIT marker makes them visible.
 func TestSpec4_3_StagedOffsetsVisibleOnlyAfterCommitMarker(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)
@@ -140,6 +141,7 @@ func TestSpec4_3_StagedOffsetsVisibleOnlyAfterCommitMarker(t *testing.T) {
 // T71 (abort) and T72: an ABORT keeps the previous value; a regular commit after the staged
 // one wins over the COMMIT marker; a marker for a producer with nothing staged succeeds (T73).
 func TestSpec4_3_AbortAndLaterRegularCommitWins(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)
@@ -170,6 +172,7 @@ func TestSpec4_3_AbortAndLaterRegularCommitWins(t *testing.T) {
 // Staged offsets and the producer's epoch are durable: they survive SIGTERM and kill -9, and
 // the marker still applies afterwards.
 func TestSpec4_3_StagedOffsetsSurviveRestartAndKill9(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 3)
@@ -200,6 +203,7 @@ func TestSpec4_3_StagedOffsetsSurviveRestartAndKill9(t *testing.T) {
 // §4.2, §4.5, T68, T77 and bad input: every refusal is the version's Kafka code and stages
 // nothing.
 func TestSpec4_5_TxnOffsetCommitErrors(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "offset.metadata.max.bytes=10")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)
@@ -273,6 +277,7 @@ func TestSpec4_5_TxnOffsetCommitErrors(t *testing.T) {
 // Bad input: 10 000 partitions in one OffsetCommit and one TxnOffsetCommit; each partition gets
 // its own answer, and only the existing ones are stored.
 func TestTenThousandPartitionsInOneCommit(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 100)
@@ -341,6 +346,7 @@ func TestTenThousandPartitionsInOneCommit(t *testing.T) {
 // Spec §3.4 for simple groups: a missing group is GROUP_ID_NOT_FOUND; unknown topics are
 // refused per partition; the rest are NONE and their committed and staged offsets are gone.
 func TestSpec3_4_OffsetDelete(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)
@@ -398,6 +404,7 @@ func TestSpec3_4_OffsetDelete(t *testing.T) {
 // while the shard remembers fewer producers than the cap; beyond it the marker is answered
 // NONE and records nothing, so markers for made-up producer ids cannot fill the shard.
 func TestMarkersForUnknownProducersBounded(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "producer.id.max.per.shard=1")
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 1)
@@ -420,6 +427,7 @@ func TestMarkersForUnknownProducersBounded(t *testing.T) {
 // and epoch an ABORT marker needs, both survive a kill -9 (the staged offsets are durable), and
 // the marker clears them.
 func TestHangingTransactionIsVisibleInMetricsAndConsole(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 2)

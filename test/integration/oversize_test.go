@@ -15,6 +15,7 @@ import (
 // coordinator answers for RECORD_LIST_TOO_LARGE on that API (UNKNOWN_SERVER_ERROR; on commit
 // paths INVALID_COMMIT_OFFSET_SIZE), the server stays healthy, and a record under the limit fits.
 func TestOversizeRecordsRefusedNonRetriably(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "message.max.bytes=65536", "group.initial.rebalance.delay.ms=0")
 	huge := strings.Repeat("m", 100<<10) // a group record with it cannot fit in 64 KiB
 	small := strings.Repeat("m", 30<<10) // fits
@@ -94,6 +95,7 @@ func TestOversizeRecordsRefusedNonRetriably(t *testing.T) {
 
 // With Kafka's default message.max.bytes, the same 100 KiB of protocol metadata fits.
 func TestLargeJoinFitsUnderDefaultMessageMaxBytes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
 	req := joinReq("big", "", nil)
 	req.Protocols[0].Metadata = []byte(strings.Repeat("m", 100<<10))
@@ -108,6 +110,7 @@ func TestLargeJoinFitsUnderDefaultMessageMaxBytes(t *testing.T) {
 // can still be deleted: DeleteGroups answers NONE and the offsets are gone, also after a
 // restart (docs/storage.md, deletions larger than one batch).
 func TestDeleteGroupLargerThanOneBatch(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "message.max.bytes=65536")
 	const parts = 6000 // ~20 bytes of tombstone each: about twice what 64 KiB holds
 	createStreamsTopics(t, d.Addr, parts, "wide")

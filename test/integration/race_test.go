@@ -61,6 +61,7 @@ func failIfRaced(t testing.TB, ps *os.ProcessState) {
 // The race-built daemons halt on their first data race; the plain one, built without the
 // detector, is left alone. A race then shows as exit status 66, which the helpers name.
 func TestRaceBuildDaemonsHaltOnFirstRace(t *testing.T) {
+	t.Parallel()
 	environ := func(d *daemon) string {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", d.cmd.Process.Pid))
 		if err != nil {

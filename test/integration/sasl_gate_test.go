@@ -56,6 +56,7 @@ func metadata(c *rawConn, corr int32) {
 // SaslAuthenticate only, and closes the connection without an answer on anything else, as
 // Kafka's authenticator does.
 func TestSASLListenerClosesOnRequestsBeforeAuthentication(t *testing.T) {
+	t.Parallel()
 	d := saslPlaintextDaemon(t)
 	addr := d.Listeners["SASL_PLAINTEXT"]
 
@@ -101,6 +102,7 @@ func TestSASLListenerClosesOnRequestsBeforeAuthentication(t *testing.T) {
 // The failed answer is held back for connection.failed.authentication.delay.ms (Kafka's
 // brake on password guessing), here 1 s: it cannot arrive sooner.
 func TestSASLFailedLoginClosesConnection(t *testing.T) {
+	t.Parallel()
 	const failDelay = time.Second
 	d := saslPlaintextDaemon(t, "connection.failed.authentication.delay.ms=1000")
 	addr := d.Listeners["SASL_PLAINTEXT"]
@@ -128,6 +130,7 @@ func TestSASLFailedLoginClosesConnection(t *testing.T) {
 // re-authentication closes the connection, and a re-authentication as the same user extends
 // the session while one as another user fails.
 func TestSASLReauthentication(t *testing.T) {
+	t.Parallel()
 	d := saslPlaintextDaemon(t, "connections.max.reauth.ms=1500")
 	addr := d.Listeners["SASL_PLAINTEXT"]
 
@@ -165,6 +168,7 @@ func TestSASLReauthentication(t *testing.T) {
 // Before authentication a SASL listener reads no frame above sasl.server.max.receive.size: a
 // peer that has not logged in cannot make the server reserve and read socket.request.max.bytes.
 func TestSASLBoundsFramesBeforeAuthentication(t *testing.T) {
+	t.Parallel()
 	d := saslPlaintextDaemon(t, "sasl.server.max.receive.size=4096")
 	c := dialRaw(t, d.Listeners["SASL_PLAINTEXT"])
 	req := kmsg.NewPtrSASLHandshakeRequest()
@@ -189,6 +193,7 @@ func TestSASLBoundsFramesBeforeAuthentication(t *testing.T) {
 // franz-go re-authenticates on its own within the session lifetime SaslAuthenticate gave it, so
 // its connections outlive connections.max.reauth.ms without being closed.
 func TestSASLReauthenticationByFranzGo(t *testing.T) {
+	t.Parallel()
 	d := saslPlaintextDaemon(t, "connections.max.reauth.ms=1500", "log.level=debug")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.Listeners["SASL_PLAINTEXT"]), kgo.SASL(plain.Auth{User: "pat", Pass: "pat-secret"}.AsMechanism()))
 	if err != nil {
@@ -230,6 +235,7 @@ func (c *rawConn) rawToken(token []byte) ([]byte, error) {
 // SaslHandshake v0: the exchange that follows is bare tokens without Kafka headers (clients
 // before KIP-152), PLAIN and SCRAM; a failed token closes the connection unanswered.
 func TestSASLHandshakeV0RawTokens(t *testing.T) {
+	t.Parallel()
 	d := saslPlaintextDaemon(t)
 	addr := d.Listeners["SASL_PLAINTEXT"]
 	hsV0 := func(c *rawConn, mechanism string) {

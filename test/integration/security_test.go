@@ -137,6 +137,7 @@ func saslDaemon(t *testing.T, p *testPKI, extra ...string) (*daemon, []string) {
 // unknown users are refused with SASL_AUTHENTICATION_FAILED, PLAIN users come from the file,
 // and the credentials survive a restart.
 func TestSASLSCRAMAndPLAINOverTLS(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	d, sets := saslDaemon(t, p)
 	ctx := ctxT(t)

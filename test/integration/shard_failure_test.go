@@ -67,6 +67,7 @@ func groupsOnTwoShards(count int32) (a, b string, shardA, shardB int32) {
 // Before the recover in the shard loop the POST below killed the process (every later request
 // in this test failed to connect).
 func TestShardPanicFailsOnlyThatShard(t *testing.T) {
+	t.Parallel()
 	const shards = 4
 	count := fmt.Sprint("offsets.topic.num.partitions=", shards)
 	d := startHooksDaemon(t, count)
@@ -180,6 +181,7 @@ func TestShardPanicFailsOnlyThatShard(t *testing.T) {
 
 // The panic hook is compiled only into test builds: the release binary answers 404.
 func TestReleaseBinaryHasNoTestHooks(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	if code, _ := httpPost(t, "http://"+d.Admin+"/test/panic?group=g"); code != http.StatusNotFound {
 		t.Fatalf("POST /test/panic on the release binary: HTTP %d, want 404", code)
@@ -193,6 +195,7 @@ func TestReleaseBinaryHasNoTestHooks(t *testing.T) {
 // code while the daemon is stopped, as a bug in an older version could have) fails its shard at
 // load; the ERROR line names the offset, /readyz the shard, and the other shards serve.
 func TestUnreplayableRecordFailsOnlyItsShard(t *testing.T) {
+	t.Parallel()
 	const shards = 4
 	count := fmt.Sprint("offsets.topic.num.partitions=", shards)
 	d := startDaemon(t, count)

@@ -37,6 +37,7 @@ func segmentOf(t *testing.T, dataDir string, shard int) string {
 }
 
 func TestLogVerifyAndCorruptionStopsOnlyThatShard(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 1)
@@ -100,6 +101,7 @@ func TestLogVerifyAndCorruptionStopsOnlyThatShard(t *testing.T) {
 }
 
 func TestTornTailIsTruncatedAndEarlierCommitsSurvive(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	adm := kadm.NewClient(d.client())
 	createTopic(t, adm, "t", 1)

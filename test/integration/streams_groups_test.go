@@ -33,6 +33,7 @@ func streamsHeartbeatRaw(t *testing.T, c *rawConn, corr int32, req *kmsg.Streams
 // §1-§2 over the wire: validation errors, unknown groups and members, describe of absent
 // groups, and the v0/v1 response difference.
 func TestStreamsSpec12_WireValidationAndErrors(t *testing.T) {
+	t.Parallel()
 	// Kafka's answer to a join whose internal topics are missing (the default creates them first,
 	// TestStreamsJoinIsAnsweredWithTasksWhenInternalTopicsAreMissing).
 	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.join.creates.internal.topics=false")
@@ -129,6 +130,7 @@ func TestStreamsSpec12_WireValidationAndErrors(t *testing.T) {
 // to a full, valid, balanced assignment and stay stable, with no task ever active on two
 // members at once.
 func TestStreamsFiftyMembersConvergeAndStayStable(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.num.standby.replicas=1", "group.streams.session.timeout.ms=10000")
 	createStreamsTopics(t, d.Addr, 64, "big-in-0", "big-in-1")
 	app := newStreamsApp(t, d.Addr, "big", streamsTopology("big-in", 2))
@@ -165,6 +167,7 @@ func TestStreamsFiftyMembersConvergeAndStayStable(t *testing.T) {
 
 // §4.6 session timeout: a member that crashes is removed and its tasks move to the others.
 func TestStreamsMemberCrashSessionTimeout(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.num.standby.replicas=1")
 	createStreamsTopics(t, d.Addr, 8, "crash-in-0", "crash-in-1")
 	app := newStreamsApp(t, d.Addr, "crash", streamsTopology("crash-in", 2))
@@ -190,6 +193,7 @@ func TestStreamsMemberCrashSessionTimeout(t *testing.T) {
 // A rolling restart: each member in turn leaves (-1) and a new incarnation joins; the group
 // converges after each step and no task is ever active twice.
 func TestStreamsRollingRestart(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.num.standby.replicas=1")
 	createStreamsTopics(t, d.Addr, 6, "roll-in-0", "roll-in-1")
 	app := newStreamsApp(t, d.Addr, "roll", streamsTopology("roll-in", 2))
@@ -219,6 +223,7 @@ func TestStreamsRollingRestart(t *testing.T) {
 // §4.7 static membership: a static member that leaves temporarily (-2) and comes back with a
 // new member id gets its old tasks back without a rebalance; the others are untouched.
 func TestStreamsStaticMemberRestart(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t)
 	createStreamsTopics(t, d.Addr, 6, "static-in-0")
 	app := newStreamsApp(t, d.Addr, "static", streamsTopology("static-in", 1))
@@ -258,6 +263,7 @@ func TestStreamsStaticMemberRestart(t *testing.T) {
 // kill -9 of the daemon in the middle of a rebalance: after the restart the members carry on
 // from the persisted epochs (no member is fenced) and the group converges.
 func TestStreamsKillDaemonMidRebalance(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.num.standby.replicas=1", "group.streams.session.timeout.ms=10000")
 	createStreamsTopics(t, d.Addr, 16, "kill-in-0", "kill-in-1")
 	app := newStreamsApp(t, d.Addr, "kill", streamsTopology("kill-in", 2))
@@ -307,6 +313,7 @@ func TestStreamsKillDaemonMidRebalance(t *testing.T) {
 
 // §11.1-§11.3: ListGroups, DescribeGroups and DeleteGroups see a streams group.
 func TestStreamsSpec11_OtherGroupAPIs(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t)
 	createStreamsTopics(t, d.Addr, 2, "other-in-0")
 	app := newStreamsApp(t, d.Addr, "other", streamsTopology("other-in", 1))
@@ -380,6 +387,7 @@ func TestStreamsSpec11_OtherGroupAPIs(t *testing.T) {
 
 // §5.5: an internal topic the catalog refuses to create is reported in the status detail.
 func TestStreamsSpec5_5_InternalTopicCreationFailure(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0")
 	createStreamsTopics(t, d.Addr, 2, "fail-in", "fail_x-changelog")
 	c := dialRaw(t, d.Addr)
@@ -410,6 +418,7 @@ func TestStreamsSpec5_5_InternalTopicCreationFailure(t *testing.T) {
 // number of heartbeat rounds, with no task ever active on two members. Rounds are counted, not
 // timed: every member heartbeats once per round and the assignment interval is 0.
 func TestStreamsHighAvailabilityMovesActivesToNewProcess(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.assignors=highavailability", "group.streams.num.standby.replicas=1",
 		"group.streams.assignment.interval.ms=0", "group.streams.session.timeout.ms=60000")
 	createStreamsTopics(t, d.Addr, 8, "ha-in-0")
@@ -480,6 +489,7 @@ func TestStreamsHighAvailabilityMovesActivesToNewProcess(t *testing.T) {
 // follow the configured group.streams.session.timeout.ms (3 s here), not Kafka's default
 // (45 s): a member that died with the old process is removed within seconds of the restart.
 func TestStreamsRestartRearmsConfiguredSessionTimeout(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t)
 	createStreamsTopics(t, d.Addr, 2, "rearm-in-0")
 	app := newStreamsApp(t, d.Addr, "rearm", streamsTopology("rearm-in", 1))

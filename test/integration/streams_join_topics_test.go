@@ -50,6 +50,7 @@ func topicPartitions(t *testing.T, d *daemon, names ...string) map[string]int {
 // elapsed, so its tasks come only with the heartbeat after the next interval. Counted in
 // heartbeats: the first one carries every task.
 func TestStreamsJoinIsAnsweredWithTasksWhenInternalTopicsAreMissing(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=1000")
 	createStreamsTopics(t, d.Addr, 4, "wc-in")
 	app := newStreamsApp(t, d.Addr, "wc", wordCountTopology("wc"))
@@ -74,6 +75,7 @@ func TestStreamsJoinIsAnsweredWithTasksWhenInternalTopicsAreMissing(t *testing.T
 // With group.streams.join.creates.internal.topics=false the join is answered as Kafka 4.4
 // answers it: MISSING_INTERNAL_TOPICS and no tasks, the topics created meanwhile.
 func TestStreamsJoinAnswersMissingInternalTopicsAsKafkaWhenOff(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.join.creates.internal.topics=false")
 	createStreamsTopics(t, d.Addr, 4, "wk-in")
 	app := newStreamsApp(t, d.Addr, "wk", wordCountTopology("wk"))
@@ -91,6 +93,7 @@ func TestStreamsJoinAnswersMissingInternalTopicsAsKafkaWhenOff(t *testing.T) {
 // A member whose topology the group refuses (a different topology at the same epoch) creates
 // no topics: its join is refused, as before, and its changelog does not appear.
 func TestStreamsRefusedTopologyCreatesNoInternalTopics(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0")
 	createStreamsTopics(t, d.Addr, 4, "rf-in")
 	app := newStreamsApp(t, d.Addr, "rf", wordCountTopology("rf"))

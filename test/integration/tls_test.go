@@ -27,6 +27,7 @@ func listGroupsOver(t *testing.T, addr string, cfg *tls.Config) error {
 // subject, mapped by ssl.principal.mapping.rules, is the connection's principal; a subject no
 // rule maps closes the connection.
 func TestMTLSPrincipalFromClientCertificate(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	d := startDaemon(t,
 		"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
@@ -74,6 +75,7 @@ func peerSerial(t *testing.T, addr string, cfg *tls.Config) string {
 // A renewed keystore file is served to new connections without a restart; a broken one is
 // ignored (the previous certificate stays) and logged.
 func TestTLSCertificateReloadedOnChange(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	keystore := p.serverKeystore("server")
 	d := startDaemon(t, "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.location="+keystore)
@@ -104,6 +106,7 @@ func TestTLSCertificateReloadedOnChange(t *testing.T) {
 // ssl.keystore.certificate.chain and ssl.keystore.key carry the PEM inline, and per-listener
 // keys (listener.name.<name>.*) give two TLS listeners their own settings.
 func TestTLSInlinePEMAndListenerOverrides(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	_, pemBytes := p.issue(pkix.Name{CommonName: "inline"}, true)
 	keyPEM, certPEM, _ := strings.Cut(string(pemBytes), "-----END PRIVATE KEY-----\n")
@@ -139,6 +142,7 @@ func mustRead(t *testing.T, path string) []byte {
 // config check loads what serve loads at start (TLS material, principal rules, PLAIN users),
 // so a config it passes also starts, and it never prints an inline private key.
 func TestConfigCheckLoadsSecurityFiles(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	keystore := p.serverKeystore("server")
 	_, pemBytes := p.issue(pkix.Name{CommonName: "inline"}, true)

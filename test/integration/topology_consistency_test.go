@@ -49,6 +49,7 @@ func wantStoredGroups(t *testing.T, d *daemon, want float64, when string) {
 // pushes (also a redundant push that fails and leaves the group UNCERTAIN), DeleteGroups, a
 // restart (recounted from the loaded state) and the cleanup cycle plus the sweep's tombstone.
 func TestTopologyDescription7_4_StoredGroupsGauge(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	sets := httpPluginSettings(svc) // default check interval: no cleanup cycle runs at first
 	d := startStreamsDaemon(t, sets...)
@@ -101,6 +102,7 @@ func TestTopologyDescription7_4_StoredGroupsGauge(t *testing.T) {
 // All ten plugin calls overlap; every push answers NONE, the plugin holds exactly one
 // description, describe returns it byte for byte, and nobody is asked again at that epoch.
 func TestTopologyDescription3_5_ConcurrentPushesOfOneGroup(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	release := make(chan struct{})
 	svc.set(func(s *topoService) { s.putRelease = release })
@@ -170,6 +172,7 @@ func TestTopologyDescription3_5_ConcurrentPushesOfOneGroup(t *testing.T) {
 // its description are both gone — never a description orphaned in the plugin, never a
 // stored epoch the plugin does not hold.
 func TestTopologyDescription6_5_CleanupRacingPush(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	d := startStreamsDaemon(t, append(httpPluginSettings(svc), "offsets.retention.check.interval.ms=100",
 		topoPluginKey+"call.timeout.ms=60000", topoPluginKey+"http.request.timeout.ms=60000")...)

@@ -28,6 +28,7 @@ func classicJoin(t *testing.T, addr, group string) *kmsg.JoinGroupResponse {
 // inside the back-off window do not call the plugin again. Once the delete works, the join
 // converts the group.
 func TestTopologyDescription6_6_ClassicJoinReleasesDescriptionFirst(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	d := startStreamsDaemon(t, append(httpPluginSettings(svc), "offsets.retention.check.interval.ms=300")...)
 	createStreamsTopics(t, d.Addr, 2, "conv-in-0")
@@ -70,6 +71,7 @@ func TestTopologyDescription6_6_ClassicJoinReleasesDescriptionFirst(t *testing.T
 // Without a held description, a JoinGroup converts an empty streams group at once; one with
 // members refuses with INCONSISTENT_GROUP_PROTOCOL (streams-groups §11.2).
 func TestStreamsSpec11_2_ClassicJoinConvertsOnlyEmptyGroups(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t)
 	createStreamsTopics(t, d.Addr, 2, "cv-in-0")
 	m, _ := joinTopo(t, d.Addr, "cv", "m1")

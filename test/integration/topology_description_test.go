@@ -20,14 +20,17 @@ import (
 // once for the topology epoch, one member pushes, later heartbeats are not asked again, and
 // describe returns the pushed description byte for byte.
 func TestTopologyDescription2_3_5_PushHappyPathMemory(t *testing.T) {
+	t.Parallel()
 	topoHappyPath(t, topoPluginKey+"class=memory")
 }
 
 func TestTopologyDescription2_3_5_PushHappyPathFile(t *testing.T) {
+	t.Parallel()
 	topoHappyPath(t, topoPluginKey+"class=file", topoPluginKey+"file.dir="+t.TempDir())
 }
 
 func TestTopologyDescription2_3_5_PushHappyPathHTTP(t *testing.T) {
+	t.Parallel()
 	topoHappyPath(t, httpPluginSettings(newTopoService(t))...)
 }
 
@@ -94,6 +97,7 @@ func topoHappyPath(t *testing.T, plugin ...string) {
 
 // §3.1: the checks before the plugin, with their codes and messages.
 func TestTopologyDescription3_1_ValidationAndFencing(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	d := startStreamsDaemon(t, httpPluginSettings(svc)...)
 	createStreamsTopics(t, d.Addr, 2, "fence-in-0")
@@ -136,6 +140,7 @@ func TestTopologyDescription3_1_ValidationAndFencing(t *testing.T) {
 // §3.3 permanent: the plugin rejects for good; the client sees 135 with the plugin's reason,
 // the epoch is never solicited again, also after a restart, and describe says NOT_STORED.
 func TestTopologyDescription3_3_PermanentFailureStopsSolicitation(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	svc.set(func(s *topoService) { s.putStatus, s.putBody = 413, "description too large" })
 	sets := append(httpPluginSettings(svc), "group.streams.topology.description.backoff.initial.ms=200",
@@ -172,6 +177,7 @@ func TestTopologyDescription3_3_PermanentFailureStopsSolicitation(t *testing.T) 
 // §3.3 transient: 135 with the plugin's message, the back-off is extended (the next heartbeat
 // is not asked), and a later heartbeat is asked again; the re-push then succeeds.
 func TestTopologyDescription3_3_TransientFailureArmsBackoff(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	svc.set(func(s *topoService) { s.putStatus, s.putBody = 503, "backend offline" })
 	d := startStreamsDaemon(t, append(httpPluginSettings(svc), "group.streams.topology.description.backoff.initial.ms=500",
@@ -202,6 +208,7 @@ func TestTopologyDescription3_3_TransientFailureArmsBackoff(t *testing.T) {
 // the fixed message in v3 (-1 in v2), keeps the group, leaves other groups alone, and a retry
 // after the plugin recovers converges.
 func TestTopologyDescription4_DeleteGroupsFailureThenRetry(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	d := startStreamsDaemon(t, httpPluginSettings(svc)...)
 	createStreamsTopics(t, d.Addr, 2, "del-in-0", "plain-in-0")
@@ -250,6 +257,7 @@ func TestTopologyDescription4_DeleteGroupsFailureThenRetry(t *testing.T) {
 // §1.2: without a plugin pushes are refused with UNSUPPORTED_VERSION, no heartbeat is ever
 // asked, describe says NOT_STORED.
 func TestTopologyDescription1_2_NoPlugin(t *testing.T) {
+	t.Parallel()
 	d := startStreamsDaemon(t)
 	createStreamsTopics(t, d.Addr, 2, "none-in-0")
 	m, join := joinTopo(t, d.Addr, "none", "m1")
@@ -274,6 +282,7 @@ func TestTopologyDescription1_2_NoPlugin(t *testing.T) {
 // §9 scenario 53: with the file plugin, a restart keeps the stored epoch and the description:
 // describe is AVAILABLE without a new push and heartbeats are not asked.
 func TestTopologyDescription9_53_RestartKeepsStoredEpoch(t *testing.T) {
+	t.Parallel()
 	sets := []string{topoPluginKey + "class=file", topoPluginKey + "file.dir=" + t.TempDir()}
 	d := startStreamsDaemon(t, sets...)
 	createStreamsTopics(t, d.Addr, 2, "keep-in-0")
@@ -296,6 +305,7 @@ func TestTopologyDescription9_53_RestartKeepsStoredEpoch(t *testing.T) {
 // §3.5 / ARCHITECTURE §4.10: a plugin call that hangs holds only its own push; heartbeats of
 // another group on the same shard are answered meanwhile.
 func TestTopologyDescription3_5_HungPluginDoesNotBlockHeartbeats(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	release := make(chan struct{})
 	svc.set(func(s *topoService) { s.putRelease = release })
@@ -334,6 +344,7 @@ func TestTopologyDescription3_5_HungPluginDoesNotBlockHeartbeats(t *testing.T) {
 // periodic cycle: the plugin delete runs, then the offsets sweep removes the group. While the
 // plugin's delete fails, the group is kept.
 func TestTopologyDescription6_CleanupReleasesIdleGroup(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	svc.set(func(s *topoService) { s.deleteStatus = 500 })
 	d := startStreamsDaemon(t, append(httpPluginSettings(svc), "offsets.retention.check.interval.ms=200")...)
@@ -359,6 +370,7 @@ func TestTopologyDescription6_CleanupReleasesIdleGroup(t *testing.T) {
 // §5 scenario 33: describe of three groups whose plugin get fails for one: that one is ERROR,
 // the others AVAILABLE, and no group's ErrorCode changes.
 func TestTopologyDescription5_GetFailureIsPerGroup(t *testing.T) {
+	t.Parallel()
 	svc := newTopoService(t)
 	d := startStreamsDaemon(t, httpPluginSettings(svc)...)
 	groups := []string{"da", "db", "dc"}
@@ -386,6 +398,7 @@ func TestTopologyDescription5_GetFailureIsPerGroup(t *testing.T) {
 
 // §1.1: an unknown plugin name fails start-up with a message naming the key.
 func TestTopologyDescription1_1_UnknownPluginFailsStartup(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(binaryPath, "serve", "--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "admin.listener=127.0.0.1:0",
 		"--set", "log.dirs="+t.TempDir(), "--set", topoPluginKey+"class=nope")
 	cmd.Env = daemonEnv(binaryPath)

@@ -15,6 +15,7 @@ import (
 
 // The memory plugin declares itself volatile: after a restart every stored epoch is reset.
 func TestTopologyDescription14_MemoryPluginRestartAsksAgain(t *testing.T) {
+	t.Parallel()
 	sets := []string{topoPluginKey + "class=memory"}
 	d := startStreamsDaemon(t, sets...)
 	createStreamsTopics(t, d.Addr, 2, "vol-in-0")
@@ -51,6 +52,7 @@ func TestTopologyDescription14_MemoryPluginRestartAsksAgain(t *testing.T) {
 // The file plugin survives restarts, but its directory can be lost behind its back: describe
 // notices (the plugin's get finds nothing at the stored epoch) and the member is asked again.
 func TestTopologyDescription14_FilePluginLostDirectoryAsksAgain(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	dir := filepath.Join(data, "topology-descriptions")
 	d := startStreamsDaemon(t, "log.dirs="+data, topoPluginKey+"class=file", topoPluginKey+"file.dir="+dir)
