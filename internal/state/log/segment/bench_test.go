@@ -393,10 +393,10 @@ func (f countingFile) Sync() error {
 // benchmarkShards: appenders commit to 50 shards of one Store, each appender to its own
 // shard (appender a to shard a%50, as clients committing to their own groups land on shards
 // by hash), each waiting for its record to be durable before sending the next.
-func benchmarkShards(b *testing.B, appenders, journals int) {
+func benchmarkShards(b *testing.B, appenders, journals int, wait time.Duration) {
 	const shards = 50
 	var syncs atomic.Int64
-	st, err := Open(Options{Dir: b.TempDir(), Shards: shards, FS: countingFS{FS: OSFS{}, syncs: &syncs}, Journals: journals})
+	st, err := Open(Options{Dir: b.TempDir(), Shards: shards, FS: countingFS{FS: OSFS{}, syncs: &syncs}, Journals: journals, JournalWait: wait})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -469,11 +469,16 @@ func benchmarkShards(b *testing.B, appenders, journals int) {
 // BenchmarkShards50: group commit across the 50 shards of one process (the default
 // offsets.topic.num.partitions), 1, 8 and 64 appenders, through one journal (the default) and
 // through four. fsyncs/append counts every file fsync (journal rounds, and segment fsyncs at
-// roll and close); µs/fsync is the mean time of one, busy the mean number in flight.
+// roll and close); µs/fsync is the mean time of one, busy the mean number in flight. wait=off
+// is one journal whose rounds never wait for expected groups (Options.JournalWait negative).
 func BenchmarkShards50(b *testing.B) {
-	for _, j := range []int{1, 4} {
+	for _, c := range []struct {
+		journals int
+		wait     time.Duration
+		name     string
+	}{{1, 0, "journals=1"}, {1, -1, "journals=1/wait=off"}, {4, 0, "journals=4"}} {
 		for _, n := range []int{1, 8, 64} {
-			b.Run(fmt.Sprintf("journals=%d/appenders=%d", j, n), func(b *testing.B) { benchmarkShards(b, n, j) })
+			b.Run(fmt.Sprintf("%s/appenders=%d", c.name, n), func(b *testing.B) { benchmarkShards(b, n, c.journals, c.wait) })
 		}
 	}
 }

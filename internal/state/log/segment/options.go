@@ -66,7 +66,14 @@ type Options struct {
 	// journal.
 	Journals int
 
+	// JournalWait is the longest a journal round is held back for the groups the previous
+	// round says are on their way (docs/storage.md, "Gathering a round"). Zero means
+	// DefaultJournalWait; negative never waits.
+	JournalWait time.Duration
+
 	journalBytes int64 // journal file size that starts a new file (tests make it small)
+	// clock is the monotonic clock of JournalWait (default: time since Open); tests step it.
+	clock func() time.Duration
 }
 
 // withDefaults validates o and fills in defaults.
@@ -112,6 +119,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Journals == 0 {
 		o.Journals = DefaultJournals
+	}
+	if o.JournalWait == 0 {
+		o.JournalWait = DefaultJournalWait
+	}
+	if o.clock == nil {
+		base := time.Now()
+		o.clock = func() time.Duration { return time.Since(base) }
 	}
 	if o.Journals < 0 {
 		return o, fmt.Errorf("segment log: %d journals", o.Journals)
