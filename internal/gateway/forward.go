@@ -43,6 +43,20 @@ type upConn struct {
 	expires time.Time
 	// owner is the client connection this one serves; roundTrip times the upstream's part there.
 	owner *clientConn
+	// ctx is the client connection's context this one was dialed under: its end closes nc, so
+	// that an upstream that never answers does not hold the client's goroutine (or a shutdown)
+	// forever. Registered once per upstream connection rather than per request, where it was
+	// 3% of a forwarded 1 KiB Produce's CPU; stop unregisters it when nc closes first.
+	ctx  context.Context
+	stop func() bool
+}
+
+// close closes the upstream connection and forgets the watch on its client's context.
+func (u *upConn) close() {
+	u.nc.Close()
+	if u.stop != nil {
+		u.stop()
+	}
 }
 
 func (c *clientConn) close() {
@@ -50,7 +64,7 @@ func (c *clientConn) close() {
 	defer c.mu.Unlock()
 	c.closed = true
 	for id, u := range c.ups {
-		u.nc.Close()
+		u.close()
 		delete(c.ups, id)
 	}
 }
@@ -74,7 +88,7 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 		}
 		// The upstream would close the connection at its next request: nothing is in flight
 		// between two requests, so a fresh login costs the client nothing.
-		u.nc.Close()
+		u.close()
 		delete(cc.ups, id)
 	}
 	view := g.View()
@@ -97,7 +111,8 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 	if !expires.IsZero() {
 		expires = expires.Add(-time.Until(expires) / 10) // renew a little before the upstream's end
 	}
-	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), expires: expires, owner: cc}
+	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), expires: expires, owner: cc, ctx: ctx}
+	u.stop = context.AfterFunc(ctx, func() { nc.Close() })
 	cc.ups[id] = u
 	return u, nil
 }
@@ -125,7 +140,7 @@ func (g *Gateway) drop(c *wire.Conn, id int32) {
 		cc := v.(*clientConn)
 		cc.mu.Lock()
 		if u, ok := cc.ups[id]; ok {
-			u.nc.Close()
+			u.close()
 			delete(cc.ups, id)
 		}
 		cc.mu.Unlock()
@@ -148,8 +163,13 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	}
 	// The wire server cancels ctx when the client's connection ends or a shutdown gives up
 	// waiting; an upstream that never answers must not hold the connection's goroutine, and so
-	// the shutdown, forever.
-	stop := context.AfterFunc(ctx, func() { u.nc.Close() })
+	// the shutdown, forever. The upstream connection watches the context it was dialed under
+	// (the client connection's, which every forward of the wire server passes); any other
+	// context is watched for this request alone.
+	stop := func() bool { return false }
+	if ctx != u.ctx {
+		stop = context.AfterFunc(ctx, func() { u.nc.Close() })
+	}
 	var bound time.Duration
 	answered := true
 	if h.Key == 0 {
