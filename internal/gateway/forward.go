@@ -150,6 +150,12 @@ func (g *Gateway) drop(c *wire.Conn, id int32) {
 // forward sends frame to the upstream broker of this port (or, on coordinatord's own port, the
 // broker pinned for the connection) and returns the answer, rewritten where it names brokers.
 func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
+	return g.forwardFrame(ctx, node, c, h, frame, nil, reserve)
+}
+
+// forwardFrame is forward for a frame that is frame followed by what body yields (nil: frame
+// is the whole of it), copied from the client's socket to the upstream's as it arrives.
+func (g *Gateway) forwardFrame(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte, body *io.LimitedReader, reserve func(int) error) ([]byte, error) {
 	if node < 0 {
 		var err error
 		if node, err = g.pinFor(c); err != nil {
@@ -179,7 +185,11 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	} else {
 		bound = g.answerBound(h, frame)
 	}
-	out, err := g.relay.around(ctx, h, frame, func() ([]byte, error) { return g.roundTrip(u, h, frame, reserve, bound, answered) })
+	size := len(frame)
+	if body != nil {
+		size += int(body.N)
+	}
+	out, err := g.relay.around(ctx, h, frame, func() ([]byte, error) { return g.roundTrip(u, h, frame, body, reserve, bound, answered) })
 	stop()
 	if err != nil {
 		g.drop(c, node)
@@ -207,7 +217,7 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 			putBuffer(raw) // rewritten into a new frame, which shares no memory with it
 		}
 	}
-	g.opts.Metrics.forwarded(node, h.Key, len(frame)+4, len(out), time.Since(start))
+	g.opts.Metrics.forwarded(node, h.Key, size+4, len(out), time.Since(start))
 	return out, nil
 }
 
@@ -228,7 +238,7 @@ func (g *Gateway) observeAdded(c *wire.Conn, read, written time.Time) {
 
 // roundTrip writes the request and reads its answer (size prefix included); nil when the
 // request expects none. The answer's memory is reserved before it is allocated.
-func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error, bound time.Duration, answered bool) ([]byte, error) {
+func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, body *io.LimitedReader, reserve func(int) error, bound time.Duration, answered bool) ([]byte, error) {
 	// Counted from before the write: a broker that stops reading also stops answering.
 	now := time.Now()
 	if bound > 0 {
@@ -238,10 +248,19 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func
 		u.owner.sent = now
 	}
 	var size [4]byte
-	binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
+	var rest int64
+	if body != nil {
+		rest = body.N
+	}
+	binary.BigEndian.PutUint32(size[:], uint32(int64(len(frame))+rest))
 	bufs := net.Buffers{size[:], frame}
 	if _, err := bufs.WriteTo(u.nc); err != nil {
 		return nil, err
+	}
+	if body != nil {
+		if err := copyBody(u.nc, body); err != nil {
+			return nil, err
+		}
 	}
 	if !answered {
 		return nil, nil // acks=0: the broker answers nothing (it closes the connection on error)
@@ -270,6 +289,30 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func
 		return nil, fmt.Errorf("correlation id %d answered for request %d", corr, h.CorrelationID)
 	}
 	return out, nil
+}
+
+// copyBody copies the rest of a request frame from the client's socket to the upstream's:
+// spliced by the kernel when both are TCP sockets (net.TCPConn.ReadFrom of an io.LimitedReader
+// over a net.TCPConn), through a recycled buffer otherwise (TLS). A body that ends early fails
+// with wire.ErrRequestCutShort; the upstream then holds a partial frame, which it never runs
+// as a request because the caller closes that connection.
+func copyBody(dst net.Conn, body *io.LimitedReader) error {
+	want := body.N
+	var err error
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_, err = tc.ReadFrom(body)
+	} else {
+		buf := getBuffer(32 << 10)
+		_, err = io.CopyBuffer(dst, body, buf)
+		putBuffer(buf)
+	}
+	if err != nil {
+		return err
+	}
+	if body.N != 0 {
+		return fmt.Errorf("%w: %d of %d body bytes arrived", wire.ErrRequestCutShort, want-body.N, want)
+	}
+	return nil
 }
 
 // Answer buffers are recycled by size class (powers of two from 4 KiB to 4 MiB): allocating a
