@@ -178,3 +178,49 @@ func TestOversizeProduceIsNeverForwarded(t *testing.T) {
 	default:
 	}
 }
+
+// An upstream connection that is not a plain TCP socket (TLS) cannot be spliced to: the body
+// is copied through a buffer, byte for byte, and a body the client cut short still fails with
+// wire.ErrRequestCutShort.
+func TestProduceBodyToANonTCPUpstreamIsCopied(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	body := bytes.Repeat([]byte("0123456789abcdef"), 10<<10) // 160 KiB
+	for _, cut := range []bool{false, true} {
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if cut {
+				client.Write(body[:len(body)/2])
+			} else {
+				client.Write(body)
+			}
+			client.Close()
+		}()
+		up, upPeer := net.Pipe() // not a *net.TCPConn, as a TLS connection is not
+		got := make(chan []byte, 1)
+		go func() { b, _ := io.ReadAll(upPeer); got <- b }()
+		err = copyBody(up, &io.LimitedReader{R: server, N: int64(len(body))})
+		up.Close()
+		received := <-got
+		server.Close()
+		if cut {
+			if !errors.Is(err, wire.ErrRequestCutShort) {
+				t.Fatalf("a body cut short copied with %v; want ErrRequestCutShort", err)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(received, body) {
+			t.Fatalf("copied %d of %d bytes intact=%v, %v", len(received), len(body), bytes.Equal(received, body), err)
+		}
+	}
+}
