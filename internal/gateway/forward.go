@@ -49,6 +49,12 @@ type upConn struct {
 	// 3% of a forwarded 1 KiB Produce's CPU; stop unregisters it when nc closes first.
 	ctx  context.Context
 	stop func() bool
+	// size, iov and bufs are the request write's size prefix and vector, kept here so that
+	// they are not allocated per request (one request at a time uses them). bufs is
+	// consumed by its write; iov is the array it is set from again each time.
+	size [4]byte
+	iov  [2][]byte
+	bufs net.Buffers
 }
 
 // close closes the upstream connection and forgets the watch on its client's context.
@@ -247,14 +253,17 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, body *io.Lim
 	if u.owner != nil {
 		u.owner.sent = now
 	}
-	var size [4]byte
 	var rest int64
 	if body != nil {
 		rest = body.N
 	}
-	binary.BigEndian.PutUint32(size[:], uint32(int64(len(frame))+rest))
-	bufs := net.Buffers{size[:], frame}
-	if _, err := bufs.WriteTo(u.nc); err != nil {
+	size := u.size[:]
+	binary.BigEndian.PutUint32(size, uint32(int64(len(frame))+rest))
+	u.iov[0], u.iov[1] = size, frame
+	u.bufs = u.iov[:]
+	_, err := u.bufs.WriteTo(u.nc)
+	u.iov[1] = nil // the frame goes back to its pool: nothing here may keep it
+	if err != nil {
 		return nil, err
 	}
 	if body != nil {
@@ -265,10 +274,10 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, body *io.Lim
 	if !answered {
 		return nil, nil // acks=0: the broker answers nothing (it closes the connection on error)
 	}
-	if _, err := io.ReadFull(u.br, size[:]); err != nil {
+	if _, err := io.ReadFull(u.br, size); err != nil {
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
+	n := int32(binary.BigEndian.Uint32(size))
 	if n < 4 || n > g.opts.MaxResponseBytes {
 		return nil, fmt.Errorf("response frame of %d bytes", n)
 	}
@@ -276,7 +285,7 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, body *io.Lim
 		return nil, err
 	}
 	out := getBuffer(4 + int(n))
-	copy(out, size[:])
+	copy(out, size)
 	if _, err := io.ReadFull(u.br, out[4:]); err != nil {
 		putBuffer(out)
 		return nil, err
