@@ -209,7 +209,7 @@ func TestProduceBodyToANonTCPUpstreamIsCopied(t *testing.T) {
 		up, upPeer := net.Pipe() // not a *net.TCPConn, as a TLS connection is not
 		got := make(chan []byte, 1)
 		go func() { b, _ := io.ReadAll(upPeer); got <- b }()
-		err = copyBody(up, &io.LimitedReader{R: server, N: int64(len(body))})
+		err = copyBody(up, &io.LimitedReader{R: server, N: int64(len(body))}, time.Time{})
 		up.Close()
 		received := <-got
 		server.Close()
@@ -222,5 +222,51 @@ func TestProduceBodyToANonTCPUpstreamIsCopied(t *testing.T) {
 		if err != nil || !bytes.Equal(received, body) {
 			t.Fatalf("copied %d of %d bytes intact=%v, %v", len(received), len(body), bytes.Equal(received, body), err)
 		}
+	}
+}
+
+// A client that stops sending in the middle of a large Produce's body is closed when its
+// connection's idle timeout ends the wait, as a frame read whole would be, and that is the
+// client's doing: the connection is counted as closed for a truncated frame, not as an upstream
+// that failed to answer in time, and the upstream never gets the request whole.
+func TestProduceBodyTheClientStallsOnIsTheClientsTimeout(t *testing.T) {
+	upstreamSaw := make(chan error, 1)
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		_, err := readRequest(c)
+		upstreamSaw <- err
+	})
+	g := testGateway(t)
+	g.opts.RequestTimeout = time.Minute // the upstream's deadline is far off
+	gwReg := prometheus.NewRegistry()
+	g.opts.Metrics = NewMetrics(gwReg)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	reg := prometheus.NewRegistry()
+	addr, _ := servePort(t, g, 1, wire.Options{ListenerName: "BROKER-1", MaxRequestBytes: 1 << 20, IdleTimeout: 300 * time.Millisecond,
+		Metrics: wire.NewMetrics(reg), Budget: wire.NewBudget(4<<20, reg, nil)})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := produceFrame(1, -1, 200<<10)
+	c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(frame))))
+	c.Write(frame[:100<<10]) // and nothing more
+	select {
+	case err := <-upstreamSaw:
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("the upstream read %v; want a frame cut short", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream connection stays open")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for counterValue(t, reg, "coordinatord_connections_closed_total", map[string]string{"reason": "truncated frame"}) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection was not counted as closed for a truncated frame")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := counterValue(t, gwReg, "coordinatord_gateway_forward_timeouts_total", map[string]string{"node": "1", "api": "Produce"}); n != 0 {
+		t.Fatalf("the client's stall was counted as %v upstream timeouts", n)
 	}
 }

@@ -267,7 +267,11 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, body *io.Lim
 		return nil, err
 	}
 	if body != nil {
-		if err := copyBody(u.nc, body); err != nil {
+		var upDeadline time.Time
+		if bound > 0 {
+			upDeadline = now.Add(bound)
+		}
+		if err := copyBody(u.nc, body, upDeadline); err != nil {
 			return nil, err
 		}
 	}
@@ -304,8 +308,10 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, body *io.Lim
 // spliced by the kernel when both are TCP sockets (net.TCPConn.ReadFrom of an io.LimitedReader
 // over a net.TCPConn), through a recycled buffer otherwise (TLS). A body that ends early fails
 // with wire.ErrRequestCutShort; the upstream then holds a partial frame, which it never runs
-// as a request because the caller closes that connection.
-func copyBody(dst net.Conn, body *io.LimitedReader) error {
+// as a request because the caller closes that connection. So does a body the client stalls on
+// until its connection's idle deadline (or a shutdown's): a deadline error before the
+// upstream's own deadline (zero: none) is the client's, not an upstream timeout.
+func copyBody(dst net.Conn, body *io.LimitedReader, upDeadline time.Time) error {
 	want := body.N
 	var err error
 	if tc, ok := dst.(*net.TCPConn); ok {
@@ -314,6 +320,10 @@ func copyBody(dst net.Conn, body *io.LimitedReader) error {
 		buf := getBuffer(32 << 10)
 		_, err = io.CopyBuffer(dst, body, buf)
 		putBuffer(buf)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && (upDeadline.IsZero() || time.Now().Before(upDeadline)) {
+		// %v, not %w: the forwarding path must not count it as the upstream's timeout.
+		return fmt.Errorf("%w: %d of %d body bytes arrived: %v", wire.ErrRequestCutShort, want-body.N, want, err)
 	}
 	if err != nil {
 		return err

@@ -178,13 +178,14 @@ type BodyForwarder interface {
 	// is passed on with ForwardBody.
 	ForwardsBody(c *Conn, h Header, head []byte) bool
 	// ForwardBody is Forward for a frame of which only head has been read: body yields the
-	// rest, exactly. A body that ends early (the client closed mid-request) must fail with an
-	// error wrapping ErrRequestCutShort, and its partial frame must not reach the upstream as a
-	// request.
+	// rest, exactly. A body the client does not finish (it closed mid-request, or stalled until
+	// the connection's read deadline) must fail with an error wrapping ErrRequestCutShort, and
+	// its partial frame must not reach the upstream as a request.
 	ForwardBody(ctx context.Context, c *Conn, h Header, head []byte, body *io.LimitedReader, reserve func(n int) error) ([]byte, error)
 }
 
-// ErrRequestCutShort is a BodyForwarder's error for a request body the client did not finish.
+// ErrRequestCutShort is a BodyForwarder's error for a request body the client did not finish:
+// the connection closes as for a frame cut short ("truncated frame"; "shutdown" while draining).
 var ErrRequestCutShort = errors.New("request frame cut short by end of stream")
 
 // minForwardedBody is the smallest unread remainder of a frame worth a BodyForwarder's direct
@@ -481,22 +482,7 @@ func (c *serverConn) run() {
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
 		if raw, read, handled, err := c.forwardBody(br, size, reserve); handled {
-			if err != nil {
-				if errors.Is(err, ErrRequestCutShort) {
-					reason = "truncated frame"
-					c.warn("closing connection", "frame cut short by end of stream")
-				} else {
-					reason = "upstream failed"
-					c.warn("closing connection", err.Error())
-				}
-				return
-			}
-			if raw == nil {
-				budget.Release(held)
-				held = 0
-				continue // no response is due (acks=0)
-			}
-			if reason = c.writeForwarded(raw, read); reason != "" {
+			if reason = c.answerForwarded(raw, read, err); reason != "" {
 				return
 			}
 			budget.Release(held)
@@ -537,21 +523,7 @@ func (c *serverConn) run() {
 			if pooled {
 				putFrame(frame) // written upstream; nothing refers to it any more
 			}
-			if err != nil {
-				reason = "upstream failed"
-				c.warn("closing connection", err.Error())
-				return
-			}
-			if raw == nil {
-				budget.Release(held)
-				held = 0
-				continue // no response is due (acks=0)
-			}
-			// held is the answer's size as the upstream sent it (reserved before it was read; a
-			// rewrite changes it by a few bytes of host names at most). It is written as it
-			// came: copying it (a fetch's records) into out would cost a copy and, for answers
-			// over initialFrameChunk, an allocation per answer.
-			if reason = c.writeForwarded(raw, read); reason != "" {
+			if reason = c.answerForwarded(raw, read, err); reason != "" {
 				return
 			}
 			budget.Release(held)
@@ -686,9 +658,26 @@ func (c *serverConn) warn(msg, reason string) {
 	c.srv.log.Warn(msg, zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.String("reason", reason))
 }
 
-// writeForwarded writes a forwarded request's answer and gives it back to the Forwarder; a
+// answerForwarded finishes a forwarded request: an error closes the connection, a nil answer
+// means none is due (acks=0), and any other is written and given back to the Forwarder. A
 // non-empty result is why the connection closes.
-func (c *serverConn) writeForwarded(raw []byte, read time.Time) string {
+func (c *serverConn) answerForwarded(raw []byte, read time.Time, err error) string {
+	switch {
+	case errors.Is(err, ErrRequestCutShort) && c.srv.draining.Load():
+		return "shutdown" // its read deadline ended the body's wait, as for a frame read whole
+	case errors.Is(err, ErrRequestCutShort):
+		c.warn("closing connection", err.Error())
+		return "truncated frame"
+	case err != nil:
+		c.warn("closing connection", err.Error())
+		return "upstream failed"
+	case raw == nil:
+		return ""
+	}
+	// The answer's size as the upstream sent it is what is held (reserved before it was read;
+	// a rewrite changes it by a few bytes of host names at most). It is written as it came:
+	// copying it (a fetch's records) into out would cost a copy and, for answers over
+	// initialFrameChunk, an allocation per answer.
 	reason := c.write(raw)
 	var written time.Time
 	if reason == "" {
