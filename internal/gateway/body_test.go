@@ -129,6 +129,14 @@ func TestProduceBodyCutShortByTheClientNeverReachesTheUpstreamWhole(t *testing.T
 	c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(frame))))
 	c.Write(frame[:100<<10]) // queued ahead of the close: the gateway reads it, then the end
 	c.Close()
+	awaitRequestCutShort(t, upstreamSaw, reg)
+}
+
+// awaitRequestCutShort waits for the upstream to read a request frame cut short (its
+// connection closed by the gateway), the client's connection to be counted as closed for a
+// truncated frame, and the budget to be whole again.
+func awaitRequestCutShort(t *testing.T, upstreamSaw <-chan error, reg *prometheus.Registry) {
+	t.Helper()
 	select {
 	case err := <-upstreamSaw:
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -137,11 +145,13 @@ func TestProduceBodyCutShortByTheClientNeverReachesTheUpstreamWhole(t *testing.T
 	case <-time.After(30 * time.Second):
 		t.Fatal("the upstream connection stays open")
 	}
+	truncated := map[string]string{"reason": "truncated frame"}
 	deadline := time.Now().Add(30 * time.Second)
-	for counterValue(t, reg, "coordinatord_connections_closed_total", map[string]string{"reason": "truncated frame"}) != 1 ||
+	for counterValue(t, reg, "coordinatord_connections_closed_total", truncated) != 1 ||
 		gaugeNamed(t, reg, "coordinatord_queued_request_bytes") != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("closed for a truncated frame %v times, budget held %v", counterValue(t, reg, "coordinatord_connections_closed_total", map[string]string{"reason": "truncated frame"}), gaugeNamed(t, reg, "coordinatord_queued_request_bytes"))
+			t.Fatalf("closed for a truncated frame %v times, budget held %v",
+				counterValue(t, reg, "coordinatord_connections_closed_total", truncated), gaugeNamed(t, reg, "coordinatord_queued_request_bytes"))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -251,21 +261,7 @@ func TestProduceBodyTheClientStallsOnIsTheClientsTimeout(t *testing.T) {
 	frame := produceFrame(1, -1, 200<<10)
 	c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(frame))))
 	c.Write(frame[:100<<10]) // and nothing more
-	select {
-	case err := <-upstreamSaw:
-		if !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("the upstream read %v; want a frame cut short", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the upstream connection stays open")
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for counterValue(t, reg, "coordinatord_connections_closed_total", map[string]string{"reason": "truncated frame"}) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the connection was not counted as closed for a truncated frame")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitRequestCutShort(t, upstreamSaw, reg)
 	if n := counterValue(t, gwReg, "coordinatord_gateway_forward_timeouts_total", map[string]string{"node": "1", "api": "Produce"}); n != 0 {
 		t.Fatalf("the client's stall was counted as %v upstream timeouts", n)
 	}
