@@ -70,7 +70,7 @@ func TestRelayingLargeAnswersReusesBuffers(t *testing.T) {
 		frame = binary.BigEndian.AppendUint16(frame, 4)            // v4
 		frame = binary.BigEndian.AppendUint32(frame, uint32(corr)) // correlation id
 		frame = binary.BigEndian.AppendUint16(frame, 0xffff)       // null client id
-		out, err := g.roundTrip(u, h, frame, func(int) error { return nil }, 0, true)
+		out, err := g.roundTrip(u, h, frame, nil, func(int) error { return nil }, 0, true)
 		if err != nil || len(out) != len(answer) {
 			t.Fatalf("round trip %d: %d bytes, %v", corr, len(out), err)
 		}

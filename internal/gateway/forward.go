@@ -43,6 +43,26 @@ type upConn struct {
 	expires time.Time
 	// owner is the client connection this one serves; roundTrip times the upstream's part there.
 	owner *clientConn
+	// ctx is the client connection's context this one was dialed under: its end closes nc, so
+	// that an upstream that never answers does not hold the client's goroutine (or a shutdown)
+	// forever. Registered once per upstream connection rather than per request, where it was
+	// 3% of a forwarded 1 KiB Produce's CPU; stop unregisters it when nc closes first.
+	ctx  context.Context
+	stop func() bool
+	// size, iov and bufs are the request write's size prefix and vector, kept here so that
+	// they are not allocated per request (one request at a time uses them). bufs is
+	// consumed by its write; iov is the array it is set from again each time.
+	size [4]byte
+	iov  [2][]byte
+	bufs net.Buffers
+}
+
+// close closes the upstream connection and forgets the watch on its client's context.
+func (u *upConn) close() {
+	u.nc.Close()
+	if u.stop != nil {
+		u.stop()
+	}
 }
 
 func (c *clientConn) close() {
@@ -50,7 +70,7 @@ func (c *clientConn) close() {
 	defer c.mu.Unlock()
 	c.closed = true
 	for id, u := range c.ups {
-		u.nc.Close()
+		u.close()
 		delete(c.ups, id)
 	}
 }
@@ -74,7 +94,7 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 		}
 		// The upstream would close the connection at its next request: nothing is in flight
 		// between two requests, so a fresh login costs the client nothing.
-		u.nc.Close()
+		u.close()
 		delete(cc.ups, id)
 	}
 	view := g.View()
@@ -97,7 +117,8 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 	if !expires.IsZero() {
 		expires = expires.Add(-time.Until(expires) / 10) // renew a little before the upstream's end
 	}
-	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), expires: expires, owner: cc}
+	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), expires: expires, owner: cc, ctx: ctx}
+	u.stop = context.AfterFunc(ctx, func() { nc.Close() })
 	cc.ups[id] = u
 	return u, nil
 }
@@ -125,7 +146,7 @@ func (g *Gateway) drop(c *wire.Conn, id int32) {
 		cc := v.(*clientConn)
 		cc.mu.Lock()
 		if u, ok := cc.ups[id]; ok {
-			u.nc.Close()
+			u.close()
 			delete(cc.ups, id)
 		}
 		cc.mu.Unlock()
@@ -135,6 +156,12 @@ func (g *Gateway) drop(c *wire.Conn, id int32) {
 // forward sends frame to the upstream broker of this port (or, on coordinatord's own port, the
 // broker pinned for the connection) and returns the answer, rewritten where it names brokers.
 func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
+	return g.forwardFrame(ctx, node, c, h, frame, nil, reserve)
+}
+
+// forwardFrame is forward for a frame that is frame followed by what body yields (nil: frame
+// is the whole of it), copied from the client's socket to the upstream's as it arrives.
+func (g *Gateway) forwardFrame(ctx context.Context, node int32, c *wire.Conn, h wire.Header, frame []byte, body *io.LimitedReader, reserve func(int) error) ([]byte, error) {
 	if node < 0 {
 		var err error
 		if node, err = g.pinFor(c); err != nil {
@@ -148,8 +175,13 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	}
 	// The wire server cancels ctx when the client's connection ends or a shutdown gives up
 	// waiting; an upstream that never answers must not hold the connection's goroutine, and so
-	// the shutdown, forever.
-	stop := context.AfterFunc(ctx, func() { u.nc.Close() })
+	// the shutdown, forever. The upstream connection watches the context it was dialed under
+	// (the client connection's, which every forward of the wire server passes); any other
+	// context is watched for this request alone.
+	stop := func() bool { return false }
+	if ctx != u.ctx {
+		stop = context.AfterFunc(ctx, func() { u.nc.Close() })
+	}
 	var bound time.Duration
 	answered := true
 	if h.Key == 0 {
@@ -159,7 +191,11 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 	} else {
 		bound = g.answerBound(h, frame)
 	}
-	out, err := g.relay.around(ctx, h, frame, func() ([]byte, error) { return g.roundTrip(u, h, frame, reserve, bound, answered) })
+	size := len(frame)
+	if body != nil {
+		size += int(body.N)
+	}
+	out, err := g.relay.around(ctx, h, frame, func() ([]byte, error) { return g.roundTrip(u, h, frame, body, reserve, bound, answered) })
 	stop()
 	if err != nil {
 		g.drop(c, node)
@@ -187,7 +223,7 @@ func (g *Gateway) forward(ctx context.Context, node int32, c *wire.Conn, h wire.
 			putBuffer(raw) // rewritten into a new frame, which shares no memory with it
 		}
 	}
-	g.opts.Metrics.forwarded(node, h.Key, len(frame)+4, len(out), time.Since(start))
+	g.opts.Metrics.forwarded(node, h.Key, size+4, len(out), time.Since(start))
 	return out, nil
 }
 
@@ -208,7 +244,7 @@ func (g *Gateway) observeAdded(c *wire.Conn, read, written time.Time) {
 
 // roundTrip writes the request and reads its answer (size prefix included); nil when the
 // request expects none. The answer's memory is reserved before it is allocated.
-func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func(int) error, bound time.Duration, answered bool) ([]byte, error) {
+func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, body *io.LimitedReader, reserve func(int) error, bound time.Duration, answered bool) ([]byte, error) {
 	// Counted from before the write: a broker that stops reading also stops answering.
 	now := time.Now()
 	if bound > 0 {
@@ -217,19 +253,35 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func
 	if u.owner != nil {
 		u.owner.sent = now
 	}
-	var size [4]byte
-	binary.BigEndian.PutUint32(size[:], uint32(len(frame)))
-	bufs := net.Buffers{size[:], frame}
-	if _, err := bufs.WriteTo(u.nc); err != nil {
+	var rest int64
+	if body != nil {
+		rest = body.N
+	}
+	size := u.size[:]
+	binary.BigEndian.PutUint32(size, uint32(int64(len(frame))+rest))
+	u.iov[0], u.iov[1] = size, frame
+	u.bufs = u.iov[:]
+	_, err := u.bufs.WriteTo(u.nc)
+	u.iov[1] = nil // the frame goes back to its pool: nothing here may keep it
+	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		var upDeadline time.Time
+		if bound > 0 {
+			upDeadline = now.Add(bound)
+		}
+		if err := copyBody(u.nc, body, upDeadline); err != nil {
+			return nil, err
+		}
 	}
 	if !answered {
 		return nil, nil // acks=0: the broker answers nothing (it closes the connection on error)
 	}
-	if _, err := io.ReadFull(u.br, size[:]); err != nil {
+	if _, err := io.ReadFull(u.br, size); err != nil {
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
+	n := int32(binary.BigEndian.Uint32(size))
 	if n < 4 || n > g.opts.MaxResponseBytes {
 		return nil, fmt.Errorf("response frame of %d bytes", n)
 	}
@@ -237,7 +289,7 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func
 		return nil, err
 	}
 	out := getBuffer(4 + int(n))
-	copy(out, size[:])
+	copy(out, size)
 	if _, err := io.ReadFull(u.br, out[4:]); err != nil {
 		putBuffer(out)
 		return nil, err
@@ -250,6 +302,36 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, reserve func
 		return nil, fmt.Errorf("correlation id %d answered for request %d", corr, h.CorrelationID)
 	}
 	return out, nil
+}
+
+// copyBody copies the rest of a request frame from the client's socket to the upstream's:
+// spliced by the kernel when both are TCP sockets (net.TCPConn.ReadFrom of an io.LimitedReader
+// over a net.TCPConn), through a recycled buffer otherwise (TLS). A body that ends early fails
+// with wire.ErrRequestCutShort; the upstream then holds a partial frame, which it never runs
+// as a request because the caller closes that connection. So does a body the client stalls on
+// until its connection's idle deadline (or a shutdown's): a deadline error before the
+// upstream's own deadline (zero: none) is the client's, not an upstream timeout.
+func copyBody(dst net.Conn, body *io.LimitedReader, upDeadline time.Time) error {
+	want := body.N
+	var err error
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_, err = tc.ReadFrom(body)
+	} else {
+		buf := getBuffer(32 << 10)
+		_, err = io.CopyBuffer(dst, body, buf)
+		putBuffer(buf)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && (upDeadline.IsZero() || time.Now().Before(upDeadline)) {
+		// %v, not %w: the forwarding path must not count it as the upstream's timeout.
+		return fmt.Errorf("%w: %d of %d body bytes arrived: %v", wire.ErrRequestCutShort, want-body.N, want, err)
+	}
+	if err != nil {
+		return err
+	}
+	if body.N != 0 {
+		return fmt.Errorf("%w: %d of %d body bytes arrived", wire.ErrRequestCutShort, want-body.N, want)
+	}
+	return nil
 }
 
 // Answer buffers are recycled by size class (powers of two from 4 KiB to 4 MiB): allocating a

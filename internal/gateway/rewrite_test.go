@@ -336,6 +336,76 @@ func TestProduceLeaderHintsRewritten(t *testing.T) {
 	}
 }
 
+// A Produce answer is walked, not decoded, to learn whether it carries leader hints: every
+// shape of answer Kafka sends (several topics and partitions, record errors, messages, a
+// partition's CurrentLeader, a response header tag) is passed on as it came without hints and
+// rewritten with them, at every flexible version with hints (v10-13), and the upstream's
+// address never reaches the client.
+func TestProduceAnswersAreWalkedForLeaderHints(t *testing.T) {
+	g := testGateway(t)
+	const upHost = "kafka-5.internal"
+	build := func(v int16, hints bool) []byte {
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(v)
+		resp.ThrottleMillis = 7
+		for ti := 0; ti < 2; ti++ {
+			topic := kmsg.NewProduceResponseTopic()
+			topic.Topic, topic.TopicID = "orders-"+strconv.Itoa(ti), [16]byte{byte(ti + 1)}
+			for p := int32(0); p < 3; p++ {
+				part := kmsg.NewProduceResponseTopicPartition()
+				part.Partition, part.BaseOffset = p, 100*int64(p)
+				switch p {
+				case 1:
+					part.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER, with the new leader's id and epoch
+					part.CurrentLeader.LeaderID, part.CurrentLeader.LeaderEpoch = 5, 3
+					msg := "not the leader"
+					part.ErrorMessage = &msg
+				case 2:
+					part.ErrorCode = 87 // INVALID_RECORD
+					e := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+					e.RelativeOffset = 4
+					m := "bad record"
+					e.ErrorMessage = &m
+					part.ErrorRecords = append(part.ErrorRecords, e, kmsg.NewProduceResponseTopicPartitionErrorRecord())
+				}
+				topic.Partitions = append(topic.Partitions, part)
+			}
+			resp.Topics = append(resp.Topics, topic)
+		}
+		if hints {
+			hint := kmsg.NewProduceResponseBroker()
+			hint.NodeID, hint.Host, hint.Port = 5, upHost, 9092
+			resp.Brokers = []kmsg.ProduceResponseBroker{hint}
+		}
+		return frameOf(8, resp)
+	}
+	for v := int16(10); v <= 13; v++ {
+		h := wire.Header{Key: 0, Version: v, CorrelationID: 8}
+		for _, in := range [][]byte{build(v, false), withHeaderTag(build(v, false))} {
+			if produceHasTopLevelTags(v, in) {
+				t.Fatalf("v%d: an answer without leader hints would be decoded", v)
+			}
+			if out, err := g.rewrite(h, in); err != nil || &out[0] != &in[0] {
+				t.Fatalf("v%d: an answer without leader hints was not passed on as it came (%v)", v, err)
+			}
+		}
+		for _, in := range [][]byte{build(v, true), withHeaderTag(build(v, true))} {
+			out, err := g.rewrite(h, in)
+			if err != nil {
+				t.Fatalf("v%d: %v", v, err)
+			}
+			if bytes.Contains(out, []byte(upHost)) || !bytes.Contains(out, []byte("gw.example")) {
+				t.Fatalf("v%d: the leader hint was not rewritten", v)
+			}
+		}
+		// Cut short: still refused, as when it was decoded.
+		in := build(v, false)
+		if _, err := g.rewrite(h, in[:len(in)-3]); err == nil {
+			t.Fatalf("v%d: a truncated answer was passed on", v)
+		}
+	}
+}
+
 // withHeaderTag puts one tagged field (tag 5, two bytes) into a flexible response frame's
 // header, which wire.AppendResponse writes empty.
 func withHeaderTag(frame []byte) []byte {

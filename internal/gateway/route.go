@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -47,8 +48,8 @@ type portHandler struct {
 }
 
 var (
-	_ wire.Handler   = (*portHandler)(nil)
-	_ wire.Forwarder = (*portHandler)(nil)
+	_ wire.Handler       = (*portHandler)(nil)
+	_ wire.BodyForwarder = (*portHandler)(nil)
 )
 
 func (p *portHandler) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
@@ -143,6 +144,25 @@ func requestMaxVersion(key int16) int16 {
 
 func (p *portHandler) Forward(ctx context.Context, c *wire.Conn, h wire.Header, frame []byte, reserve func(int) error) ([]byte, error) {
 	return p.g.forward(ctx, p.node, c, h, frame, reserve)
+}
+
+// ForwardsBody takes Produce requests whose acks and timeout head holds (what forwarding
+// reads of one before sending it on): their batches go from the client's socket to the
+// upstream's without entering coordinatord's memory.
+func (p *portHandler) ForwardsBody(c *wire.Conn, h wire.Header, head []byte) bool {
+	if h.Key != 0 {
+		return false
+	}
+	_, rest, err := wire.ParseHeader(head)
+	if err != nil || !p.Forwards(c, h, rest) {
+		return false
+	}
+	acks, _ := produceAcksTimeout(h.Version, head)
+	return acks != -2
+}
+
+func (p *portHandler) ForwardBody(ctx context.Context, c *wire.Conn, h wire.Header, head []byte, body *io.LimitedReader, reserve func(int) error) ([]byte, error) {
+	return p.g.forwardFrame(ctx, p.node, c, h, head, body, reserve)
 }
 
 func (p *portHandler) Release(c *wire.Conn, frame []byte, read, written time.Time) {

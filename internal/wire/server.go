@@ -167,6 +167,32 @@ type Forwarder interface {
 	Closed(c *Conn)
 }
 
+// BodyForwarder is a Forwarder that can pass a large request on while its body is still
+// arriving (a Produce of big batches): the wire server hands over the frame's first bytes,
+// already read, and the rest unread on the client's socket, which the forwarder copies to its
+// upstream socket directly (splice(2) on Linux: the bytes never enter user memory). The
+// request's share of queued.max.request.bytes is reserved exactly as for a frame read whole.
+type BodyForwarder interface {
+	Forwarder
+	// ForwardsBody says whether the request whose frame starts with head (its header at least)
+	// is passed on with ForwardBody.
+	ForwardsBody(c *Conn, h Header, head []byte) bool
+	// ForwardBody is Forward for a frame of which only head has been read: body yields the
+	// rest, exactly. A body the client does not finish (it closed mid-request, or stalled until
+	// the connection's read deadline) must fail with an error wrapping ErrRequestCutShort, and
+	// its partial frame must not reach the upstream as a request.
+	ForwardBody(ctx context.Context, c *Conn, h Header, head []byte, body *io.LimitedReader, reserve func(n int) error) ([]byte, error)
+}
+
+// ErrRequestCutShort is a BodyForwarder's error for a request body the client did not finish:
+// the connection closes as for a frame cut short ("truncated frame"; "shutdown" while draining).
+var ErrRequestCutShort = errors.New("request frame cut short by end of stream")
+
+// minForwardedBody is the smallest unread remainder of a frame worth a BodyForwarder's direct
+// copy: below it, reading the frame into memory costs no more than the extra write and the
+// splice's pipe.
+const minForwardedBody = 8 << 10
+
 // Options are the transport limits, validated by the caller's config.
 type Options struct {
 	ListenerName    string
@@ -455,6 +481,14 @@ func (c *serverConn) run() {
 			// Waiting for the budget is not the peer's idleness.
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
+		if raw, read, handled, err := c.forwardBody(br, size, reserve); handled {
+			if reason = c.answerForwarded(raw, read, err); reason != "" {
+				return
+			}
+			budget.Release(held)
+			held = 0
+			continue
+		}
 		var frame []byte
 		var pooled bool
 		if in != nil {
@@ -489,27 +523,7 @@ func (c *serverConn) run() {
 			if pooled {
 				putFrame(frame) // written upstream; nothing refers to it any more
 			}
-			if err != nil {
-				reason = "upstream failed"
-				c.warn("closing connection", err.Error())
-				return
-			}
-			if raw == nil {
-				budget.Release(held)
-				held = 0
-				continue // no response is due (acks=0)
-			}
-			// held is the answer's size as the upstream sent it (reserved before it was read; a
-			// rewrite changes it by a few bytes of host names at most). It is written as it
-			// came: copying it (a fetch's records) into out would cost a copy and, for answers
-			// over initialFrameChunk, an allocation per answer.
-			reason = c.write(raw)
-			var written time.Time
-			if reason == "" {
-				written = time.Now()
-			}
-			c.srv.handler.(Forwarder).Release(c.info, raw, read, written)
-			if reason != "" {
+			if reason = c.answerForwarded(raw, read, err); reason != "" {
 				return
 			}
 			budget.Release(held)
@@ -642,6 +656,78 @@ func (c *serverConn) readFailure(err error) string {
 
 func (c *serverConn) warn(msg, reason string) {
 	c.srv.log.Warn(msg, zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.String("reason", reason))
+}
+
+// answerForwarded finishes a forwarded request: an error closes the connection, a nil answer
+// means none is due (acks=0), and any other is written and given back to the Forwarder. A
+// non-empty result is why the connection closes.
+func (c *serverConn) answerForwarded(raw []byte, read time.Time, err error) string {
+	switch {
+	case errors.Is(err, ErrRequestCutShort) && c.srv.draining.Load():
+		return "shutdown" // its read deadline ended the body's wait, as for a frame read whole
+	case errors.Is(err, ErrRequestCutShort):
+		c.warn("closing connection", err.Error())
+		return "truncated frame"
+	case err != nil:
+		c.warn("closing connection", err.Error())
+		return "upstream failed"
+	case raw == nil:
+		return ""
+	}
+	// The answer's size as the upstream sent it is what is held (reserved before it was read;
+	// a rewrite changes it by a few bytes of host names at most). It is written as it came:
+	// copying it (a fetch's records) into out would cost a copy and, for answers over
+	// initialFrameChunk, an allocation per answer.
+	reason := c.write(raw)
+	var written time.Time
+	if reason == "" {
+		written = time.Now()
+	}
+	c.srv.handler.(Forwarder).Release(c.info, raw, read, written)
+	return reason
+}
+
+// forwardBody passes on a frame of size bytes, of which br holds the start, without reading
+// the rest into memory, when the handler is a BodyForwarder that takes it; handled=false
+// leaves the frame to be read whole (nothing of it has been consumed then). Only plaintext
+// connections without SASL qualify: the body must be on a TCP socket, and a SASL connection's
+// frames pass the authentication gate whole.
+func (c *serverConn) forwardBody(br *bufio.Reader, size int32, reserve func(int) error) (raw []byte, read time.Time, handled bool, err error) {
+	bf, ok := c.srv.handler.(BodyForwarder)
+	if !ok || c.info.sasl.required || int(size) < minForwardedBody {
+		return nil, read, false, nil
+	}
+	tcp, ok := c.nc.(*net.TCPConn)
+	if !ok {
+		return nil, read, false, nil
+	}
+	if br.Buffered() < 64 {
+		// The header and a Produce's acks; a client that sent fewer bytes than that of a frame
+		// this size is waited for as a whole read would.
+		if _, err := br.Peek(64); err != nil {
+			return nil, read, false, nil // the whole read reports it
+		}
+	}
+	n := min(int(size), br.Buffered())
+	rest := int(size) - n
+	if rest < minForwardedBody {
+		return nil, read, false, nil
+	}
+	head, _ := br.Peek(n) // buffered already: no read
+	read = time.Now()
+	hdr, _, perr := ParseHeader(head)
+	if perr != nil || !bf.ForwardsBody(c.info, hdr, head) {
+		return nil, read, false, nil
+	}
+	body := &io.LimitedReader{R: tcp, N: int64(rest)}
+	raw, err = bf.ForwardBody(c.ctx, c.info, hdr, head, body, reserve)
+	br.Discard(n) // head is the Forwarder's no longer: it has been written upstream (or failed)
+	c.srv.metrics.bytesIn.Add(float64(int64(rest) - body.N))
+	if err == nil && body.N != 0 {
+		err = fmt.Errorf("forwarder left %d bytes of a %d-byte request unread", body.N, size)
+	}
+	c.srv.metrics.observeForwarded(hdr.Key, err, time.Since(read))
+	return raw, read, true, err
 }
 
 // forward passes the frame on when the handler is a Forwarder that wants it; forwarded=false
