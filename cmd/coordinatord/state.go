@@ -43,6 +43,9 @@ type state struct {
 	membership atomic.Pointer[membership.Membership]
 	// shared: the group shards are loaded as membership assigns them.
 	shared bool
+	// onGroupLoaded is told each group shard that finished loading (set in gateway mode with a
+	// shared log: the marker relay recovers a gained shard's staged transactions).
+	onGroupLoaded atomic.Pointer[func(shard int32)]
 }
 
 // groupOwner is the node owning a group shard, for FindCoordinator.
@@ -155,6 +158,9 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 			shard.ArmRetention(c, retention)
 			if volatileDescriptions {
 				shard.ForgetVolatileDescriptions(c, &s.forgotten[c.ShardID()], log)
+			}
+			if f := s.onGroupLoaded.Load(); f != nil {
+				(*f)(c.ShardID())
 			}
 		},
 	})

@@ -15,6 +15,8 @@ type txnBackend struct {
 	groups *shard.Set
 	up     func() *upstream.Client
 	lg     *zap.Logger
+	// peers delivers markers for shards another node owns (log.backend=kafka); nil otherwise.
+	peers *gateway.PeerMarkers
 }
 
 var _ gateway.TxnBackend = (*txnBackend)(nil)
@@ -22,6 +24,10 @@ var _ gateway.TxnBackend = (*txnBackend)(nil)
 func (b *txnBackend) ShardOf(group string) int32 { return shard.For(group, b.groups.Count()) }
 
 func (b *txnBackend) Mark(ctx context.Context, sh int32, pid int64, epoch int16, commit bool) (int16, error) {
+	if b.peers != nil && !b.groups.Owned(sh) {
+		// The producer's TxnOffsetCommit went to the shard's owner; its outcome goes there too.
+		return b.peers.Mark(ctx, sh, pid, epoch, commit)
+	}
 	v, err := b.groups.Shard(sh).Write(ctx, shard.RelayTxn(pid, epoch, commit))
 	if err != nil {
 		return 0, err
@@ -29,10 +35,15 @@ func (b *txnBackend) Mark(ctx context.Context, sh int32, pid int64, epoch int16,
 	return v.(int16), nil
 }
 
-func (b *txnBackend) OpenProducers(ctx context.Context) (map[int64]gateway.OpenProducer, error) {
+func (b *txnBackend) OpenProducers(ctx context.Context, shards []int32) (map[int64]gateway.OpenProducer, error) {
 	b.groups.WaitReady(ctx) // loading shards would only make recovery retry
+	if shards == nil {
+		for i := range b.groups.Count() {
+			shards = append(shards, i)
+		}
+	}
 	out := map[int64]gateway.OpenProducer{}
-	for i := range b.groups.Count() {
+	for _, i := range shards {
 		if b.groups.Shard(i).State() == runtime.StateNotOwned {
 			continue // another node's (log.backend=kafka): its staged offsets are that node's to recover
 		}

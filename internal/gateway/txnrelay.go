@@ -32,8 +32,9 @@ type TxnBackend interface {
 	// Mark applies an outcome to a producer's staged offsets on one shard and returns once it
 	// is durable; code is the marker's answer (WriteTxnMarkers semantics).
 	Mark(ctx context.Context, shard int32, producerID int64, epoch int16, commit bool) (code int16, err error)
-	// OpenProducers lists every producer with staged offsets: its epoch and the shards.
-	OpenProducers(ctx context.Context) (map[int64]OpenProducer, error)
+	// OpenProducers lists every producer with staged offsets on the given shards (nil: every
+	// shard this node holds): its epoch and the shards.
+	OpenProducers(ctx context.Context, shards []int32) (map[int64]OpenProducer, error)
 	// Describe is the upstream's current transaction of an id; found=false for an unknown id.
 	Describe(ctx context.Context, txnID string) (st upstream.TxnState, found bool, err error)
 	// TxnIDsOf lists the transactional ids the upstream maps to a producer id.
@@ -95,10 +96,15 @@ type txnRelay struct {
 	ids map[string]*txnIDState
 	// stuck are producers recovery had to set aside (giveUp), by producer id.
 	stuck map[int64]*stuckProducer
+	// gained are shards this node loaded after its start (log.backend=kafka: a hand-over gave
+	// them to it) whose staged transactions are not yet recovered; at most one entry per shard.
+	gained map[int32]bool
+	kick   chan struct{} // a shard was added to gained
 }
 
 func newTxnRelay(b TxnBackend, lg *zap.Logger) *txnRelay {
-	return &txnRelay{b: b, lg: lg, m: NewMetrics(nil), now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}, stuck: map[int64]*stuckProducer{}}
+	return &txnRelay{b: b, lg: lg, m: NewMetrics(nil), now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}, stuck: map[int64]*stuckProducer{},
+		gained: map[int32]bool{}, kick: make(chan struct{}, 1)}
 }
 
 // SetTxnBackend turns the marker relay on; call before any broker port serves. Until Recover
@@ -122,11 +128,89 @@ func (g *Gateway) RecoverTxns(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-g.relay.kick:
+			g.relay.recoverGained(ctx)
 		case <-t.C:
 			g.relay.sweep(ctx)
 			g.relay.retryStuck(ctx)
+			g.relay.recoverGained(ctx) // what a failed try put back
 		}
 	}
+}
+
+// TxnShardLoaded tells the relay that this node finished loading a shard after its start (a
+// hand-over gave it the shard, log.backend=kafka): the transactions staged there by the previous
+// owner are resolved from the upstream as at a restart, by the RecoverTxns goroutine. It does not
+// block (it is called on the shard's goroutine).
+func (g *Gateway) TxnShardLoaded(shard int32) {
+	if g.relay == nil {
+		return
+	}
+	g.relay.mu.Lock()
+	g.relay.gained[shard] = true
+	g.relay.mu.Unlock()
+	select {
+	case g.relay.kick <- struct{}{}:
+	default:
+	}
+}
+
+// recoverGained resolves the staged transactions of the shards gained since the last call.
+// Nothing the previous owner's relay knew survives the hand-over, but the staged offsets do
+// (they are in the shard's log), so this is a restart's recovery limited to those shards: a
+// transaction the upstream shows ended gets its marker here, an ongoing one is recorded as open
+// (the sweep asks about it again when it stays idle, and the marker of whichever node sees its
+// EndTxn settles it first). A failed try puts the shards back for the next sweep tick.
+func (r *txnRelay) recoverGained(ctx context.Context) {
+	r.mu.Lock()
+	if len(r.gained) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	shards := make([]int32, 0, len(r.gained))
+	for sh := range r.gained {
+		shards = append(shards, sh)
+	}
+	clear(r.gained)
+	r.mu.Unlock()
+	putBack := func(err error) {
+		r.mu.Lock()
+		for _, sh := range shards {
+			r.gained[sh] = true
+		}
+		r.mu.Unlock()
+		r.lg.Warn("cannot resolve the staged transactions of shards this node gained yet; retrying", zap.Int32s("shards", shards), zap.Error(err))
+	}
+	open, err := r.b.OpenProducers(ctx, shards)
+	if err != nil {
+		putBack(err)
+		return
+	}
+	resolved := 0
+	var retry error
+	for pid, p := range open {
+		if r.isStuck(pid) {
+			continue
+		}
+		done, err := r.recoverProducer(ctx, pid, p, "shard_load")
+		if err != nil {
+			if c, ok := incurable(err); ok {
+				r.giveUp(pid, p, c, err)
+			} else if retry == nil {
+				retry = err
+			}
+			continue
+		}
+		if done {
+			resolved++
+		}
+	}
+	if retry != nil {
+		putBack(retry)
+		return
+	}
+	r.lg.Info("staged transactions of shards this node gained recovered", zap.Int32s("shards", shards),
+		zap.Int("producers", len(open)), zap.Int("resolved", resolved))
 }
 
 // A transaction the upstream aborts by its timeout while its producer is gone shows on no
@@ -664,7 +748,7 @@ const (
 )
 
 func (r *txnRelay) recoverOnce(ctx context.Context) error {
-	open, err := r.b.OpenProducers(ctx)
+	open, err := r.b.OpenProducers(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -676,7 +760,7 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 		if r.isStuck(pid) {
 			continue // set aside by an earlier round: tryStuck retries it on its own backoff
 		}
-		done, err := r.recoverProducer(ctx, pid, p)
+		done, err := r.recoverProducer(ctx, pid, p, "recovery")
 		if err != nil {
 			if c, ok := incurable(err); ok {
 				r.giveUp(pid, p, c, err)
@@ -700,7 +784,7 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 
 // recoverProducer resolves one producer's staged transaction from the upstream's state; done is
 // true when an outcome was applied.
-func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProducer) (done bool, err error) {
+func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProducer, source string) (done bool, err error) {
 	ids, err := r.b.TxnIDsOf(ctx, pid)
 	if err != nil {
 		return false, &upstreamCallError{kmsg.ListTransactions.Int16(), err}
@@ -742,7 +826,7 @@ func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProduce
 		return false, nil
 	}
 	r.mu.Lock()
-	o.phase, o.commit, o.markEpoch, o.source = phaseDecided, v.kind == verdictCommit, v.epoch, "recovery"
+	o.phase, o.commit, o.markEpoch, o.source = phaseDecided, v.kind == verdictCommit, v.epoch, source
 	r.mu.Unlock()
 	if err := r.apply(ctx, ids[0], s); err != nil {
 		return false, err
@@ -823,7 +907,7 @@ func (r *txnRelay) tryStuck(ctx context.Context, pid int64, force bool) error {
 	if !due {
 		return fmt.Errorf("%w: producer %d is not resolved yet", errRelay, pid)
 	}
-	if _, err := r.recoverProducer(ctx, pid, p); err != nil {
+	if _, err := r.recoverProducer(ctx, pid, p, "recovery"); err != nil {
 		if c, ok := incurable(err); ok {
 			r.giveUp(pid, p, c, err)
 		}

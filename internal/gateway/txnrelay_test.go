@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ type fakeTxnBackend struct {
 	flaky    int
 	describe int
 	open     map[int64]OpenProducer
+	openErr  error
 	idsOf    map[int64][]string
 }
 
@@ -54,8 +56,27 @@ func (f *fakeTxnBackend) Mark(_ context.Context, shard int32, pid int64, epoch i
 	return 0, nil
 }
 
-func (f *fakeTxnBackend) OpenProducers(context.Context) (map[int64]OpenProducer, error) {
-	return f.open, nil
+func (f *fakeTxnBackend) OpenProducers(_ context.Context, shards []int32) (map[int64]OpenProducer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.openErr != nil {
+		return nil, f.openErr
+	}
+	if shards == nil {
+		return f.open, nil
+	}
+	out := map[int64]OpenProducer{}
+	for pid, p := range f.open {
+		for _, sh := range p.Shards {
+			if slices.Contains(shards, sh) {
+				q := out[pid]
+				q.Epoch = p.Epoch
+				q.Shards = append(q.Shards, sh)
+				out[pid] = q
+			}
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeTxnBackend) Describe(_ context.Context, id string) (upstream.TxnState, bool, error) {
@@ -583,4 +604,59 @@ func TestRecoveryRetriesRetriableErrorsAndGivesUpOnIncurableOnes(t *testing.T) {
 	if r.isStuck(2) {
 		t.Fatal("the producer is still set aside after its resolution")
 	}
+}
+
+// A shard handed to this node after its start brings the previous owner's staged transactions:
+// once it is loaded, the relay resolves them from the upstream as a restart would (an ended one
+// gets its marker, an ongoing one is recorded so that the EndTxn seen here marks it), and only
+// those of the gained shards. A try that cannot read the shards keeps them for the next one.
+func TestGainedShardsStagedTransactionsAreRecovered(t *testing.T) {
+	b := &fakeTxnBackend{}
+	r := newTestRelay(t, b)
+	g := &Gateway{relay: r}
+	b.mu.Lock()
+	b.open = map[int64]OpenProducer{
+		1: {Epoch: 5, Shards: []int32{2}}, // committed upstream while its owner was lost
+		2: {Epoch: 0, Shards: []int32{4}}, // still ongoing
+		3: {Epoch: 1, Shards: []int32{7}}, // on a shard this node did not gain
+	}
+	b.idsOf = map[int64][]string{1: {"a"}, 2: {tid}, 3: {"c"}}
+	b.states = map[string]upstream.TxnState{
+		"a": {State: "CompleteCommit", ProducerID: 1, ProducerEpoch: 5},
+		tid: {State: "Ongoing", ProducerID: 2, ProducerEpoch: 0},
+		"c": {State: "CompleteAbort", ProducerID: 3, ProducerEpoch: 1},
+	}
+	b.openErr = errors.New("shard 2: loading")
+	b.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, sh := range []int32{2, 4, 2} {
+		wg.Go(func() { g.TxnShardLoaded(sh) }) // on shard goroutines, concurrently
+	}
+	wg.Wait()
+	select {
+	case <-r.kick:
+	default:
+		t.Fatal("no wake-up for the recovery goroutine")
+	}
+	r.recoverGained(context.Background())
+	wantMarks(t, b.taken())
+	b.mu.Lock()
+	b.openErr = nil
+	b.mu.Unlock()
+	r.recoverGained(context.Background()) // the sweep tick's retry
+	wantMarks(t, b.taken(), mark{2, 1, 5, true})
+	if got := seriesValue(t, r.m.txnOutcomes.WithLabelValues("commit", "shard_load")); got != 1 {
+		t.Fatalf("coordinatord_gateway_txn_outcomes_total{commit,shard_load} = %v, want 1", got)
+	}
+	r.recoverGained(context.Background()) // nothing gained since: nothing asked again
+	wantMarks(t, b.taken())
+
+	// The ongoing transaction is known now: its EndTxn through this node marks its shard.
+	req := endTxn(false)
+	req.ProducerID, req.ProducerEpoch = 2, 0
+	if _, err := exchange(t, r, req, endTxnAnswer(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{4, 2, 0, false})
 }

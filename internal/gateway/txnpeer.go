@@ -1,0 +1,195 @@
+package gateway
+
+// Delivery of a transaction outcome to the node owning a shard (log.backend=kafka with several
+// nodes; docs/scale-out.md, "Transaction outcomes on another node"). A producer's
+// TxnOffsetCommit goes to the owner of its group's shard, but its EndTxn passes through the node
+// whose gateway port fronts the upstream transaction coordinator, which may be another one. That
+// node's relay learns the outcome (txnrelay.go) and hands it to the owner as Kafka's transaction
+// coordinator hands it to a group coordinator: a WriteTxnMarkers for partition N of
+// __consumer_offsets, sent to the owner's advertised listener with coordinatord's own upstream
+// login (which the owner's SASL listener checks with the upstream, sasl_relay.go; with an
+// authorizer the principal needs CLUSTER_ACTION, as for any marker). The EndTxn answer is held
+// until the owner has made the marker durable, so what a client is told committed is committed
+// on the owner; a marker the owner cannot take yet (hand-over, a node down) fails the delivery,
+// and the relay's retry (the client's EndTxn retry, the sweep) sends it again to whoever owns the
+// shard then.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// PeerMarkersOptions configure PeerMarkers.
+type PeerMarkersOptions struct {
+	// Owner is the node owning a shard in the latest assignment, other than this one; false
+	// while it is handed over, unknown, or this node.
+	Owner func(shard int32) (Peer, bool)
+	// Nodes are the nodes of the latest assignment: connections to others are closed.
+	Nodes func() []Peer
+	// Client are the options of the connections to the other nodes (TLS, SASL).
+	Client []kgo.Opt
+	// Timeout bounds one delivery.
+	Timeout time.Duration
+	// Send replaces the connection (tests).
+	Send       func(ctx context.Context, p Peer, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error)
+	Logger     *zap.Logger
+	Registerer prometheus.Registerer
+}
+
+// PeerMarkers sends transaction markers to the nodes owning shards.
+type PeerMarkers struct {
+	o       PeerMarkersOptions
+	results *prometheus.CounterVec
+
+	mu      sync.Mutex
+	clients map[string]*kgo.Client // by address; at most one per node of the assignment
+}
+
+// errNoOwner is a shard being handed over: no node takes its markers yet.
+var errNoOwner = errors.New("the shard has no owner in the latest assignment (handed over)")
+
+// NewPeerMarkers creates the sender.
+func NewPeerMarkers(o PeerMarkersOptions) *PeerMarkers {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	p := &PeerMarkers{o: o, clients: map[string]*kgo.Client{},
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_txn_peer_markers_total",
+			Help: "Transaction outcomes this node's marker relay sent to the node owning a shard (log.backend=kafka with several nodes), by result: applied, refused (the owner's shard had a later producer or coordinator epoch), retry (no owner, unreachable, or an answer asking to retry; sent again later).",
+		}, []string{"result"}),
+	}
+	if o.Send == nil {
+		p.o.Send = p.send
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(p.results)
+	}
+	return p
+}
+
+// Mark delivers a marker for a producer's staged offsets on shard to the shard's owner and
+// returns once the owner made it durable: code is the owner's marker answer
+// (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED: a later marker already settled them).
+// An error means the marker may not have been applied; it is safe to send again.
+func (p *PeerMarkers) Mark(ctx context.Context, shard int32, producerID int64, epoch int16, commit bool) (int16, error) {
+	peer, ok := p.o.Owner(shard)
+	if !ok {
+		p.results.WithLabelValues("retry").Inc()
+		return 0, fmt.Errorf("shard %d: %w", shard, errNoOwner)
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = producerID, epoch, commit
+	// The relay has no coordinator epoch of its own; -1 is below every epoch a transaction
+	// coordinator uses, so an operator's marker with a real one still wins (the owner answers
+	// TRANSACTION_COORDINATOR_FENCED, having settled the offsets by then).
+	m.CoordinatorEpoch = -1
+	t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	t.Topic = "__consumer_offsets"
+	t.Partitions = []int32{shard}
+	m.Topics = append(m.Topics, t)
+	req.Markers = append(req.Markers, m)
+
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	resp, err := p.o.Send(ctx, peer, req)
+	if err == nil {
+		var code int16
+		code, err = markerCode(resp)
+		if err == nil {
+			switch code {
+			case 0:
+				p.results.WithLabelValues("applied").Inc()
+				return 0, nil
+			case kerr.InvalidProducerEpoch.Code, kerr.TransactionCoordinatorFenced.Code:
+				p.results.WithLabelValues("refused").Inc()
+				return code, nil
+			}
+			// NOT_LEADER_OR_FOLLOWER (the owner is loading or just lost the shard), or a
+			// refusal an operator must fix (CLUSTER_AUTHORIZATION_FAILED): not applied.
+			err = kerr.ErrorForCode(code)
+		}
+	}
+	p.results.WithLabelValues("retry").Inc()
+	p.o.Logger.Warn("could not hand a transaction outcome to the node owning its shard; the relay sends it again",
+		zap.Int32("shard", shard), zap.Int32("owner", peer.ID), zap.Int64("producer_id", producerID),
+		zap.Int16("epoch", epoch), zap.Bool("commit", commit), zap.Error(err))
+	return 0, fmt.Errorf("node %d, shard %d: %w", peer.ID, shard, err)
+}
+
+// markerCode is the answer for the one partition of a marker request.
+func markerCode(resp *kmsg.WriteTxnMarkersResponse) (int16, error) {
+	if len(resp.Markers) != 1 || len(resp.Markers[0].Topics) != 1 || len(resp.Markers[0].Topics[0].Partitions) != 1 {
+		return 0, errors.New("malformed WriteTxnMarkers answer")
+	}
+	return resp.Markers[0].Topics[0].Partitions[0].ErrorCode, nil
+}
+
+func (p *PeerMarkers) send(ctx context.Context, peer Peer, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+	cl, err := p.client(peer)
+	if err != nil {
+		return nil, err
+	}
+	// The seed is the owner's own listener: no metadata round trip, and no other node can
+	// answer for it.
+	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.WriteTxnMarkersResponse), nil
+}
+
+// client is the connection to a node, opened on first use; those of nodes that left the
+// assignment are closed, so there are never more than the assignment has nodes.
+func (p *PeerMarkers) client(peer Peer) (*kgo.Client, error) {
+	addr := net.JoinHostPort(peer.Host, strconv.Itoa(int(peer.Port)))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.o.Nodes != nil {
+		live := map[string]bool{addr: true}
+		for _, n := range p.o.Nodes() {
+			live[net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))] = true
+		}
+		for a, cl := range p.clients {
+			if !live[a] {
+				cl.Close()
+				delete(p.clients, a)
+			}
+		}
+	}
+	if cl := p.clients[addr]; cl != nil {
+		return cl, nil
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, p.o.Client...), kgo.SeedBrokers(addr))...)
+	if err != nil {
+		return nil, err
+	}
+	p.clients[addr] = cl
+	return cl, nil
+}
+
+// Close closes the connections.
+func (p *PeerMarkers) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for a, cl := range p.clients {
+		cl.Close()
+		delete(p.clients, a)
+	}
+}

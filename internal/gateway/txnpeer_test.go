@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakePeer answers markers with queued codes (or a connection error) and records them.
+type fakePeer struct {
+	mu    sync.Mutex
+	codes []int16
+	err   error
+	sent  []*kmsg.WriteTxnMarkersRequest
+	to    []Peer
+}
+
+func (f *fakePeer) send(_ context.Context, p Peer, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent, f.to = append(f.sent, req), append(f.to, p)
+	if f.err != nil {
+		return nil, f.err
+	}
+	code := f.codes[0]
+	f.codes = f.codes[1:]
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	m := kmsg.NewWriteTxnMarkersResponseMarker()
+	rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+	rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+	rp.Partition, rp.ErrorCode = req.Markers[0].Topics[0].Partitions[0], code
+	rt.Partitions = append(rt.Partitions, rp)
+	m.Topics = append(m.Topics, rt)
+	resp.Markers = append(resp.Markers, m)
+	return resp, nil
+}
+
+// A marker for a shard another node owns goes to that node as Kafka's transaction coordinator
+// sends it (partition N of __consumer_offsets, the producer's id and epoch, the outcome), and
+// counts as delivered only when the owner answers NONE; NOT_LEADER_OR_FOLLOWER (the owner is
+// loading it), an unreachable owner and a shard without an owner (handed over) are errors the
+// relay retries; a later epoch's refusal is an answer, as from a local shard.
+func TestPeerMarkersDeliverToTheOwnerAndReportWhatToRetry(t *testing.T) {
+	owners := map[int32]Peer{3: {ID: 1002, Host: "coord-2", Port: 9092}}
+	f := &fakePeer{}
+	p := NewPeerMarkers(PeerMarkersOptions{Owner: func(sh int32) (Peer, bool) { o, ok := owners[sh]; return o, ok }, Send: f.send})
+
+	f.codes = []int16{0, kerr.NotLeaderForPartition.Code, kerr.InvalidProducerEpoch.Code, kerr.ClusterAuthorizationFailed.Code}
+	if code, err := p.Mark(context.Background(), 3, 77, 4, true); err != nil || code != 0 {
+		t.Fatalf("applied: code %d err %v", code, err)
+	}
+	req := f.sent[0]
+	m := req.Markers[0]
+	if f.to[0].ID != 1002 || len(req.Markers) != 1 || m.ProducerID != 77 || m.ProducerEpoch != 4 || !m.Committed ||
+		m.CoordinatorEpoch != -1 || len(m.Topics) != 1 || m.Topics[0].Topic != "__consumer_offsets" || len(m.Topics[0].Partitions) != 1 || m.Topics[0].Partitions[0] != 3 {
+		t.Fatalf("sent %+v to %+v", req, f.to[0])
+	}
+	if _, err := p.Mark(context.Background(), 3, 77, 4, false); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("the owner still loading: %v, want NOT_LEADER_OR_FOLLOWER as an error", err)
+	}
+	if code, err := p.Mark(context.Background(), 3, 77, 4, false); err != nil || code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("a later epoch on the owner: code %d err %v, want INVALID_PRODUCER_EPOCH as an answer", code, err)
+	}
+	if _, err := p.Mark(context.Background(), 3, 77, 4, false); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("refused by the owner's authorizer: %v, want an error (not applied)", err)
+	}
+	f.err = errors.New("connection refused")
+	if _, err := p.Mark(context.Background(), 3, 77, 4, true); err == nil {
+		t.Fatal("an unreachable owner counted as delivered")
+	}
+	sent := len(f.sent)
+	if _, err := p.Mark(context.Background(), 5, 77, 4, true); !errors.Is(err, errNoOwner) || len(f.sent) != sent {
+		t.Fatalf("a shard being handed over: %v (sent %d), want errNoOwner and nothing sent", err, len(f.sent)-sent)
+	}
+	for result, want := range map[string]float64{"applied": 1, "refused": 1, "retry": 4} {
+		if got := seriesValue(t, p.results.WithLabelValues(result)); got != want {
+			t.Errorf("coordinatord_gateway_txn_peer_markers_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+}
+
+// Connections to the other nodes are kept one per node of the latest assignment: a node that
+// left it has its connection closed at the next delivery.
+func TestPeerMarkersKeepConnectionsOnlyToNodesOfTheAssignment(t *testing.T) {
+	var mu sync.Mutex
+	nodes := []Peer{{ID: 1, Host: "127.0.0.1", Port: 1}, {ID: 2, Host: "127.0.0.1", Port: 2}}
+	p := NewPeerMarkers(PeerMarkersOptions{Owner: func(int32) (Peer, bool) { return Peer{}, false },
+		Nodes: func() []Peer { mu.Lock(); defer mu.Unlock(); return append([]Peer(nil), nodes...) }})
+	defer p.Close()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() {
+			if _, err := p.client(n); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(p.clients) != 2 {
+		t.Fatalf("%d connections, want 2", len(p.clients))
+	}
+	mu.Lock()
+	nodes = nodes[1:]
+	mu.Unlock()
+	if _, err := p.client(nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.clients["127.0.0.1:1"]; ok || len(p.clients) != 1 {
+		t.Fatalf("connections %v, want only node 2's", p.clients)
+	}
+}
