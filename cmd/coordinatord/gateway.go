@@ -19,7 +19,6 @@ import (
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -331,16 +330,15 @@ func peerMarkers(cfg *config.Config, sec upstream.Security, st *state, log *zap.
 			ls = l.Security
 		}
 	}
-	opts := []kgo.Opt{kgo.ClientID(cfg.Gateway.ClientID), kgo.DialTimeout(cfg.Gateway.ConnectTimeout)}
+	var peerSec upstream.Security
 	if ls.TLS() {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if sec.TLS != nil {
-			tc = sec.TLS.Clone()
+		peerSec.TLS = sec.TLS
+		if peerSec.TLS == nil {
+			peerSec.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
-	if ls.SASL() && sec.SASL != nil {
-		opts = append(opts, kgo.SASL(sec.SASL))
+	if ls.SASL() {
+		peerSec.SASL = sec.SASL
 	}
 	return gateway.NewPeerMarkers(gateway.PeerMarkersOptions{
 		Owner: func(i int32) (gateway.Peer, bool) {
@@ -350,8 +348,8 @@ func peerMarkers(cfg *config.Config, sec upstream.Security, st *state, log *zap.
 			}
 			return gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port}, true
 		},
-		Nodes:   st.peers,
-		Client:  opts,
+		Nodes:    st.peers,
+		Security: peerSec, DialTimeout: cfg.Gateway.ConnectTimeout, ClientID: cfg.Gateway.ClientID,
 		Timeout: cfg.Gateway.RequestTimeout,
 		Logger:  log.With(zap.String("component", "txn-peers")), Registerer: reg,
 	})

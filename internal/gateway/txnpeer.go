@@ -23,9 +23,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
@@ -37,8 +37,11 @@ type PeerMarkersOptions struct {
 	Owner func(shard int32) (Peer, bool)
 	// Nodes are the nodes of the latest assignment: connections to others are closed.
 	Nodes func() []Peer
-	// Client are the options of the connections to the other nodes (TLS, SASL).
-	Client []kgo.Opt
+	// Security secures the connections to the other nodes: TLS, and coordinatord's own login,
+	// which the other node's SASL listener checks with the upstream.
+	Security    upstream.Security
+	DialTimeout time.Duration
+	ClientID    string
 	// Timeout bounds one delivery.
 	Timeout time.Duration
 	// Send replaces the connection (tests).
@@ -52,8 +55,8 @@ type PeerMarkers struct {
 	o       PeerMarkersOptions
 	results *prometheus.CounterVec
 
-	mu      sync.Mutex
-	clients map[string]*kgo.Client // by address; at most one per node of the assignment
+	mu    sync.Mutex
+	pools map[string]*peerPool // by address; at most one per node of the assignment
 }
 
 // errNoOwner is a shard being handed over: no node takes its markers yet.
@@ -67,7 +70,7 @@ func NewPeerMarkers(o PeerMarkersOptions) *PeerMarkers {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
-	p := &PeerMarkers{o: o, clients: map[string]*kgo.Client{},
+	p := &PeerMarkers{o: o, pools: map[string]*peerPool{},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinatord_gateway_txn_peer_markers_total",
 			Help: "Transaction outcomes this node's marker relay sent to the node owning a shard (log.backend=kafka with several nodes), by result: applied, refused (the owner's shard had a later producer or coordinator epoch), retry (no owner, unreachable, or an answer asking to retry; sent again later).",
@@ -142,22 +145,82 @@ func markerCode(resp *kmsg.WriteTxnMarkersResponse) (int16, error) {
 }
 
 func (p *PeerMarkers) send(ctx context.Context, peer Peer, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
-	cl, err := p.client(peer)
+	pool := p.pool(peer)
+	select {
+	case pool.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-pool.slots }()
+	var c *peerConn
+	select {
+	case c = <-pool.idle:
+	default:
+		// The owner's own listener, not a gateway port: WriteTxnMarkers is answered there
+		// (the gateway never advertises it, so a Kafka client library would refuse to send it).
+		d := &net.Dialer{Timeout: p.o.DialTimeout}
+		nc, _, err := p.o.Security.Dial(ctx, d, pool.addr, p.o.ClientID, true)
+		if err != nil {
+			return nil, err
+		}
+		c = &peerConn{nc: nc}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.nc.SetDeadline(dl)
+	}
+	resp, err := upstream.RoundTrip(c.nc, p.o.ClientID, &c.corr, req)
 	if err != nil {
+		c.nc.Close() // its state is unknown: the next delivery dials again
 		return nil, err
 	}
-	// The seed is the owner's own listener: no metadata round trip, and no other node can
-	// answer for it.
-	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
-	if err != nil {
-		return nil, err
+	c.nc.SetDeadline(time.Time{})
+	// Under mu: a pool dropped meanwhile (its node left the assignment) has been drained, and
+	// must not be given a connection again.
+	p.mu.Lock()
+	kept := false
+	if p.pools[pool.addr] == pool {
+		select {
+		case pool.idle <- c:
+			kept = true
+		default:
+		}
+	}
+	p.mu.Unlock()
+	if !kept {
+		c.nc.Close()
 	}
 	return resp.(*kmsg.WriteTxnMarkersResponse), nil
 }
 
-// client is the connection to a node, opened on first use; those of nodes that left the
-// assignment are closed, so there are never more than the assignment has nodes.
-func (p *PeerMarkers) client(peer Peer) (*kgo.Client, error) {
+// peerConnsPerNode bounds the connections (and the deliveries in flight) to one node; a
+// delivery beyond them waits for a free one.
+const peerConnsPerNode = 4
+
+type peerConn struct {
+	nc   net.Conn
+	corr int32
+}
+
+type peerPool struct {
+	addr  string
+	slots chan struct{}  // deliveries in flight
+	idle  chan *peerConn // open connections not in use
+}
+
+func (pp *peerPool) close() {
+	for {
+		select {
+		case c := <-pp.idle:
+			c.nc.Close()
+		default:
+			return
+		}
+	}
+}
+
+// pool is the connections to a node; those of nodes that left the assignment are closed, so
+// there are never more pools than the assignment has nodes.
+func (p *PeerMarkers) pool(peer Peer) *peerPool {
 	addr := net.JoinHostPort(peer.Host, strconv.Itoa(int(peer.Port)))
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -166,30 +229,27 @@ func (p *PeerMarkers) client(peer Peer) (*kgo.Client, error) {
 		for _, n := range p.o.Nodes() {
 			live[net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))] = true
 		}
-		for a, cl := range p.clients {
+		for a, pp := range p.pools {
 			if !live[a] {
-				cl.Close()
-				delete(p.clients, a)
+				pp.close() // a delivery in flight closes its connection when it returns it
+				delete(p.pools, a)
 			}
 		}
 	}
-	if cl := p.clients[addr]; cl != nil {
-		return cl, nil
+	pp := p.pools[addr]
+	if pp == nil {
+		pp = &peerPool{addr: addr, slots: make(chan struct{}, peerConnsPerNode), idle: make(chan *peerConn, peerConnsPerNode)}
+		p.pools[addr] = pp
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, p.o.Client...), kgo.SeedBrokers(addr))...)
-	if err != nil {
-		return nil, err
-	}
-	p.clients[addr] = cl
-	return cl, nil
+	return pp
 }
 
-// Close closes the connections.
+// Close closes the idle connections.
 func (p *PeerMarkers) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for a, cl := range p.clients {
-		cl.Close()
-		delete(p.clients, a)
+	for a, pp := range p.pools {
+		pp.close()
+		delete(p.pools, a)
 	}
 }

@@ -2,9 +2,17 @@ package gateway
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
+	"net"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/wire"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,23 +101,109 @@ func TestPeerMarkersKeepConnectionsOnlyToNodesOfTheAssignment(t *testing.T) {
 	defer p.Close()
 	var wg sync.WaitGroup
 	for _, n := range nodes {
-		wg.Go(func() {
-			if _, err := p.client(n); err != nil {
-				t.Error(err)
-			}
-		})
+		wg.Go(func() { p.pool(n) })
 	}
 	wg.Wait()
-	if len(p.clients) != 2 {
-		t.Fatalf("%d connections, want 2", len(p.clients))
+	if len(p.pools) != 2 {
+		t.Fatalf("%d pools, want 2", len(p.pools))
 	}
 	mu.Lock()
 	nodes = nodes[1:]
 	mu.Unlock()
-	if _, err := p.client(nodes[0]); err != nil {
+	p.pool(nodes[0])
+	if _, ok := p.pools["127.0.0.1:1"]; ok || len(p.pools) != 1 {
+		t.Fatalf("pools %v, want only node 2's", p.pools)
+	}
+}
+
+// markerServer answers every WriteTxnMarkers frame on its connections with NONE for each
+// partition, as coordinatord's own listener does, and counts the connections.
+func markerServer(t *testing.T) (addr string, conns *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := p.clients["127.0.0.1:1"]; ok || len(p.clients) != 1 {
-		t.Fatalf("connections %v, want only node 2's", p.clients)
+	t.Cleanup(func() { ln.Close() })
+	conns = &atomic.Int32{}
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer nc.Close()
+				for {
+					var size [4]byte
+					if _, err := io.ReadFull(nc, size[:]); err != nil {
+						return
+					}
+					frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+					if _, err := io.ReadFull(nc, frame); err != nil {
+						return
+					}
+					h, rest, err := wire.ParseHeader(frame)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if rest, err = wire.SkipHeaderTags(rest); err != nil {
+						t.Error(err)
+						return
+					}
+					req := kmsg.NewPtrWriteTxnMarkersRequest()
+					req.SetVersion(h.Version)
+					if err := req.ReadFrom(rest); err != nil {
+						t.Error(err)
+						return
+					}
+					resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+					for _, m := range req.Markers {
+						rm := kmsg.NewWriteTxnMarkersResponseMarker()
+						rm.ProducerID = m.ProducerID
+						for _, mt := range m.Topics {
+							rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+							rt.Topic = mt.Topic
+							for _, p := range mt.Partitions {
+								rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+								rp.Partition = p
+								rt.Partitions = append(rt.Partitions, rp)
+							}
+							rm.Topics = append(rm.Topics, rt)
+						}
+						resp.Markers = append(resp.Markers, rm)
+					}
+					out := binary.BigEndian.AppendUint32(make([]byte, 4), uint32(h.CorrelationID))
+					out = append(out, 0) // response header v1: no tags
+					out = resp.AppendTo(out)
+					binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+					if _, err := nc.Write(out); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), conns
+}
+
+// Deliveries over real connections: the flexible request and answer frames round-trip, and a
+// connection is reused rather than one dialed per marker.
+func TestPeerMarkersReuseTheirConnection(t *testing.T) {
+	addr, conns := markerServer(t)
+	host, port, _ := net.SplitHostPort(addr)
+	pn, _ := strconv.Atoi(port)
+	peer := Peer{ID: 1002, Host: host, Port: int32(pn)}
+	p := NewPeerMarkers(PeerMarkersOptions{Owner: func(int32) (Peer, bool) { return peer, true }, DialTimeout: time.Second})
+	defer p.Close()
+	for i := range 5 {
+		if code, err := p.Mark(context.Background(), 3, 77, int16(i), true); err != nil || code != 0 {
+			t.Fatalf("delivery %d: code %d err %v", i, code, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 5 deliveries in a row, want 1", n)
 	}
 }

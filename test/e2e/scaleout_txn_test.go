@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnVia is a client whose requests all go to node x's gateway port for the upstream
+// transaction coordinator of txnID, as a producer bootstrapped to x sends them: so the EndTxn
+// passes through x whichever node owns the group.
+func (s *scaleOut) txnVia(t *testing.T, ctx context.Context, x int32, txnID string) *kgo.Broker {
+	t.Helper()
+	c := dialWire(t, s.nodes[x].Addr)
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType = 1
+	req.CoordinatorKey = txnID
+	var host string
+	var port int32
+	retry(t, "FindCoordinator(TRANSACTION)", func() int16 {
+		resp, _ := c.roundTrip(req, 3)
+		r := resp.(*kmsg.FindCoordinatorResponse)
+		host, port = r.Host, r.Port
+		return r.ErrorCode
+	})
+	if int(port) < s.nodes[x].PortMin || int(port) > s.nodes[x].PortMax {
+		t.Fatalf("node %d names %s:%d for the transaction coordinator, not one of its gateway ports", x, host, port)
+	}
+	cl := newClient(t, net.JoinHostPort(host, strconv.Itoa(int(port))))
+	return cl.SeedBrokers()[0]
+}
+
+// stageVia begins a transaction of txnID through via (InitProducerId when st.pid < 0, then
+// AddOffsetsToTxn) and stages offset for partition 0 of topic on the group's owner.
+func stageVia(t *testing.T, ctx context.Context, via *kgo.Broker, owner string, st txnStep, group, topic string, offset int64) txnStep {
+	t.Helper()
+	if st.pid < 0 {
+		retry(t, "InitProducerId", func() int16 {
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.TransactionalID, req.TransactionTimeoutMillis = &st.txnID, 120000
+			resp, err := via.Request(ctx, req)
+			if err != nil {
+				return -2
+			}
+			r := resp.(*kmsg.InitProducerIDResponse)
+			st.pid, st.epoch = r.ProducerID, r.ProducerEpoch
+			return r.ErrorCode
+		})
+	}
+	retry(t, "AddOffsetsToTxn", func() int16 {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = st.txnID, st.pid, st.epoch, group
+		resp, err := via.Request(ctx, req)
+		if err != nil {
+			return -2
+		}
+		return resp.(*kmsg.AddOffsetsToTxnResponse).ErrorCode
+	})
+	c := dialWire(t, owner) // v4: franz-go would send v6, which names topics by id
+	retry(t, "TxnOffsetCommit", func() int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = st.txnID, group, st.pid, st.epoch, -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		p.Offset = offset
+		rt.Partitions = append(rt.Partitions, p)
+		req.Topics = append(req.Topics, rt)
+		resp, _ := c.roundTrip(req, 4)
+		return resp.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	})
+	return st
+}
+
+// endVia ends the transaction through via, retrying (a closed connection: the answer was held)
+// until it is answered NONE.
+func endVia(t *testing.T, ctx context.Context, via *kgo.Broker, st txnStep, commit bool) {
+	t.Helper()
+	retry(t, "EndTxn", func() int16 {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = st.txnID, st.pid, st.epoch, commit
+		resp, err := via.Request(ctx, req)
+		if err != nil {
+			return -2
+		}
+		return resp.(*kmsg.EndTxnResponse).ErrorCode
+	})
+}
+
+// groupsOwnedBy returns n fresh group names whose shard a single node owns, and that node.
+func groupsOwnedBy(ctx context.Context, t *testing.T, adm *kadm.Client, prefix string, n int) ([]string, int32) {
+	t.Helper()
+	var groups []string
+	owner := int32(-1)
+	for i := 0; len(groups) < n; i++ {
+		g := fmt.Sprintf("%s-%d", prefix, i)
+		o := coordinatorOf(ctx, t, adm, g)
+		if owner < 0 {
+			owner = o
+		}
+		if o == owner {
+			groups = append(groups, g)
+		}
+	}
+	return groups, owner
+}
+
+// otherThan is a node of s other than those named.
+func (s *scaleOut) otherThan(ids ...int32) int32 {
+	for _, id := range s.ids() {
+		if !slices.Contains(ids, id) {
+			return id
+		}
+	}
+	s.t.Fatal("no other node")
+	return -1
+}
+
+// stableOffsetsRetried is stableOffsets retried while the group's shard is handed over.
+func stableOffsetsRetried(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic string) (map[int32]int64, bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.RequireStable = true
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = group
+		rt := kmsg.NewOffsetFetchRequestGroupTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		rg.Topics = append(rg.Topics, rt)
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && resp.Groups[0].ErrorCode == 0 {
+			return stableOffsets(t, ctx, cl, group, topic, 1)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("OffsetFetch of %s: %v %+v", group, err, resp)
+		}
+	}
+}
+
+// peerMarkers reads coordinatord_gateway_txn_peer_markers_total{result} of a node.
+func peerMarkers(g *gateway, result string) float64 {
+	resp, err := http.Get("http://" + g.Admin + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), `coordinatord_gateway_txn_peer_markers_total{result="`+result+`"} `); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// Three nodes; a producer whose transactional requests pass through node X stages offsets on
+// the group's owner O (X != O). The moment EndTxn commit is answered the owner serves the
+// offsets as committed (RequireStable finds nothing staged); after an abort they are where the
+// commit left them. Before each EndTxn the owner answers UNSTABLE_OFFSET_COMMIT.
+func TestScaleOutTxnOutcomeThroughAnotherNodeReachesTheOwner(t *testing.T) {
+	requireE2E(t)
+	s := startScaleOut(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl, adm := s.clientWithTopic(ctx, t)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	groups, owner := groupsOwnedBy(ctx, t, adm, "sotx-"+run, 1)
+	group := groups[0]
+	x := s.otherThan(owner)
+	st := txnStep{txnID: "sotx-" + run, pid: -1}
+	via := s.txnVia(t, ctx, x, st.txnID)
+
+	st = stageVia(t, ctx, via, s.nodes[owner].Addr, st, group, s.topic, 7)
+	if _, stable := stableOffsets(t, ctx, cl, group, s.topic, 1); stable {
+		t.Fatal("the owner answers stable offsets while the transaction is open")
+	}
+	endVia(t, ctx, via, st, true)
+	got, stable := stableOffsets(t, ctx, cl, group, s.topic, 1)
+	if !stable || got[0] != 7 {
+		t.Fatalf("after EndTxn commit through node %d: owner %d answers stable=%v offsets=%v, want partition 0 at 7", x, owner, stable, got)
+	}
+
+	st = stageVia(t, ctx, via, s.nodes[owner].Addr, st, group, s.topic, 9)
+	if _, stable := stableOffsets(t, ctx, cl, group, s.topic, 1); stable {
+		t.Fatal("the owner answers stable offsets while the second transaction is open")
+	}
+	endVia(t, ctx, via, st, false)
+	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
+	if !stable || got[0] != 7 {
+		t.Fatalf("after EndTxn abort through node %d: owner %d answers stable=%v offsets=%v, want partition 0 still at 7", x, owner, stable, got)
+	}
+	if n := peerMarkers(s.nodes[x], "applied"); n < 2 {
+		t.Fatalf("node %d counts %v outcomes applied on another node, want 2", x, n)
+	}
+}
+
+// ownedGroups finds, for the node owning the first probe group, two fresh groups on each of
+// its shards (with 6 shards on 3 nodes: two shards), keyed by shard.
+func ownedGroups(ctx context.Context, t *testing.T, adm *kadm.Client, prefix string) (map[int32][]string, int32) {
+	t.Helper()
+	byShard := map[int32][]string{}
+	owner := int32(-1)
+	for i := 0; i < 1000; i++ {
+		g := fmt.Sprintf("%s-%d", prefix, i)
+		sh := shard.For(g, scaleOutShards)
+		if owner >= 0 && len(byShard[sh]) == 2 {
+			continue
+		}
+		if o := coordinatorOf(ctx, t, adm, g); owner < 0 || o == owner {
+			owner = o
+			byShard[sh] = append(byShard[sh], g)
+		}
+		full := 0
+		for _, gs := range byShard {
+			if len(gs) == 2 {
+				full++
+			}
+		}
+		if full == scaleOutShards/3 {
+			return byShard, owner
+		}
+	}
+	t.Fatalf("found only %v for node %d", byShard, owner)
+	return nil, -1
+}
+
+// The owner of a group's shard is killed (-9) after transactions staged offsets there and
+// before their EndTxn, which passes through another node X. The first EndTxn is sent at once:
+// X holds its answer while the shard has no owner, and the new owner serves the offsets as
+// committed. The others are sent once the new owners serve the staged offsets (they answer
+// UNSTABLE_OFFSET_COMMIT for them, as the old owner did): the moment EndTxn answers, a
+// committed transaction's offsets are served and an aborted one's are not. The killed node had
+// two shards, and the two others take one each, so at least one commit and one abort go to a
+// node other than X.
+func TestScaleOutTxnOutcomeReachesTheNewOwnerAfterAKill(t *testing.T) {
+	requireE2E(t)
+	s := startScaleOut(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, adm := s.clientWithTopic(ctx, t)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	byShard, owner := ownedGroups(ctx, t, adm, "sotk-"+run)
+	x := s.otherThan(owner)
+	type txn struct {
+		st     txnStep
+		via    *kgo.Broker
+		group  string
+		offset int64
+		commit bool
+	}
+	var txns []*txn
+	for _, gs := range byShard {
+		for i, g := range gs {
+			tx := &txn{st: txnStep{txnID: "t-" + g, pid: -1}, group: g, offset: int64(10 + len(txns)), commit: i == 0}
+			tx.via = s.txnVia(t, ctx, x, tx.st.txnID)
+			tx.st = stageVia(t, ctx, tx.via, s.nodes[owner].Addr, tx.st, g, s.topic, tx.offset)
+			txns = append(txns, tx)
+		}
+	}
+	early := txnStep{txnID: "sotk-early-" + run, pid: -1}
+	earlyGroup := txns[0].group + "-early"
+	for shard.For(earlyGroup, scaleOutShards) != shard.For(txns[0].group, scaleOutShards) {
+		earlyGroup += "x"
+	}
+	viaE := s.txnVia(t, ctx, x, early.txnID)
+	early = stageVia(t, ctx, viaE, s.nodes[owner].Addr, early, earlyGroup, s.topic, 5)
+
+	s.nodes[owner].kill()
+	delete(s.nodes, owner)
+	endVia(t, ctx, viaE, early, true) // held until the shard has a new owner that took it
+	live := newClient(t, s.nodes[x].Addr)
+	got, stable := stableOffsetsRetried(t, ctx, live, earlyGroup, s.topic)
+	if !stable || got[0] != 5 {
+		t.Fatalf("after EndTxn commit through node %d during the hand-over: stable=%v offsets=%v, want partition 0 at 5", x, stable, got)
+	}
+
+	for _, tx := range txns {
+		if _, stable := stableOffsetsRetried(t, ctx, live, tx.group, s.topic); stable {
+			t.Fatalf("the new owner of %s answers stable offsets for a transaction still open", tx.group)
+		}
+	}
+	for _, tx := range txns {
+		endVia(t, ctx, tx.via, tx.st, tx.commit)
+		got, stable := stableOffsets(t, ctx, live, tx.group, s.topic, 1)
+		newOwner := coordinatorOf(ctx, t, adm, tx.group)
+		switch {
+		case !stable:
+			t.Errorf("after EndTxn (commit=%v) through node %d, the new owner %d of %s still has the offsets staged", tx.commit, x, newOwner, tx.group)
+		case tx.commit && got[0] != tx.offset:
+			t.Errorf("after EndTxn commit through node %d, the new owner %d of %s serves %v, want partition 0 at %d", x, newOwner, tx.group, got, tx.offset)
+		case !tx.commit && len(got) != 0:
+			t.Errorf("after EndTxn abort through node %d, the new owner %d of %s serves %v, want none", x, newOwner, tx.group, got)
+		}
+	}
+}
