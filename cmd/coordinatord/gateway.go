@@ -147,6 +147,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	tb := &txnBackend{groups: st.groups, up: func() *upstream.Client { return up }, lg: log.With(zap.String("component", "txn-relay"))}
 	if st.shared {
 		tb.peers = peerMarkers(cfg, sec, st, log, reg)
+		tb.announced = st.announcedShard
 	}
 	gw.SetTxnBackend(tb)
 	if st.shared {
@@ -154,6 +155,8 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		// no relay of this node has seen.
 		loaded := gw.TxnShardLoaded
 		st.onGroupLoaded.Store(&loaded)
+		outcome := gw.TxnPeerOutcome
+		st.peerOutcome.Store(&outcome)
 	}
 	var mirror *gateway.ACLMirror
 	if authorizer.Enabled() {
@@ -348,7 +351,7 @@ func peerMarkers(cfg *config.Config, sec upstream.Security, st *state, log *zap.
 			}
 			return gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port}, true
 		},
-		Nodes:    st.peers,
+		Nodes: st.peers, SelfID: cfg.NodeID,
 		Security: peerSec, DialTimeout: cfg.Gateway.ConnectTimeout, ClientID: cfg.Gateway.ClientID,
 		Timeout: cfg.Gateway.RequestTimeout,
 		Logger:  log.With(zap.String("component", "txn-peers")), Registerer: reg,

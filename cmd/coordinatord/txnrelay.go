@@ -17,6 +17,8 @@ type txnBackend struct {
 	lg     *zap.Logger
 	// peers delivers markers for shards another node owns (log.backend=kafka); nil otherwise.
 	peers *gateway.PeerMarkers
+	// announced is the shard runtime whose load was last announced to the relay.
+	announced func(i int32) *runtime.Shard[*shard.Machine]
 }
 
 var _ gateway.TxnBackend = (*txnBackend)(nil)
@@ -65,6 +67,27 @@ func (b *txnBackend) OpenProducers(ctx context.Context, shards []int32) (map[int
 		}
 	}
 	return out, nil
+}
+
+// ServingShards are the shards that are loaded here and whose load the marker relay was told
+// of (state.onGroupLoaded): a shard turns active just before its OnLoaded hook runs, and the
+// relay must not answer for a gained shard before it knows to recover it.
+func (b *txnBackend) ServingShards() []int32 {
+	var out []int32
+	for i := range b.groups.Count() {
+		sh := b.groups.Shard(i)
+		if sh.State() == runtime.StateActive && b.announced != nil && b.announced(i) == sh {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (b *txnBackend) Settle(ctx context.Context, pid int64, epoch int16, commit bool, covered func() map[int32]bool) error {
+	if b.peers == nil {
+		return nil
+	}
+	return b.peers.Settle(ctx, pid, epoch, commit, covered(), b.groups.Count())
 }
 
 func (b *txnBackend) Describe(ctx context.Context, txnID string) (upstream.TxnState, bool, error) {

@@ -35,8 +35,10 @@ type PeerMarkersOptions struct {
 	// Owner is the node owning a shard in the latest assignment, other than this one; false
 	// while it is handed over, unknown, or this node.
 	Owner func(shard int32) (Peer, bool)
-	// Nodes are the nodes of the latest assignment: connections to others are closed.
-	Nodes func() []Peer
+	// Nodes are the nodes of the latest assignment: connections to others are closed, and
+	// Settle asks each but SelfID.
+	Nodes  func() []Peer
+	SelfID int32
 	// Security secures the connections to the other nodes: TLS, and coordinatord's own login,
 	// which the other node's SASL listener checks with the upstream.
 	Security    upstream.Security
@@ -73,7 +75,7 @@ func NewPeerMarkers(o PeerMarkersOptions) *PeerMarkers {
 	p := &PeerMarkers{o: o, pools: map[string]*peerPool{},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinatord_gateway_txn_peer_markers_total",
-			Help: "Transaction outcomes this node's marker relay sent to the node owning a shard (log.backend=kafka with several nodes), by result: applied, refused (the owner's shard had a later producer or coordinator epoch), retry (no owner, unreachable, or an answer asking to retry; sent again later).",
+			Help: "Transaction outcomes this node's marker relay sent to the node owning a shard (log.backend=kafka), by result: applied, refused (the owner's shard had a later producer or coordinator epoch), retry (no owner, unreachable, or an answer asking to retry; sent again later); and settle requests to every node after an EndTxn answer: settled (every shard answered for), unsettled (the answer is held).",
 		}, []string{"result"}),
 	}
 	if o.Send == nil {
@@ -136,6 +138,81 @@ func (p *PeerMarkers) Mark(ctx context.Context, shard int32, producerID int64, e
 	return 0, fmt.Errorf("node %d, shard %d: %w", peer.ID, shard, err)
 }
 
+// Settle asks every other node of the assignment to settle a producer's transaction wherever it
+// holds staged offsets of it, in parallel (a WriteTxnMarkers for __consumer_offsets naming no
+// partition; TxnPeerOutcome there), and returns nil once the shards answered for, by covered
+// (this node's) and the others' answers, are all count of them. Until then a later transaction
+// of the producer could mix with offsets of this one on a shard nobody answered for (its owner
+// is loading it, or unreachable), so the caller holds the client's answer.
+func (p *PeerMarkers) Settle(ctx context.Context, producerID int64, epoch int16, commit bool, covered map[int32]bool, count int32) error {
+	var peers []Peer
+	if p.o.Nodes != nil {
+		for _, n := range p.o.Nodes() {
+			if n.ID != p.o.SelfID {
+				peers = append(peers, n)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	type answer struct {
+		peer Peer
+		resp *kmsg.WriteTxnMarkersResponse
+		err  error
+	}
+	answers := make(chan answer, len(peers))
+	for _, peer := range peers {
+		go func() {
+			req := kmsg.NewPtrWriteTxnMarkersRequest()
+			req.Version = 1
+			m := kmsg.NewWriteTxnMarkersRequestMarker()
+			m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = producerID, epoch, commit, -1
+			t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			t.Topic = "__consumer_offsets" // and no partition: wherever the node holds them
+			m.Topics = append(m.Topics, t)
+			req.Markers = append(req.Markers, m)
+			resp, err := p.o.Send(ctx, peer, req)
+			answers <- answer{peer, resp, err}
+		}()
+	}
+	all := make(map[int32]bool, count)
+	for sh := range covered {
+		all[sh] = true
+	}
+	var errs []error
+	for range peers {
+		a := <-answers
+		if a.err != nil {
+			errs = append(errs, fmt.Errorf("node %d: %w", a.peer.ID, a.err))
+			continue
+		}
+		for _, m := range a.resp.Markers {
+			for _, t := range m.Topics {
+				for _, pt := range t.Partitions {
+					if pt.ErrorCode == 0 {
+						all[pt.Partition] = true
+					}
+				}
+			}
+		}
+	}
+	var missing []int32
+	for sh := range count {
+		if !all[sh] {
+			missing = append(missing, sh)
+		}
+	}
+	if len(missing) == 0 {
+		p.results.WithLabelValues("settled").Inc()
+		return nil
+	}
+	p.results.WithLabelValues("unsettled").Inc()
+	err := fmt.Errorf("no node answered for shards %v (handed over, loading or unreachable): %w", missing, errors.Join(errs...))
+	p.o.Logger.Warn("not every shard's owner settled a transaction; the client's EndTxn answer is held",
+		zap.Int64("producer_id", producerID), zap.Int16("epoch", epoch), zap.Bool("commit", commit), zap.Int32s("shards", missing), zap.Error(err))
+	return err
+}
+
 // markerCode is the answer for the one partition of a marker request.
 func markerCode(resp *kmsg.WriteTxnMarkersResponse) (int16, error) {
 	if len(resp.Markers) != 1 || len(resp.Markers[0].Topics) != 1 || len(resp.Markers[0].Topics[0].Partitions) != 1 {
@@ -194,7 +271,7 @@ func (p *PeerMarkers) send(ctx context.Context, peer Peer, req *kmsg.WriteTxnMar
 
 // peerConnsPerNode bounds the connections (and the deliveries in flight) to one node; a
 // delivery beyond them waits for a free one.
-const peerConnsPerNode = 4
+const peerConnsPerNode = 8
 
 type peerConn struct {
 	nc   net.Conn

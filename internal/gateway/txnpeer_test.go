@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -205,5 +206,62 @@ func TestPeerMarkersReuseTheirConnection(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("%d connections for 5 deliveries in a row, want 1", n)
+	}
+}
+
+// Settle asks every other node of the assignment and succeeds only when the shards answered for
+// (this node's and the others' NONE partitions) are all of them; a node that cannot be reached
+// or answers for fewer leaves the rest unsettled.
+func TestPeerMarkersSettleNeedsEveryShardAnsweredFor(t *testing.T) {
+	nodes := []Peer{{ID: 1}, {ID: 2}, {ID: 3}}
+	var mu sync.Mutex
+	answers := map[int32][]int32{2: {2, 3}, 3: {4, 5}}
+	down := map[int32]bool{}
+	var asked []int32
+	p := NewPeerMarkers(PeerMarkersOptions{SelfID: 1, Nodes: func() []Peer { return nodes },
+		Send: func(_ context.Context, peer Peer, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, peer.ID)
+			m := req.Markers[0]
+			if m.ProducerID != 77 || m.ProducerEpoch != 4 || !m.Committed || len(m.Topics) != 1 || m.Topics[0].Topic != "__consumer_offsets" || len(m.Topics[0].Partitions) != 0 {
+				t.Errorf("settle request %+v", m)
+			}
+			if down[peer.ID] {
+				return nil, errors.New("connection refused")
+			}
+			resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			for _, sh := range answers[peer.ID] {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition = sh
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+			rp.Partition, rp.ErrorCode = 0, kerr.NotLeaderForPartition.Code // not a cover
+			rt.Partitions = append(rt.Partitions, rp)
+			rm.Topics = append(rm.Topics, rt)
+			resp.Markers = append(resp.Markers, rm)
+			return resp, nil
+		}})
+	mine := map[int32]bool{0: true, 1: true}
+	if err := p.Settle(context.Background(), 77, 4, true, mine, 6); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 || slices.Contains(asked, 1) {
+		t.Fatalf("asked nodes %v, want 2 and 3", asked)
+	}
+	if err := p.Settle(context.Background(), 77, 4, true, map[int32]bool{1: true}, 6); err == nil {
+		t.Fatal("settled with shard 0 answered for by nobody")
+	}
+	down[3] = true
+	if err := p.Settle(context.Background(), 77, 4, true, mine, 6); err == nil {
+		t.Fatal("settled with node 3 (shards 4 and 5) unreachable")
+	}
+	for result, want := range map[string]float64{"settled": 1, "unsettled": 2} {
+		if got := seriesValue(t, p.results.WithLabelValues(result)); got != want {
+			t.Errorf("coordinatord_gateway_txn_peer_markers_total{result=%q} = %v, want %v", result, got, want)
+		}
 	}
 }

@@ -39,6 +39,13 @@ type TxnBackend interface {
 	Describe(ctx context.Context, txnID string) (st upstream.TxnState, found bool, err error)
 	// TxnIDsOf lists the transactional ids the upstream maps to a producer id.
 	TxnIDsOf(ctx context.Context, producerID int64) ([]string, error)
+	// ServingShards are the shards this node owns and has loaded.
+	ServingShards() []int32
+	// Settle has every other node of the cluster (log.backend=kafka) settle a producer's
+	// transaction wherever it holds staged offsets of it (TxnPeerOutcome there), and returns nil
+	// once every shard is answered for, by covered() (this node's) or another node's answer;
+	// without log.backend=kafka it returns nil at once.
+	Settle(ctx context.Context, producerID int64, epoch int16, commit bool, covered func() map[int32]bool) error
 }
 
 // OpenProducer is a producer with staged offsets found on the shards.
@@ -97,14 +104,17 @@ type txnRelay struct {
 	// stuck are producers recovery had to set aside (giveUp), by producer id.
 	stuck map[int64]*stuckProducer
 	// gained are shards this node loaded after its start (log.backend=kafka: a hand-over gave
-	// them to it) whose staged transactions are not yet recovered; at most one entry per shard.
-	gained map[int32]bool
-	kick   chan struct{} // a shard was added to gained
+	// them to it) whose staged transactions are not yet recovered, with the number of their
+	// load (a shard loaded again while it is recovered needs another round); at most one entry
+	// per shard.
+	gained    map[int32]uint64
+	gainedSeq uint64
+	kick      chan struct{} // a shard was added to gained
 }
 
 func newTxnRelay(b TxnBackend, lg *zap.Logger) *txnRelay {
 	return &txnRelay{b: b, lg: lg, m: NewMetrics(nil), now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}, stuck: map[int64]*stuckProducer{},
-		gained: map[int32]bool{}, kick: make(chan struct{}, 1)}
+		gained: map[int32]uint64{}, kick: make(chan struct{}, 1)}
 }
 
 // SetTxnBackend turns the marker relay on; call before any broker port serves. Until Recover
@@ -147,12 +157,83 @@ func (g *Gateway) TxnShardLoaded(shard int32) {
 		return
 	}
 	g.relay.mu.Lock()
-	g.relay.gained[shard] = true
+	g.relay.gainedSeq++
+	g.relay.gained[shard] = g.relay.gainedSeq
 	g.relay.mu.Unlock()
 	select {
 	case g.relay.kick <- struct{}{}:
 	default:
 	}
+}
+
+// peerLockWait bounds how long another node's settle request waits for a request of the same
+// id in flight here (two nodes each waiting for the other's answer give up after it).
+const peerLockWait = 2 * time.Second
+
+// TxnPeerOutcome applies an outcome another node learned from an EndTxn answer to this node's
+// records of the producer (Settle there): each open transaction of the producer at that epoch is
+// decided and applied to its shards, durably. It returns the shards this node answers for: those
+// it serves whose staged transactions are all known to the relay (a gained shard not yet
+// recovered is not), none when something could not be applied or the producer is set aside.
+func (g *Gateway) TxnPeerOutcome(ctx context.Context, pid int64, epoch int16, commit bool) map[int32]int16 {
+	r := g.relay
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.ready:
+	default:
+		return nil // recovery has not read the shards yet
+	}
+	r.mu.Lock()
+	var ids []string
+	for id, s := range r.ids {
+		if s.open != nil && s.open.pid == pid {
+			ids = append(ids, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		lctx, cancel := context.WithTimeout(ctx, peerLockWait)
+		s, err := r.lock(lctx, id)
+		cancel()
+		if err != nil {
+			return nil
+		}
+		r.mu.Lock()
+		match := s.open != nil && s.open.pid == pid && s.open.epoch == epoch
+		r.mu.Unlock()
+		if match {
+			err = r.decide(ctx, id, s, pid, commit, epoch, "peer")
+		}
+		r.release(id, s)
+		if err != nil {
+			return nil
+		}
+	}
+	out := map[int32]int16{}
+	for sh := range r.coveredShards(pid) {
+		out[sh] = 0
+	}
+	return out
+}
+
+// coveredShards are the shards whose staged transactions of pid this node's relay knows: those
+// it serves, less the gained ones not yet recovered; none while pid is set aside.
+func (r *txnRelay) coveredShards(pid int64) map[int32]bool {
+	serving := r.b.ServingShards()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[int32]bool{}
+	if r.stuck[pid] != nil {
+		return out
+	}
+	for _, sh := range serving {
+		if _, pending := r.gained[sh]; !pending {
+			out[sh] = true
+		}
+	}
+	return out
 }
 
 // recoverGained resolves the staged transactions of the shards gained since the last call.
@@ -167,18 +248,16 @@ func (r *txnRelay) recoverGained(ctx context.Context) {
 		r.mu.Unlock()
 		return
 	}
+	// They stay in gained until they are recovered: until then this node does not answer for
+	// them when another node settles an outcome (TxnPeerOutcome).
 	shards := make([]int32, 0, len(r.gained))
-	for sh := range r.gained {
+	seqs := make(map[int32]uint64, len(r.gained))
+	for sh, seq := range r.gained {
 		shards = append(shards, sh)
+		seqs[sh] = seq
 	}
-	clear(r.gained)
 	r.mu.Unlock()
 	putBack := func(err error) {
-		r.mu.Lock()
-		for _, sh := range shards {
-			r.gained[sh] = true
-		}
-		r.mu.Unlock()
 		r.lg.Warn("cannot resolve the staged transactions of shards this node gained yet; retrying", zap.Int32s("shards", shards), zap.Error(err))
 	}
 	open, err := r.b.OpenProducers(ctx, shards)
@@ -209,6 +288,13 @@ func (r *txnRelay) recoverGained(ctx context.Context) {
 		putBack(retry)
 		return
 	}
+	r.mu.Lock()
+	for sh, seq := range seqs {
+		if r.gained[sh] == seq {
+			delete(r.gained, sh)
+		}
+	}
+	r.mu.Unlock()
 	r.lg.Info("staged transactions of shards this node gained recovered", zap.Int32s("shards", shards),
 		zap.Int("producers", len(open)), zap.Int("resolved", resolved))
 }
@@ -496,6 +582,16 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 		if err := r.decide(ctx, q.txnID, s, q.pid, q.commit, epoch, "end_txn"); err != nil {
 			putBuffer(out)
 			return nil, err
+		}
+		// This node may not have seen every request of the transaction (the producer's
+		// coordinator lookup can land on another node after a disconnect, or a node that saw
+		// its AddOffsetsToTxn died): the owners of the shards settle what they hold of it
+		// before the client is told, so no later transaction of the id can mix with it.
+		if err := r.b.Settle(ctx, q.pid, epoch, q.commit, func() map[int32]bool { return r.coveredShards(q.pid) }); err != nil {
+			r.lg.Warn("not every shard's owner settled a transaction's outcome; the client's answer is held and its retry settles it",
+				zap.String("transactional_id", q.txnID), zap.Int64("producer_id", q.pid), zap.Bool("commit", q.commit), zap.Error(err))
+			putBuffer(out)
+			return nil, fmt.Errorf("%w: %v", errRelay, err)
 		}
 	case *kmsg.InitProducerIDResponse:
 		if a.ErrorCode != 0 {

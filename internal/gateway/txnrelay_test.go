@@ -42,6 +42,8 @@ type fakeTxnBackend struct {
 	open     map[int64]OpenProducer
 	openErr  error
 	idsOf    map[int64][]string
+	serving  []int32
+	settle   func(pid int64, epoch int16, commit bool, covered map[int32]bool) error
 }
 
 func (f *fakeTxnBackend) ShardOf(group string) int32 { return int32(len(group)) }
@@ -107,6 +109,22 @@ func (f *fakeTxnBackend) TxnIDsOf(_ context.Context, pid int64) ([]string, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.idsOf[pid], nil
+}
+
+func (f *fakeTxnBackend) ServingShards() []int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.serving
+}
+
+func (f *fakeTxnBackend) Settle(_ context.Context, pid int64, epoch int16, commit bool, covered func() map[int32]bool) error {
+	f.mu.Lock()
+	settle := f.settle
+	f.mu.Unlock()
+	if settle == nil {
+		return nil
+	}
+	return settle(pid, epoch, commit, covered())
 }
 
 func (f *fakeTxnBackend) taken() []mark {
@@ -659,4 +677,74 @@ func TestGainedShardsStagedTransactionsAreRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantMarks(t, b.taken(), mark{4, 2, 0, false})
+}
+
+// Another node's settle request: this node decides and applies the producer's open transaction
+// at that epoch (durably, before answering), and answers for the shards it serves except a
+// gained one not yet recovered; a transaction at another epoch is not its to decide, and a
+// producer set aside makes it answer for nothing.
+func TestPeerOutcomeSettlesTheRecordAndAnswersForKnownShards(t *testing.T) {
+	b := &fakeTxnBackend{serving: []int32{1, 2, 3}}
+	r := newTestRelay(t, b)
+	g := &Gateway{relay: r}
+	r.stagedFor(tid, pid, ep, "group-a")   // shard 7 (fakeTxnBackend.ShardOf: the length)
+	r.stagedFor("other", 99, 3, "group-b") // another producer
+	g.TxnShardLoaded(3)                    // gained, not yet recovered
+
+	got := g.TxnPeerOutcome(context.Background(), pid, ep, true)
+	wantMarks(t, b.taken(), mark{7, pid, ep, true})
+	if len(got) != 2 || got[1] != 0 || got[2] != 0 {
+		t.Fatalf("answered for %v, want shards 1 and 2", got)
+	}
+	if got := g.TxnPeerOutcome(context.Background(), 99, 4, true); len(got) != 2 {
+		t.Fatalf("answered for %v, want shards 1 and 2", got)
+	}
+	wantMarks(t, b.taken()) // the record is at epoch 3: not decided by a marker for epoch 4
+	if got := seriesValue(t, r.m.txnOutcomes.WithLabelValues("commit", "peer")); got != 1 {
+		t.Fatalf("coordinatord_gateway_txn_outcomes_total{commit,peer} = %v, want 1", got)
+	}
+	r.recoverGained(context.Background())
+	if got := g.TxnPeerOutcome(context.Background(), pid, ep, false); len(got) != 3 {
+		t.Fatalf("after the gained shard's recovery: answered for %v, want shards 1 to 3", got)
+	}
+	r.mu.Lock()
+	r.stuck[pid] = &stuckProducer{}
+	r.mu.Unlock()
+	if got := g.TxnPeerOutcome(context.Background(), pid, ep, false); len(got) != 0 {
+		t.Fatalf("for a producer set aside: answered for %v, want nothing", got)
+	}
+}
+
+// An EndTxn answered NONE is released only once every shard's owner settled the outcome
+// (Settle): when some shard is not answered for, the client's connection is closed without the
+// answer, and its retry, once the shards are answered for, gets it.
+func TestEndTxnAnswerWaitsForEveryShardsOwner(t *testing.T) {
+	b := &fakeTxnBackend{serving: []int32{0, 1}}
+	r := newTestRelay(t, b)
+	var asked []map[int32]bool
+	fail := true
+	b.settle = func(gotPID int64, epoch int16, commit bool, covered map[int32]bool) error {
+		if gotPID != pid || epoch != ep || !commit {
+			t.Errorf("settle %d/%d commit=%v", gotPID, epoch, commit)
+		}
+		asked = append(asked, covered)
+		if fail {
+			return errors.New("no node answered for shard 5")
+		}
+		return nil
+	}
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(0), nil); !errors.Is(err, errRelay) {
+		t.Fatalf("answer released with shard 5 unsettled: %v", err)
+	}
+	fail = false
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 || !asked[0][0] || !asked[0][1] || len(asked[0]) != 2 {
+		t.Fatalf("settle asked %v, want twice with this node's shards 0 and 1", asked)
+	}
+	// A failed EndTxn answer is no outcome: nothing to settle.
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(kerr.ConcurrentTransactions.Code), nil); err != nil || len(asked) != 2 {
+		t.Fatalf("an error answer: %v, settle asked %d times", err, len(asked))
+	}
 }

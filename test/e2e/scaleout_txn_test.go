@@ -307,3 +307,44 @@ func TestScaleOutTxnOutcomeReachesTheNewOwnerAfterAKill(t *testing.T) {
 		}
 	}
 }
+
+// The producer's transaction coordinator moves to another node between AddOffsetsToTxn and
+// EndTxn (a Java producer looks its coordinator up again after any disconnect, and any node may
+// answer): X saw AddOffsetsToTxn, Y (neither X nor the owner) sees EndTxn and knows nothing of
+// the transaction. The owner still serves the commit the moment EndTxn answers, and the old
+// offset after an abort; the transaction X recorded is not applied again later.
+func TestScaleOutTxnOutcomeWhenTheEndTxnMovesToAnotherNode(t *testing.T) {
+	requireE2E(t)
+	s := startScaleOut(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl, adm := s.clientWithTopic(ctx, t)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	groups, owner := groupsOwnedBy(ctx, t, adm, "somv-"+run, 1)
+	group := groups[0]
+	x := s.otherThan(owner)
+	y := s.otherThan(owner, x)
+	st := txnStep{txnID: "somv-" + run, pid: -1}
+	viaX := s.txnVia(t, ctx, x, st.txnID)
+	viaY := s.txnVia(t, ctx, y, st.txnID)
+
+	st = stageVia(t, ctx, viaX, s.nodes[owner].Addr, st, group, s.topic, 7)
+	endVia(t, ctx, viaY, st, true)
+	got, stable := stableOffsets(t, ctx, cl, group, s.topic, 1)
+	if !stable || got[0] != 7 {
+		t.Fatalf("after EndTxn commit through node %d (AddOffsetsToTxn through %d): owner %d answers stable=%v offsets=%v, want partition 0 at 7", y, x, owner, stable, got)
+	}
+	st = stageVia(t, ctx, viaX, s.nodes[owner].Addr, st, group, s.topic, 9)
+	endVia(t, ctx, viaY, st, false)
+	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
+	if !stable || got[0] != 7 {
+		t.Fatalf("after EndTxn abort through node %d: owner %d answers stable=%v offsets=%v, want partition 0 still at 7", y, owner, stable, got)
+	}
+	// A third transaction through X alone: X's record of the first two must not decide it.
+	st = stageVia(t, ctx, viaX, s.nodes[owner].Addr, st, group, s.topic, 11)
+	endVia(t, ctx, viaX, st, true)
+	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
+	if !stable || got[0] != 11 {
+		t.Fatalf("after a third transaction through node %d: owner %d answers stable=%v offsets=%v, want partition 0 at 11", x, owner, stable, got)
+	}
+}
