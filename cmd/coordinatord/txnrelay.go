@@ -83,6 +83,8 @@ func (b *txnBackend) ServingShards() []int32 {
 	return out
 }
 
+func (b *txnBackend) Shared() bool { return b.peers != nil }
+
 func (b *txnBackend) Settle(ctx context.Context, pid int64, epoch int16, commit bool, covered func() map[int32]bool) error {
 	if b.peers == nil {
 		return nil

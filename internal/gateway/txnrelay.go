@@ -41,6 +41,8 @@ type TxnBackend interface {
 	TxnIDsOf(ctx context.Context, producerID int64) ([]string, error)
 	// ServingShards are the shards this node owns and has loaded.
 	ServingShards() []int32
+	// Shared says whether other nodes may hold staged offsets (log.backend=kafka).
+	Shared() bool
 	// Settle has every other node of the cluster (log.backend=kafka) settle a producer's
 	// transaction wherever it holds staged offsets of it (TxnPeerOutcome there), and returns nil
 	// once every shard is answered for, by covered() (this node's) or another node's answer;
@@ -164,6 +166,64 @@ func (g *Gateway) TxnShardLoaded(shard int32) {
 	case g.relay.kick <- struct{}{}:
 	default:
 	}
+}
+
+// settleBeforeInit is the barrier for an InitProducerId across nodes: the id's previous
+// transaction may have staged offsets on shards of other nodes, seen by another node's relay or
+// by none (its requests went through a node that died). Kafka answers an InitProducerId for an
+// ongoing transaction CONCURRENT_TRANSACTIONS while it aborts it, so the NONE answer that starts
+// the new producer session comes only once the upstream shows that transaction ended, which is
+// what is read here before each forward: an ended transaction is settled on every shard's owner
+// before the id can move on (it cannot be read upstream any more once the new session began).
+// Settling twice is harmless (a settled transaction leaves nothing staged).
+func (r *txnRelay) settleBeforeInit(ctx context.Context, txnID string, s *txnIDState) error {
+	if !r.b.Shared() {
+		return nil // this node's relay saw the id's requests, and holds them (settle)
+	}
+	st, found, err := r.b.Describe(ctx, txnID)
+	if err != nil {
+		r.lg.Warn("cannot read an id's last transaction before its InitProducerId; holding it", zap.String("transactional_id", txnID), zap.Error(err))
+		return fmt.Errorf("%w: %v", errRelay, err)
+	}
+	if !found {
+		return nil
+	}
+	covered := func() map[int32]bool { return r.coveredShards(st.ProducerID) }
+	settle := func(epoch int16, commit bool) error {
+		// This node's own record of the transaction (its TxnOffsetCommit came here while its
+		// EndTxn went elsewhere) takes the upstream's outcome too, rather than the abort an
+		// InitProducerId answer would otherwise be read as.
+		r.mu.Lock()
+		o := s.open
+		mine := o != nil && o.pid == st.ProducerID && o.epoch == epoch
+		r.mu.Unlock()
+		if mine {
+			if err := r.decide(ctx, txnID, s, st.ProducerID, commit, epoch, "upstream_state"); err != nil {
+				return err
+			}
+		}
+		if err := r.b.Settle(ctx, st.ProducerID, epoch, commit, covered); err != nil {
+			r.lg.Warn("not every shard's owner settled an id's last transaction; its InitProducerId is held",
+				zap.String("transactional_id", txnID), zap.Int64("producer_id", st.ProducerID), zap.Int16("epoch", epoch),
+				zap.Bool("commit", commit), zap.Error(err))
+			return fmt.Errorf("%w: %v", errRelay, err)
+		}
+		return nil
+	}
+	switch st.State {
+	case "PrepareCommit", "CompleteCommit":
+		return settle(st.ProducerEpoch, true)
+	case "PrepareAbort", "CompleteAbort", "PrepareEpochFence":
+		if err := settle(st.ProducerEpoch, false); err != nil {
+			return err
+		}
+		if st.ProducerEpoch > 0 {
+			// A timeout or a fence aborts with the epoch bumped once (the table in
+			// docs/transactions.md): offsets staged at the epoch before are that transaction's.
+			return settle(st.ProducerEpoch-1, false)
+		}
+	}
+	return nil
 }
 
 // peerLockWait bounds how long another node's settle request waits for a request of the same
@@ -545,6 +605,11 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 	defer r.release(q.txnID, s)
 	if err := r.settle(ctx, q.txnID, s); err != nil {
 		return nil, err
+	}
+	if h.Key == 22 {
+		if err := r.settleBeforeInit(ctx, q.txnID, s); err != nil {
+			return nil, err
+		}
 	}
 	out, err := rt()
 	if err != nil || out == nil {

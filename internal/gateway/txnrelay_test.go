@@ -111,6 +111,8 @@ func (f *fakeTxnBackend) TxnIDsOf(_ context.Context, pid int64) ([]string, error
 	return f.idsOf[pid], nil
 }
 
+func (f *fakeTxnBackend) Shared() bool { return f.settle != nil }
+
 func (f *fakeTxnBackend) ServingShards() []int32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -746,5 +748,63 @@ func TestEndTxnAnswerWaitsForEveryShardsOwner(t *testing.T) {
 	// A failed EndTxn answer is no outcome: nothing to settle.
 	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(kerr.ConcurrentTransactions.Code), nil); err != nil || len(asked) != 2 {
 		t.Fatalf("an error answer: %v, settle asked %d times", err, len(asked))
+	}
+}
+
+// Before an InitProducerId is forwarded with several nodes, the id's last transaction as the
+// upstream shows it is settled everywhere: an abort at the epoch shown and the one before (a
+// fence bumps it), a commit at its epoch; this node's own record of it takes that outcome
+// rather than the abort an InitProducerId answer is otherwise read as. An upstream that cannot
+// answer holds the InitProducerId.
+func TestInitProducerIDSettlesTheLastTransactionEverywhereFirst(t *testing.T) {
+	type settled struct {
+		epoch  int16
+		commit bool
+	}
+	var got []settled
+	forwarded := false
+	b := &fakeTxnBackend{states: map[string]upstream.TxnState{}}
+	b.settle = func(gotPID int64, epoch int16, commit bool, _ map[int32]bool) error {
+		if gotPID != pid {
+			t.Errorf("settle for producer %d", gotPID)
+		}
+		if forwarded {
+			t.Error("InitProducerId forwarded before the settle")
+		}
+		got = append(got, settled{epoch, commit})
+		return nil
+	}
+	r := newTestRelay(t, b)
+	seen := func() { forwarded = true }
+
+	b.states[tid] = upstream.TxnState{State: "CompleteAbort", ProducerID: pid, ProducerEpoch: ep + 1}
+	req, resp := initPID(pid, ep+2, 0)
+	if _, err := exchange(t, r, req, resp, seen); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != (settled{ep + 1, false}) || got[1] != (settled{ep, false}) {
+		t.Fatalf("settled %v, want aborts at epochs %d and %d", got, ep+1, ep)
+	}
+
+	// Staged here, committed upstream through another node: committed here, not aborted.
+	got, forwarded = nil, false
+	r.stagedFor(tid, pid, ep, "group-a")
+	b.states[tid] = upstream.TxnState{State: "CompleteCommit", ProducerID: pid, ProducerEpoch: ep}
+	req, resp = initPID(pid, ep+1, 0)
+	if _, err := exchange(t, r, req, resp, seen); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{7, pid, ep, true})
+	if len(got) != 1 || got[0] != (settled{ep, true}) {
+		t.Fatalf("settled %v, want a commit at epoch %d", got, ep)
+	}
+
+	got, forwarded = nil, false
+	b.mu.Lock()
+	b.descErr = errors.New("upstream unreachable")
+	b.mu.Unlock()
+	req, resp = initPID(pid, ep+1, 0)
+	if _, err := exchange(t, r, req, resp, seen); !errors.Is(err, errRelay) || forwarded {
+		t.Fatalf("with the upstream unreachable: %v, forwarded=%v; want it held", err, forwarded)
 	}
 }

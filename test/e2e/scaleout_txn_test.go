@@ -47,17 +47,7 @@ func (s *scaleOut) txnVia(t *testing.T, ctx context.Context, x int32, txnID stri
 func stageVia(t *testing.T, ctx context.Context, via *kgo.Broker, owner string, st txnStep, group, topic string, offset int64) txnStep {
 	t.Helper()
 	if st.pid < 0 {
-		retry(t, "InitProducerId", func() int16 {
-			req := kmsg.NewPtrInitProducerIDRequest()
-			req.TransactionalID, req.TransactionTimeoutMillis = &st.txnID, 120000
-			resp, err := via.Request(ctx, req)
-			if err != nil {
-				return -2
-			}
-			r := resp.(*kmsg.InitProducerIDResponse)
-			st.pid, st.epoch = r.ProducerID, r.ProducerEpoch
-			return r.ErrorCode
-		})
+		st = initVia(t, ctx, via, st.txnID)
 	}
 	retry(t, "AddOffsetsToTxn", func() int16 {
 		req := kmsg.NewPtrAddOffsetsToTxnRequest()
@@ -80,6 +70,25 @@ func stageVia(t *testing.T, ctx context.Context, via *kgo.Broker, owner string, 
 		req.Topics = append(req.Topics, rt)
 		resp, _ := c.roundTrip(req, 4)
 		return resp.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	})
+	return st
+}
+
+// initVia starts a producer session of txnID through via (retrying, e.g. while the upstream
+// aborts the id's open transaction: CONCURRENT_TRANSACTIONS).
+func initVia(t *testing.T, ctx context.Context, via *kgo.Broker, txnID string) txnStep {
+	t.Helper()
+	st := txnStep{txnID: txnID}
+	retry(t, "InitProducerId", func() int16 {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &txnID, 120000
+		resp, err := via.Request(ctx, req)
+		if err != nil {
+			return -2
+		}
+		r := resp.(*kmsg.InitProducerIDResponse)
+		st.pid, st.epoch = r.ProducerID, r.ProducerEpoch
+		return r.ErrorCode
 	})
 	return st
 }
@@ -346,5 +355,43 @@ func TestScaleOutTxnOutcomeWhenTheEndTxnMovesToAnotherNode(t *testing.T) {
 	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
 	if !stable || got[0] != 11 {
 		t.Fatalf("after a third transaction through node %d: owner %d answers stable=%v offsets=%v, want partition 0 at 11", x, owner, stable, got)
+	}
+}
+
+// A new instance of a producer fences the old one through another node: the old instance's
+// transaction staged offsets on the owner through node X and never ended; the new instance's
+// InitProducerId passes through Y, which never saw that transaction. Once InitProducerId
+// answers, the owner has dropped the fenced transaction's offsets (Kafka's transaction
+// coordinator aborts it, writing its markers, before the new session starts), and the new
+// instance's own transaction commits.
+func TestScaleOutFencedProducersOffsetsAreAbortedThroughAnotherNode(t *testing.T) {
+	requireE2E(t)
+	s := startScaleOut(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl, adm := s.clientWithTopic(ctx, t)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	groups, owner := groupsOwnedBy(ctx, t, adm, "sofe-"+run, 1)
+	group := groups[0]
+	x := s.otherThan(owner)
+	y := s.otherThan(owner, x)
+	zombie := txnStep{txnID: "sofe-" + run, pid: -1}
+	viaX := s.txnVia(t, ctx, x, zombie.txnID)
+	viaY := s.txnVia(t, ctx, y, zombie.txnID)
+	zombie = stageVia(t, ctx, viaX, s.nodes[owner].Addr, zombie, group, s.topic, 7)
+
+	fresh := initVia(t, ctx, viaY, zombie.txnID)
+	if fresh.pid == zombie.pid && fresh.epoch <= zombie.epoch {
+		t.Fatalf("InitProducerId did not fence: %+v after %+v", fresh, zombie)
+	}
+	got, stable := stableOffsets(t, ctx, cl, group, s.topic, 1)
+	if !stable || len(got) != 0 {
+		t.Fatalf("once the new instance's InitProducerId through node %d answered: owner %d answers stable=%v offsets=%v, want the fenced transaction's offset dropped", y, owner, stable, got)
+	}
+	fresh = stageVia(t, ctx, viaY, s.nodes[owner].Addr, fresh, group, s.topic, 9)
+	endVia(t, ctx, viaY, fresh, true)
+	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
+	if !stable || got[0] != 9 {
+		t.Fatalf("after the new instance's commit through node %d: owner %d answers stable=%v offsets=%v, want partition 0 at 9 and nothing of the fenced transaction staged", y, owner, stable, got)
 	}
 }
