@@ -1,7 +1,7 @@
 package gateway
 
 // Delivery of a transaction outcome to the node owning a shard (log.backend=kafka with several
-// nodes; docs/scale-out.md, "Transaction outcomes on another node"). A producer's
+// nodes; docs/scale-out.md, "Transaction outcomes across nodes"). A producer's
 // TxnOffsetCommit goes to the owner of its group's shard, but its EndTxn passes through the node
 // whose gateway port fronts the upstream transaction coordinator, which may be another one. That
 // node's relay learns the outcome (txnrelay.go) and hands it to the owner as Kafka's transaction

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -380,6 +381,15 @@ func TestScaleOutFencedProducersOffsetsAreAbortedThroughAnotherNode(t *testing.T
 	viaY := s.txnVia(t, ctx, y, zombie.txnID)
 	zombie = stageVia(t, ctx, viaX, s.nodes[owner].Addr, zombie, group, s.topic, 7)
 
+	// Kafka answers the first InitProducerId CONCURRENT_TRANSACTIONS while it aborts the open
+	// transaction (the relay's barrier across nodes relies on that, docs/conformance.md).
+	first := kmsg.NewPtrInitProducerIDRequest()
+	first.TransactionalID, first.TransactionTimeoutMillis = &zombie.txnID, 120000
+	if resp, err := viaY.Request(ctx, first); err != nil {
+		t.Fatal(err)
+	} else if code := resp.(*kmsg.InitProducerIDResponse).ErrorCode; code != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("the first InitProducerId for an id with an ongoing transaction answered %v, want CONCURRENT_TRANSACTIONS", kerr.ErrorForCode(code))
+	}
 	fresh := initVia(t, ctx, viaY, zombie.txnID)
 	if fresh.pid == zombie.pid && fresh.epoch <= zombie.epoch {
 		t.Fatalf("InitProducerId did not fence: %+v after %+v", fresh, zombie)
