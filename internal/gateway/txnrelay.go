@@ -325,25 +325,7 @@ func (r *txnRelay) recoverGained(ctx context.Context) {
 		putBack(err)
 		return
 	}
-	resolved := 0
-	var retry error
-	for pid, p := range open {
-		if r.isStuck(pid) {
-			continue
-		}
-		done, err := r.recoverProducer(ctx, pid, p, "shard_load")
-		if err != nil {
-			if c, ok := incurable(err); ok {
-				r.giveUp(pid, p, c, err)
-			} else if retry == nil {
-				retry = err
-			}
-			continue
-		}
-		if done {
-			resolved++
-		}
-	}
+	resolved, retry := r.recoverProducers(ctx, open, "shard_load")
 	if retry != nil {
 		putBack(retry)
 		return
@@ -913,15 +895,26 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resolved := 0
-	// Every producer is asked in each round, so that one the upstream refuses for good is set
-	// aside even while another's answer is still being retried.
-	var retry error
+	resolved, retry := r.recoverProducers(ctx, open, "recovery")
+	if retry != nil {
+		return retry
+	}
+	if len(open) > 0 {
+		r.lg.Info("staged transactions recovered", zap.Int("producers", len(open)), zap.Int("resolved", resolved))
+	}
+	return nil
+}
+
+// recoverProducers resolves each producer of open from the upstream's state; resolved counts the
+// outcomes applied, retry is the first failure worth retrying. Every producer is asked in each
+// round, so that one the upstream refuses for good is set aside even while another's answer is
+// still being retried.
+func (r *txnRelay) recoverProducers(ctx context.Context, open map[int64]OpenProducer, source string) (resolved int, retry error) {
 	for pid, p := range open {
 		if r.isStuck(pid) {
 			continue // set aside by an earlier round: tryStuck retries it on its own backoff
 		}
-		done, err := r.recoverProducer(ctx, pid, p, "recovery")
+		done, err := r.recoverProducer(ctx, pid, p, source)
 		if err != nil {
 			if c, ok := incurable(err); ok {
 				r.giveUp(pid, p, c, err)
@@ -934,13 +927,7 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 			resolved++
 		}
 	}
-	if retry != nil {
-		return retry
-	}
-	if len(open) > 0 {
-		r.lg.Info("staged transactions recovered", zap.Int("producers", len(open)), zap.Int("resolved", resolved))
-	}
-	return nil
+	return resolved, retry
 }
 
 // recoverProducer resolves one producer's staged transaction from the upstream's state; done is

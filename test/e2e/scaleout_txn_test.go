@@ -1,14 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,19 +58,7 @@ func stageVia(t *testing.T, ctx context.Context, via *kgo.Broker, owner string, 
 		}
 		return resp.(*kmsg.AddOffsetsToTxnResponse).ErrorCode
 	})
-	c := dialWire(t, owner) // v4: franz-go would send v6, which names topics by id
-	retry(t, "TxnOffsetCommit", func() int16 {
-		req := kmsg.NewPtrTxnOffsetCommitRequest()
-		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = st.txnID, group, st.pid, st.epoch, -1
-		rt := kmsg.NewTxnOffsetCommitRequestTopic()
-		rt.Topic = topic
-		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		p.Offset = offset
-		rt.Partitions = append(rt.Partitions, p)
-		req.Topics = append(req.Topics, rt)
-		resp, _ := c.roundTrip(req, 4)
-		return resp.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
-	})
+	stageOffset(t, owner, st, group, topic, offset)
 	return st
 }
 
@@ -98,15 +85,7 @@ func initVia(t *testing.T, ctx context.Context, via *kgo.Broker, txnID string) t
 // until it is answered NONE.
 func endVia(t *testing.T, ctx context.Context, via *kgo.Broker, st txnStep, commit bool) {
 	t.Helper()
-	retry(t, "EndTxn", func() int16 {
-		req := kmsg.NewPtrEndTxnRequest()
-		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = st.txnID, st.pid, st.epoch, commit
-		resp, err := via.Request(ctx, req)
-		if err != nil {
-			return -2
-		}
-		return resp.(*kmsg.EndTxnResponse).ErrorCode
-	})
+	endTxnRetried(t, st, commit, func(req kmsg.Request) (kmsg.Response, error) { return via.Request(ctx, req) })
 }
 
 // groupsOwnedBy returns n fresh group names whose shard a single node owns, and that node.
@@ -160,21 +139,24 @@ func stableOffsetsRetried(t *testing.T, ctx context.Context, cl *kgo.Client, gro
 	}
 }
 
-// peerMarkers reads coordinatord_gateway_txn_peer_markers_total{result} of a node.
-func peerMarkers(g *gateway, result string) float64 {
-	resp, err := http.Get("http://" + g.Admin + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), `coordinatord_gateway_txn_peer_markers_total{result="`+result+`"} `); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
+// txnScene is three nodes with the test's topic, a fresh group, the node owning it and a
+// transactional id, for the tests whose transactions pass through other nodes.
+type txnScene struct {
+	s     *scaleOut
+	cl    *kgo.Client
+	group string
+	owner int32
+	txnID string
+}
+
+func startTxnScene(t *testing.T, ctx context.Context, prefix string) *txnScene {
+	t.Helper()
+	requireE2E(t)
+	s := startScaleOut(t, 3)
+	cl, adm := s.clientWithTopic(ctx, t)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	groups, owner := groupsOwnedBy(ctx, t, adm, prefix+"-"+run, 1)
+	return &txnScene{s: s, cl: cl, group: groups[0], owner: owner, txnID: prefix + "-" + run}
 }
 
 // Three nodes; a producer whose transactional requests pass through node X stages offsets on
@@ -182,16 +164,12 @@ func peerMarkers(g *gateway, result string) float64 {
 // offsets as committed (RequireStable finds nothing staged); after an abort they are where the
 // commit left them. Before each EndTxn the owner answers UNSTABLE_OFFSET_COMMIT.
 func TestScaleOutTxnOutcomeThroughAnotherNodeReachesTheOwner(t *testing.T) {
-	requireE2E(t)
-	s := startScaleOut(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cl, adm := s.clientWithTopic(ctx, t)
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	groups, owner := groupsOwnedBy(ctx, t, adm, "sotx-"+run, 1)
-	group := groups[0]
+	sc := startTxnScene(t, ctx, "sotx")
+	s, cl, group, owner := sc.s, sc.cl, sc.group, sc.owner
 	x := s.otherThan(owner)
-	st := txnStep{txnID: "sotx-" + run, pid: -1}
+	st := txnStep{txnID: sc.txnID, pid: -1}
 	via := s.txnVia(t, ctx, x, st.txnID)
 
 	st = stageVia(t, ctx, via, s.nodes[owner].Addr, st, group, s.topic, 7)
@@ -199,21 +177,15 @@ func TestScaleOutTxnOutcomeThroughAnotherNodeReachesTheOwner(t *testing.T) {
 		t.Fatal("the owner answers stable offsets while the transaction is open")
 	}
 	endVia(t, ctx, via, st, true)
-	got, stable := stableOffsets(t, ctx, cl, group, s.topic, 1)
-	if !stable || got[0] != 7 {
-		t.Fatalf("after EndTxn commit through node %d: owner %d answers stable=%v offsets=%v, want partition 0 at 7", x, owner, stable, got)
-	}
+	wantServed(t, ctx, cl, group, s.topic, 7, "after EndTxn commit through node %d (owner %d)", x, owner)
 
 	st = stageVia(t, ctx, via, s.nodes[owner].Addr, st, group, s.topic, 9)
 	if _, stable := stableOffsets(t, ctx, cl, group, s.topic, 1); stable {
 		t.Fatal("the owner answers stable offsets while the second transaction is open")
 	}
 	endVia(t, ctx, via, st, false)
-	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
-	if !stable || got[0] != 7 {
-		t.Fatalf("after EndTxn abort through node %d: owner %d answers stable=%v offsets=%v, want partition 0 still at 7", x, owner, stable, got)
-	}
-	if n := peerMarkers(s.nodes[x], "applied"); n < 2 {
+	wantServed(t, ctx, cl, group, s.topic, 7, "after EndTxn abort through node %d (owner %d)", x, owner)
+	if n := metric(s.nodes[x], `coordinatord_gateway_txn_peer_markers_total{result="applied"}`); n < 2 {
 		t.Fatalf("node %d counts %v outcomes applied on another node, want 2", x, n)
 	}
 }
@@ -324,39 +296,26 @@ func TestScaleOutTxnOutcomeReachesTheNewOwnerAfterAKill(t *testing.T) {
 // the transaction. The owner still serves the commit the moment EndTxn answers, and the old
 // offset after an abort; the transaction X recorded is not applied again later.
 func TestScaleOutTxnOutcomeWhenTheEndTxnMovesToAnotherNode(t *testing.T) {
-	requireE2E(t)
-	s := startScaleOut(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cl, adm := s.clientWithTopic(ctx, t)
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	groups, owner := groupsOwnedBy(ctx, t, adm, "somv-"+run, 1)
-	group := groups[0]
+	sc := startTxnScene(t, ctx, "somv")
+	s, cl, group, owner := sc.s, sc.cl, sc.group, sc.owner
 	x := s.otherThan(owner)
 	y := s.otherThan(owner, x)
-	st := txnStep{txnID: "somv-" + run, pid: -1}
+	st := txnStep{txnID: sc.txnID, pid: -1}
 	viaX := s.txnVia(t, ctx, x, st.txnID)
 	viaY := s.txnVia(t, ctx, y, st.txnID)
 
 	st = stageVia(t, ctx, viaX, s.nodes[owner].Addr, st, group, s.topic, 7)
 	endVia(t, ctx, viaY, st, true)
-	got, stable := stableOffsets(t, ctx, cl, group, s.topic, 1)
-	if !stable || got[0] != 7 {
-		t.Fatalf("after EndTxn commit through node %d (AddOffsetsToTxn through %d): owner %d answers stable=%v offsets=%v, want partition 0 at 7", y, x, owner, stable, got)
-	}
+	wantServed(t, ctx, cl, group, s.topic, 7, "after EndTxn commit through node %d, AddOffsetsToTxn through %d (owner %d)", y, x, owner)
 	st = stageVia(t, ctx, viaX, s.nodes[owner].Addr, st, group, s.topic, 9)
 	endVia(t, ctx, viaY, st, false)
-	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
-	if !stable || got[0] != 7 {
-		t.Fatalf("after EndTxn abort through node %d: owner %d answers stable=%v offsets=%v, want partition 0 still at 7", y, owner, stable, got)
-	}
+	wantServed(t, ctx, cl, group, s.topic, 7, "after EndTxn abort through node %d (owner %d)", y, owner)
 	// A third transaction through X alone: X's record of the first two must not decide it.
 	st = stageVia(t, ctx, viaX, s.nodes[owner].Addr, st, group, s.topic, 11)
 	endVia(t, ctx, viaX, st, true)
-	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
-	if !stable || got[0] != 11 {
-		t.Fatalf("after a third transaction through node %d: owner %d answers stable=%v offsets=%v, want partition 0 at 11", x, owner, stable, got)
-	}
+	wantServed(t, ctx, cl, group, s.topic, 11, "after a third transaction through node %d alone (owner %d)", x, owner)
 }
 
 // A new instance of a producer fences the old one through another node: the old instance's
@@ -366,17 +325,13 @@ func TestScaleOutTxnOutcomeWhenTheEndTxnMovesToAnotherNode(t *testing.T) {
 // coordinator aborts it, writing its markers, before the new session starts), and the new
 // instance's own transaction commits.
 func TestScaleOutFencedProducersOffsetsAreAbortedThroughAnotherNode(t *testing.T) {
-	requireE2E(t)
-	s := startScaleOut(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cl, adm := s.clientWithTopic(ctx, t)
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	groups, owner := groupsOwnedBy(ctx, t, adm, "sofe-"+run, 1)
-	group := groups[0]
+	sc := startTxnScene(t, ctx, "sofe")
+	s, cl, group, owner := sc.s, sc.cl, sc.group, sc.owner
 	x := s.otherThan(owner)
 	y := s.otherThan(owner, x)
-	zombie := txnStep{txnID: "sofe-" + run, pid: -1}
+	zombie := txnStep{txnID: sc.txnID, pid: -1}
 	viaX := s.txnVia(t, ctx, x, zombie.txnID)
 	viaY := s.txnVia(t, ctx, y, zombie.txnID)
 	zombie = stageVia(t, ctx, viaX, s.nodes[owner].Addr, zombie, group, s.topic, 7)
@@ -394,14 +349,74 @@ func TestScaleOutFencedProducersOffsetsAreAbortedThroughAnotherNode(t *testing.T
 	if fresh.pid == zombie.pid && fresh.epoch <= zombie.epoch {
 		t.Fatalf("InitProducerId did not fence: %+v after %+v", fresh, zombie)
 	}
-	got, stable := stableOffsets(t, ctx, cl, group, s.topic, 1)
-	if !stable || len(got) != 0 {
-		t.Fatalf("once the new instance's InitProducerId through node %d answered: owner %d answers stable=%v offsets=%v, want the fenced transaction's offset dropped", y, owner, stable, got)
-	}
+	wantServed(t, ctx, cl, group, s.topic, -1, "once the new instance's InitProducerId through node %d answered (owner %d): the fenced transaction's offset dropped", y, owner)
 	fresh = stageVia(t, ctx, viaY, s.nodes[owner].Addr, fresh, group, s.topic, 9)
 	endVia(t, ctx, viaY, fresh, true)
-	got, stable = stableOffsets(t, ctx, cl, group, s.topic, 1)
-	if !stable || got[0] != 9 {
-		t.Fatalf("after the new instance's commit through node %d: owner %d answers stable=%v offsets=%v, want partition 0 at 9 and nothing of the fenced transaction staged", y, owner, stable, got)
+	wantServed(t, ctx, cl, group, s.topic, 9, "after the new instance's commit through node %d (owner %d)", y, owner)
+}
+
+// Kafka Streams 4.4 with processing.guarantee=exactly_once_v2, two instances bootstrapped to
+// three nodes, while each node in turn is stopped (SIGTERM) and started again with input
+// flowing: every restart moves shards and the producers' transaction coordinator ports, so
+// transactions stage on one node and end through another. The output read with
+// read_committed has the exact counts, also after one instance is killed and the other resumes
+// its tasks from the committed offsets.
+func TestScaleOutRollingRestartWordCountExactlyOnce(t *testing.T) {
+	requireE2E(t)
+	wordCountClasspath(t)
+	s := startScaleOut(t, 3, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	addrs := s.addrs(s.ids()...)
+	boot := strings.Join(addrs, ",")
+	r := newWordCountRun(t, ctx, addrs[0])
+	r.cl = newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	a := startWordCount(t, "rr-a", boot, r.appID, r.in, r.out, "streams", "exactly_once_v2")
+	b := startWordCount(t, "rr-b", boot, r.appID, r.in, r.out, "streams", "exactly_once_v2")
+	a.waitState("RUNNING", 2*time.Minute)
+	b.waitState("RUNNING", 2*time.Minute)
+	r.produce(t, ctx, 1)
+	waitCommittedCounts(t, ctx, addrs[0], r.out, r.expected)
+	for i, id := range s.ids() {
+		r.produce(t, ctx, 2+i)
+		g := s.nodes[id]
+		g.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-g.exited:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("node %d did not stop within 60s of SIGTERM", id)
+		}
+		r.produce(t, ctx, 5+i)
+		g.start()
+		s.waitSpread(2*time.Minute, s.ids()...)
+	}
+	r.produce(t, ctx, 9)
+	waitCommittedCounts(t, ctx, addrs[0], r.out, r.expected)
+	// kill -9 of one instance mid-run: the other resumes its tasks from the offsets the nodes
+	// committed (an open transaction of the killed one is aborted upstream by its timeout), so
+	// an offset of a committed transaction that was not applied would count input twice.
+	r.produce(t, ctx, 10)
+	time.Sleep(300 * time.Millisecond)
+	b.cmd.Process.Kill()
+	<-b.exited
+	r.produce(t, ctx, 11)
+	waitCommittedCounts(t, ctx, addrs[0], r.out, r.expected)
+	for _, app := range []*streamsApp{a} {
+		select {
+		case <-app.exited:
+			t.Fatalf("%s exited:\n%s", app.name, app.output())
+		default:
+		}
+		app.stop()
+	}
+}
+
+// wantServed fails unless the group's owner serves partition 0 of topic as committed at want
+// (-1: no offset) with nothing staged, read as a read_committed consumer does (RequireStable).
+func wantServed(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic string, want int64, what string, args ...any) {
+	t.Helper()
+	got, stable := stableOffsets(t, ctx, cl, group, topic, 1)
+	if o, ok := got[0]; !stable || ok != (want >= 0) || ok && o != want {
+		t.Fatalf("%s: stable=%v offsets=%v, want partition 0 at %d (-1: none) and nothing staged", fmt.Sprintf(what, args...), stable, got, want)
 	}
 }
