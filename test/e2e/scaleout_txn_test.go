@@ -401,14 +401,7 @@ func TestScaleOutRollingRestartWordCountExactlyOnce(t *testing.T) {
 	<-b.exited
 	r.produce(t, ctx, 11)
 	waitCommittedCounts(t, ctx, addrs[0], r.out, r.expected)
-	for _, app := range []*streamsApp{a} {
-		select {
-		case <-app.exited:
-			t.Fatalf("%s exited:\n%s", app.name, app.output())
-		default:
-		}
-		app.stop()
-	}
+	stopRunning(t, a)
 }
 
 // wantServed fails unless the group's owner serves partition 0 of topic as committed at want
