@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -72,6 +73,8 @@ type gatewayMode struct {
 	up *upstream.Client
 	// acls keeps the authorizer's bindings equal to the upstream's (nil without an authorizer).
 	acls *gateway.ACLMirror
+	// peers carries transaction outcomes to the nodes owning shards (nil: one node owns all).
+	peers *gateway.PeerMarkers
 	// refreshing lets one request refresh the catalog at a time; the others then find the view
 	// fresh and do not ask the upstream again.
 	refreshing sync.Mutex
@@ -83,6 +86,9 @@ type gatewayMode struct {
 func (m *gatewayMode) close(ctx context.Context) {
 	m.closeOnce.Do(func() {
 		m.acls.Close()
+		if m.peers != nil {
+			m.peers.Close()
+		}
 		m.up.Close()
 		m.gw.Close(ctx)
 	})
@@ -138,7 +144,20 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		return nil, err
 	}
 	gw.SetUpstream(up.Refresh, up.RefreshUntil)
-	gw.SetTxnBackend(&txnBackend{groups: st.groups, up: func() *upstream.Client { return up }, lg: log.With(zap.String("component", "txn-relay"))})
+	tb := &txnBackend{groups: st.groups, up: func() *upstream.Client { return up }, lg: log.With(zap.String("component", "txn-relay"))}
+	if st.shared {
+		tb.peers = peerMarkers(cfg, sec, st, log, reg)
+		tb.announced = st.announcedShard
+	}
+	gw.SetTxnBackend(tb)
+	if st.shared {
+		// A shard handed to this node brings the previous owner's staged transactions, which
+		// no relay of this node has seen.
+		loaded := gw.TxnShardLoaded
+		st.onGroupLoaded.Store(&loaded)
+		outcome := gw.TxnPeerOutcome
+		st.peerOutcome.Store(&outcome)
+	}
 	var mirror *gateway.ACLMirror
 	if authorizer.Enabled() {
 		// The upstream's ACLs are read before any port serves (broker ports start serving
@@ -174,7 +193,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		zap.Int("upstream_brokers", len(v.Brokers)), zap.Int("upstream_topics", len(v.Topics)), zap.Any("broker_ports", gw.Ports()))
 	// Transactional requests wait until what a previous run left staged is resolved.
 	go gw.RecoverTxns(ctx)
-	return &gatewayMode{gw: gw, up: up, acls: mirror}, nil
+	return &gatewayMode{gw: gw, up: up, acls: mirror, peers: tb.peers}, nil
 }
 
 // loadUpstreamACLs reads the upstream's ACLs, retrying while the upstream cannot be reached
@@ -300,4 +319,41 @@ func (m *gatewayMode) refreshCatalog(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return m.up.RefreshUntil(ctx, func(*upstream.View) bool { return true })
+}
+
+// peerMarkers connects this node to the others to hand them transaction outcomes for their
+// shards (gateway/txnpeer.go). A node reaches another at the address the assignment names (its
+// first advertised listener) with that listener's protocol, and authenticates with
+// coordinatord's own upstream login and TLS settings: the other node's SASL listener checks the
+// login with the upstream, as for any client, and its authorizer wants CLUSTER_ACTION for it.
+func peerMarkers(cfg *config.Config, sec upstream.Security, st *state, log *zap.Logger, reg prometheus.Registerer) *gateway.PeerMarkers {
+	var ls config.ListenerSecurity
+	for _, l := range cfg.Listeners {
+		if l.Name == cfg.AdvertisedListeners[0].Name {
+			ls = l.Security
+		}
+	}
+	var peerSec upstream.Security
+	if ls.TLS() {
+		peerSec.TLS = sec.TLS
+		if peerSec.TLS == nil {
+			peerSec.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+	}
+	if ls.SASL() {
+		peerSec.SASL = sec.SASL
+	}
+	return gateway.NewPeerMarkers(gateway.PeerMarkersOptions{
+		Owner: func(i int32) (gateway.Peer, bool) {
+			n, ok := st.groupOwner(i)
+			if !ok || n.ID == cfg.NodeID {
+				return gateway.Peer{}, false
+			}
+			return gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port}, true
+		},
+		Nodes: st.peers, SelfID: cfg.NodeID,
+		Security: peerSec, DialTimeout: cfg.Gateway.ConnectTimeout, ClientID: cfg.Gateway.ClientID,
+		Timeout: cfg.Gateway.RequestTimeout,
+		Logger:  log.With(zap.String("component", "txn-peers")), Registerer: reg,
+	})
 }

@@ -64,6 +64,7 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 	wire.NewMetrics(reg)
 	gateway.NewMetrics(reg)                                                                // gateway mode's series
 	gateway.NewACLMirror(gateway.ACLMirrorOptions{Registerer: reg, Interval: time.Minute}) // gateway mode with an authorizer
+	gateway.NewPeerMarkers(gateway.PeerMarkersOptions{Registerer: reg})                    // gateway mode, log.backend=kafka
 	wire.NewBudget(1<<20, reg, zap.NewNop())
 	membership.New(membership.Options{Registerer: reg}) // log.backend=kafka's series
 	if _, err := newAuthorizer(cfg, zap.NewNop(), reg); err != nil {

@@ -174,7 +174,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		GroupOwner:    groupOwner,
 		Authorizer:    authorizer,
 		BrokerConfigs: brokerConfigs, BrokerDefaults: brokerDefaults,
-		CreateTopics: createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
+		TxnPeerOutcome: st.txnPeerOutcome,
+		CreateTopics:   createTopics, RefreshCatalog: refreshCatalog, VerifyTxnOffsets: verifyTxn, JoinCreatesInternalTopics: cfg.StreamsGroup.JoinCreatesInternalTopics,
 		Node: node, Logger: log, Meta: st.meta, Catalog: st.catalog, Groups: st.groups, Streams: streamsConfig(cfg), Topology: topology,
 		Classic: classicConfig(cfg), Consumer: consumerConfig(cfg), SASL: sasl,
 		Limits: handlers.Limits{

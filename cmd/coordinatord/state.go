@@ -43,6 +43,13 @@ type state struct {
 	membership atomic.Pointer[membership.Membership]
 	// shared: the group shards are loaded as membership assigns them.
 	shared bool
+	// onGroupLoaded is told each group shard that finished loading (set in gateway mode with a
+	// shared log: the marker relay recovers a gained shard's staged transactions).
+	onGroupLoaded atomic.Pointer[func(shard int32)]
+	// peerOutcome is the marker relay's TxnPeerOutcome once the gateway started (shared log).
+	peerOutcome atomic.Pointer[func(ctx context.Context, pid int64, epoch int16, commit bool) map[int32]int16]
+	// announced is, per group shard, the runtime whose load onGroupLoaded was told of last.
+	announced []atomic.Pointer[rt.Shard[*shard.Machine]]
 }
 
 // groupOwner is the node owning a group shard, for FindCoordinator.
@@ -54,6 +61,18 @@ func (s *state) groupOwner(i int32) (handlers.PeerNode, bool) {
 	n, ok := m.Owner(i)
 	return handlers.PeerNode{ID: n.ID, Host: n.Host, Port: n.Port}, ok
 }
+
+// txnPeerOutcome serves another node's settle request (handlers.Deps.TxnPeerOutcome): nothing
+// is answered for before the relay exists.
+func (s *state) txnPeerOutcome(ctx context.Context, pid int64, epoch int16, commit bool) map[int32]int16 {
+	if f := s.peerOutcome.Load(); f != nil {
+		return (*f)(ctx, pid, epoch, commit)
+	}
+	return nil
+}
+
+// announcedShard is the runtime of group shard i whose load the marker relay was told of last.
+func (s *state) announcedShard(i int32) *rt.Shard[*shard.Machine] { return s.announced[i].Load() }
 
 // peers are the coordinatord nodes of the latest shard assignment, for broker lists.
 func (s *state) peers() []gateway.Peer {
@@ -144,6 +163,7 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 		s.forgotten = make([]atomic.Bool, cfg.ShardCount)
 	}
 	s.shared = cfg.LogBackend.Kafka()
+	s.announced = make([]atomic.Pointer[rt.Shard[*shard.Machine]], cfg.ShardCount)
 	s.groups = shard.NewSet(shard.SetOptions{
 		Deferred: s.shared,
 		Count:    cfg.ShardCount, Backend: groupLog, Logger: log, Metrics: metrics, LoadSlots: slots,
@@ -156,6 +176,10 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 			if volatileDescriptions {
 				shard.ForgetVolatileDescriptions(c, &s.forgotten[c.ShardID()], log)
 			}
+			if f := s.onGroupLoaded.Load(); f != nil {
+				(*f)(c.ShardID())
+			}
+			s.announced[c.ShardID()].Store(s.groups.Shard(c.ShardID()))
 		},
 	})
 	// The catalog loads first: group requests validate topics against it.

@@ -32,12 +32,22 @@ type TxnBackend interface {
 	// Mark applies an outcome to a producer's staged offsets on one shard and returns once it
 	// is durable; code is the marker's answer (WriteTxnMarkers semantics).
 	Mark(ctx context.Context, shard int32, producerID int64, epoch int16, commit bool) (code int16, err error)
-	// OpenProducers lists every producer with staged offsets: its epoch and the shards.
-	OpenProducers(ctx context.Context) (map[int64]OpenProducer, error)
+	// OpenProducers lists every producer with staged offsets on the given shards (nil: every
+	// shard this node holds): its epoch and the shards.
+	OpenProducers(ctx context.Context, shards []int32) (map[int64]OpenProducer, error)
 	// Describe is the upstream's current transaction of an id; found=false for an unknown id.
 	Describe(ctx context.Context, txnID string) (st upstream.TxnState, found bool, err error)
 	// TxnIDsOf lists the transactional ids the upstream maps to a producer id.
 	TxnIDsOf(ctx context.Context, producerID int64) ([]string, error)
+	// ServingShards are the shards this node owns and has loaded.
+	ServingShards() []int32
+	// Shared says whether other nodes may hold staged offsets (log.backend=kafka).
+	Shared() bool
+	// Settle has every other node of the cluster (log.backend=kafka) settle a producer's
+	// transaction wherever it holds staged offsets of it (TxnPeerOutcome there), and returns nil
+	// once every shard is answered for, by covered() (this node's) or another node's answer;
+	// without log.backend=kafka it returns nil at once.
+	Settle(ctx context.Context, producerID int64, epoch int16, commit bool, covered func() map[int32]bool) error
 }
 
 // OpenProducer is a producer with staged offsets found on the shards.
@@ -95,10 +105,18 @@ type txnRelay struct {
 	ids map[string]*txnIDState
 	// stuck are producers recovery had to set aside (giveUp), by producer id.
 	stuck map[int64]*stuckProducer
+	// gained are shards this node loaded after its start (log.backend=kafka: a hand-over gave
+	// them to it) whose staged transactions are not yet recovered, with the number of their
+	// load (a shard loaded again while it is recovered needs another round); at most one entry
+	// per shard.
+	gained    map[int32]uint64
+	gainedSeq uint64
+	kick      chan struct{} // a shard was added to gained
 }
 
 func newTxnRelay(b TxnBackend, lg *zap.Logger) *txnRelay {
-	return &txnRelay{b: b, lg: lg, m: NewMetrics(nil), now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}, stuck: map[int64]*stuckProducer{}}
+	return &txnRelay{b: b, lg: lg, m: NewMetrics(nil), now: time.Now, ready: make(chan struct{}), ids: map[string]*txnIDState{}, stuck: map[int64]*stuckProducer{},
+		gained: map[int32]uint64{}, kick: make(chan struct{}, 1)}
 }
 
 // SetTxnBackend turns the marker relay on; call before any broker port serves. Until Recover
@@ -122,11 +140,205 @@ func (g *Gateway) RecoverTxns(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-g.relay.kick:
+			g.relay.recoverGained(ctx)
 		case <-t.C:
 			g.relay.sweep(ctx)
 			g.relay.retryStuck(ctx)
+			g.relay.recoverGained(ctx) // what a failed try put back
 		}
 	}
+}
+
+// TxnShardLoaded tells the relay that this node finished loading a shard after its start (a
+// hand-over gave it the shard, log.backend=kafka): the transactions staged there by the previous
+// owner are resolved from the upstream as at a restart, by the RecoverTxns goroutine. It does not
+// block (it is called on the shard's goroutine).
+func (g *Gateway) TxnShardLoaded(shard int32) {
+	if g.relay == nil {
+		return
+	}
+	g.relay.mu.Lock()
+	g.relay.gainedSeq++
+	g.relay.gained[shard] = g.relay.gainedSeq
+	g.relay.mu.Unlock()
+	select {
+	case g.relay.kick <- struct{}{}:
+	default:
+	}
+}
+
+// settleBeforeInit is the barrier for an InitProducerId across nodes: the id's previous
+// transaction may have staged offsets on shards of other nodes, seen by another node's relay or
+// by none (its requests went through a node that died). Kafka answers an InitProducerId for an
+// ongoing transaction CONCURRENT_TRANSACTIONS while it aborts it, so the NONE answer that starts
+// the new producer session comes only once the upstream shows that transaction ended, which is
+// what is read here before each forward: an ended transaction is settled on every shard's owner
+// before the id can move on (it cannot be read upstream any more once the new session began).
+// Settling twice is harmless (a settled transaction leaves nothing staged).
+func (r *txnRelay) settleBeforeInit(ctx context.Context, txnID string, s *txnIDState) error {
+	if !r.b.Shared() {
+		return nil // this node's relay saw the id's requests, and holds them (settle)
+	}
+	st, found, err := r.b.Describe(ctx, txnID)
+	if err != nil {
+		r.lg.Warn("cannot read an id's last transaction before its InitProducerId; holding it", zap.String("transactional_id", txnID), zap.Error(err))
+		return fmt.Errorf("%w: %v", errRelay, err)
+	}
+	if !found {
+		return nil
+	}
+	covered := func() map[int32]bool { return r.coveredShards(st.ProducerID) }
+	settle := func(epoch int16, commit bool) error {
+		// This node's own record of the transaction (its TxnOffsetCommit came here while its
+		// EndTxn went elsewhere) takes the upstream's outcome too, rather than the abort an
+		// InitProducerId answer would otherwise be read as.
+		r.mu.Lock()
+		o := s.open
+		mine := o != nil && o.pid == st.ProducerID && o.epoch == epoch
+		r.mu.Unlock()
+		if mine {
+			if err := r.decide(ctx, txnID, s, st.ProducerID, commit, epoch, "upstream_state"); err != nil {
+				return err
+			}
+		}
+		if err := r.b.Settle(ctx, st.ProducerID, epoch, commit, covered); err != nil {
+			r.lg.Warn("not every shard's owner settled an id's last transaction; its InitProducerId is held",
+				zap.String("transactional_id", txnID), zap.Int64("producer_id", st.ProducerID), zap.Int16("epoch", epoch),
+				zap.Bool("commit", commit), zap.Error(err))
+			return fmt.Errorf("%w: %v", errRelay, err)
+		}
+		return nil
+	}
+	switch st.State {
+	case "PrepareCommit", "CompleteCommit":
+		return settle(st.ProducerEpoch, true)
+	case "PrepareAbort", "CompleteAbort", "PrepareEpochFence":
+		if err := settle(st.ProducerEpoch, false); err != nil {
+			return err
+		}
+		if st.ProducerEpoch > 0 {
+			// A timeout or a fence aborts with the epoch bumped once (the table in
+			// docs/transactions.md): offsets staged at the epoch before are that transaction's.
+			return settle(st.ProducerEpoch-1, false)
+		}
+	}
+	return nil
+}
+
+// peerLockWait bounds how long another node's settle request waits for a request of the same
+// id in flight here (two nodes each waiting for the other's answer give up after it).
+const peerLockWait = 2 * time.Second
+
+// TxnPeerOutcome applies an outcome another node learned from an EndTxn answer to this node's
+// records of the producer (Settle there): each open transaction of the producer at that epoch is
+// decided and applied to its shards, durably. It returns the shards this node answers for: those
+// it serves whose staged transactions are all known to the relay (a gained shard not yet
+// recovered is not), none when something could not be applied or the producer is set aside.
+func (g *Gateway) TxnPeerOutcome(ctx context.Context, pid int64, epoch int16, commit bool) map[int32]int16 {
+	r := g.relay
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.ready:
+	default:
+		return nil // recovery has not read the shards yet
+	}
+	r.mu.Lock()
+	var ids []string
+	for id, s := range r.ids {
+		if s.open != nil && s.open.pid == pid {
+			ids = append(ids, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		lctx, cancel := context.WithTimeout(ctx, peerLockWait)
+		s, err := r.lock(lctx, id)
+		cancel()
+		if err != nil {
+			return nil
+		}
+		r.mu.Lock()
+		match := s.open != nil && s.open.pid == pid && s.open.epoch == epoch
+		r.mu.Unlock()
+		if match {
+			err = r.decide(ctx, id, s, pid, commit, epoch, "peer")
+		}
+		r.release(id, s)
+		if err != nil {
+			return nil
+		}
+	}
+	out := map[int32]int16{}
+	for sh := range r.coveredShards(pid) {
+		out[sh] = 0
+	}
+	return out
+}
+
+// coveredShards are the shards whose staged transactions of pid this node's relay knows: those
+// it serves, less the gained ones not yet recovered; none while pid is set aside.
+func (r *txnRelay) coveredShards(pid int64) map[int32]bool {
+	serving := r.b.ServingShards()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[int32]bool{}
+	if r.stuck[pid] != nil {
+		return out
+	}
+	for _, sh := range serving {
+		if _, pending := r.gained[sh]; !pending {
+			out[sh] = true
+		}
+	}
+	return out
+}
+
+// recoverGained resolves the staged transactions of the shards gained since the last call.
+// Nothing the previous owner's relay knew survives the hand-over, but the staged offsets do
+// (they are in the shard's log), so this is a restart's recovery limited to those shards: a
+// transaction the upstream shows ended gets its marker here, an ongoing one is recorded as open
+// (the sweep asks about it again when it stays idle, and the marker of whichever node sees its
+// EndTxn settles it first). A failed try puts the shards back for the next sweep tick.
+func (r *txnRelay) recoverGained(ctx context.Context) {
+	r.mu.Lock()
+	if len(r.gained) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	// They stay in gained until they are recovered: until then this node does not answer for
+	// them when another node settles an outcome (TxnPeerOutcome).
+	shards := make([]int32, 0, len(r.gained))
+	seqs := make(map[int32]uint64, len(r.gained))
+	for sh, seq := range r.gained {
+		shards = append(shards, sh)
+		seqs[sh] = seq
+	}
+	r.mu.Unlock()
+	putBack := func(err error) {
+		r.lg.Warn("cannot resolve the staged transactions of shards this node gained yet; retrying", zap.Int32s("shards", shards), zap.Error(err))
+	}
+	open, err := r.b.OpenProducers(ctx, shards)
+	if err != nil {
+		putBack(err)
+		return
+	}
+	resolved, retry := r.recoverProducers(ctx, open, "shard_load")
+	if retry != nil {
+		putBack(retry)
+		return
+	}
+	r.mu.Lock()
+	for sh, seq := range seqs {
+		if r.gained[sh] == seq {
+			delete(r.gained, sh)
+		}
+	}
+	r.mu.Unlock()
+	r.lg.Info("staged transactions of shards this node gained recovered", zap.Int32s("shards", shards),
+		zap.Int("producers", len(open)), zap.Int("resolved", resolved))
 }
 
 // A transaction the upstream aborts by its timeout while its producer is gone shows on no
@@ -376,6 +588,11 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 	if err := r.settle(ctx, q.txnID, s); err != nil {
 		return nil, err
 	}
+	if h.Key == 22 {
+		if err := r.settleBeforeInit(ctx, q.txnID, s); err != nil {
+			return nil, err
+		}
+	}
 	out, err := rt()
 	if err != nil || out == nil {
 		if h.Key == 26 {
@@ -412,6 +629,16 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 		if err := r.decide(ctx, q.txnID, s, q.pid, q.commit, epoch, "end_txn"); err != nil {
 			putBuffer(out)
 			return nil, err
+		}
+		// This node may not have seen every request of the transaction (the producer's
+		// coordinator lookup can land on another node after a disconnect, or a node that saw
+		// its AddOffsetsToTxn died): the owners of the shards settle what they hold of it
+		// before the client is told, so no later transaction of the id can mix with it.
+		if err := r.b.Settle(ctx, q.pid, epoch, q.commit, func() map[int32]bool { return r.coveredShards(q.pid) }); err != nil {
+			r.lg.Warn("not every shard's owner settled a transaction's outcome; the client's answer is held and its retry settles it",
+				zap.String("transactional_id", q.txnID), zap.Int64("producer_id", q.pid), zap.Bool("commit", q.commit), zap.Error(err))
+			putBuffer(out)
+			return nil, fmt.Errorf("%w: %v", errRelay, err)
 		}
 	case *kmsg.InitProducerIDResponse:
 		if a.ErrorCode != 0 {
@@ -664,19 +891,30 @@ const (
 )
 
 func (r *txnRelay) recoverOnce(ctx context.Context) error {
-	open, err := r.b.OpenProducers(ctx)
+	open, err := r.b.OpenProducers(ctx, nil)
 	if err != nil {
 		return err
 	}
-	resolved := 0
-	// Every producer is asked in each round, so that one the upstream refuses for good is set
-	// aside even while another's answer is still being retried.
-	var retry error
+	resolved, retry := r.recoverProducers(ctx, open, "recovery")
+	if retry != nil {
+		return retry
+	}
+	if len(open) > 0 {
+		r.lg.Info("staged transactions recovered", zap.Int("producers", len(open)), zap.Int("resolved", resolved))
+	}
+	return nil
+}
+
+// recoverProducers resolves each producer of open from the upstream's state; resolved counts the
+// outcomes applied, retry is the first failure worth retrying. Every producer is asked in each
+// round, so that one the upstream refuses for good is set aside even while another's answer is
+// still being retried.
+func (r *txnRelay) recoverProducers(ctx context.Context, open map[int64]OpenProducer, source string) (resolved int, retry error) {
 	for pid, p := range open {
 		if r.isStuck(pid) {
 			continue // set aside by an earlier round: tryStuck retries it on its own backoff
 		}
-		done, err := r.recoverProducer(ctx, pid, p)
+		done, err := r.recoverProducer(ctx, pid, p, source)
 		if err != nil {
 			if c, ok := incurable(err); ok {
 				r.giveUp(pid, p, c, err)
@@ -689,18 +927,12 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 			resolved++
 		}
 	}
-	if retry != nil {
-		return retry
-	}
-	if len(open) > 0 {
-		r.lg.Info("staged transactions recovered", zap.Int("producers", len(open)), zap.Int("resolved", resolved))
-	}
-	return nil
+	return resolved, retry
 }
 
 // recoverProducer resolves one producer's staged transaction from the upstream's state; done is
 // true when an outcome was applied.
-func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProducer) (done bool, err error) {
+func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProducer, source string) (done bool, err error) {
 	ids, err := r.b.TxnIDsOf(ctx, pid)
 	if err != nil {
 		return false, &upstreamCallError{kmsg.ListTransactions.Int16(), err}
@@ -742,7 +974,7 @@ func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProduce
 		return false, nil
 	}
 	r.mu.Lock()
-	o.phase, o.commit, o.markEpoch, o.source = phaseDecided, v.kind == verdictCommit, v.epoch, "recovery"
+	o.phase, o.commit, o.markEpoch, o.source = phaseDecided, v.kind == verdictCommit, v.epoch, source
 	r.mu.Unlock()
 	if err := r.apply(ctx, ids[0], s); err != nil {
 		return false, err
@@ -823,7 +1055,7 @@ func (r *txnRelay) tryStuck(ctx context.Context, pid int64, force bool) error {
 	if !due {
 		return fmt.Errorf("%w: producer %d is not resolved yet", errRelay, pid)
 	}
-	if _, err := r.recoverProducer(ctx, pid, p); err != nil {
+	if _, err := r.recoverProducer(ctx, pid, p, "recovery"); err != nil {
 		if c, ok := incurable(err); ok {
 			r.giveUp(pid, p, c, err)
 		}

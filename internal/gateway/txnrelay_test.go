@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +40,10 @@ type fakeTxnBackend struct {
 	flaky    int
 	describe int
 	open     map[int64]OpenProducer
+	openErr  error
 	idsOf    map[int64][]string
+	serving  []int32
+	settle   func(pid int64, epoch int16, commit bool, covered map[int32]bool) error
 }
 
 func (f *fakeTxnBackend) ShardOf(group string) int32 { return int32(len(group)) }
@@ -54,8 +58,27 @@ func (f *fakeTxnBackend) Mark(_ context.Context, shard int32, pid int64, epoch i
 	return 0, nil
 }
 
-func (f *fakeTxnBackend) OpenProducers(context.Context) (map[int64]OpenProducer, error) {
-	return f.open, nil
+func (f *fakeTxnBackend) OpenProducers(_ context.Context, shards []int32) (map[int64]OpenProducer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.openErr != nil {
+		return nil, f.openErr
+	}
+	if shards == nil {
+		return f.open, nil
+	}
+	out := map[int64]OpenProducer{}
+	for pid, p := range f.open {
+		for _, sh := range p.Shards {
+			if slices.Contains(shards, sh) {
+				q := out[pid]
+				q.Epoch = p.Epoch
+				q.Shards = append(q.Shards, sh)
+				out[pid] = q
+			}
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeTxnBackend) Describe(_ context.Context, id string) (upstream.TxnState, bool, error) {
@@ -86,6 +109,24 @@ func (f *fakeTxnBackend) TxnIDsOf(_ context.Context, pid int64) ([]string, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.idsOf[pid], nil
+}
+
+func (f *fakeTxnBackend) Shared() bool { return f.settle != nil }
+
+func (f *fakeTxnBackend) ServingShards() []int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.serving
+}
+
+func (f *fakeTxnBackend) Settle(_ context.Context, pid int64, epoch int16, commit bool, covered func() map[int32]bool) error {
+	f.mu.Lock()
+	settle := f.settle
+	f.mu.Unlock()
+	if settle == nil {
+		return nil
+	}
+	return settle(pid, epoch, commit, covered())
 }
 
 func (f *fakeTxnBackend) taken() []mark {
@@ -582,5 +623,188 @@ func TestRecoveryRetriesRetriableErrorsAndGivesUpOnIncurableOnes(t *testing.T) {
 	wantMarks(t, b.taken(), mark{3, 2, 4, false})
 	if r.isStuck(2) {
 		t.Fatal("the producer is still set aside after its resolution")
+	}
+}
+
+// A shard handed to this node after its start brings the previous owner's staged transactions:
+// once it is loaded, the relay resolves them from the upstream as a restart would (an ended one
+// gets its marker, an ongoing one is recorded so that the EndTxn seen here marks it), and only
+// those of the gained shards. A try that cannot read the shards keeps them for the next one.
+func TestGainedShardsStagedTransactionsAreRecovered(t *testing.T) {
+	b := &fakeTxnBackend{}
+	r := newTestRelay(t, b)
+	g := &Gateway{relay: r}
+	b.mu.Lock()
+	b.open = map[int64]OpenProducer{
+		1: {Epoch: 5, Shards: []int32{2}}, // committed upstream while its owner was lost
+		2: {Epoch: 0, Shards: []int32{4}}, // still ongoing
+		3: {Epoch: 1, Shards: []int32{7}}, // on a shard this node did not gain
+	}
+	b.idsOf = map[int64][]string{1: {"a"}, 2: {tid}, 3: {"c"}}
+	b.states = map[string]upstream.TxnState{
+		"a": {State: "CompleteCommit", ProducerID: 1, ProducerEpoch: 5},
+		tid: {State: "Ongoing", ProducerID: 2, ProducerEpoch: 0},
+		"c": {State: "CompleteAbort", ProducerID: 3, ProducerEpoch: 1},
+	}
+	b.openErr = errors.New("shard 2: loading")
+	b.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, sh := range []int32{2, 4, 2} {
+		wg.Go(func() { g.TxnShardLoaded(sh) }) // on shard goroutines, concurrently
+	}
+	wg.Wait()
+	select {
+	case <-r.kick:
+	default:
+		t.Fatal("no wake-up for the recovery goroutine")
+	}
+	r.recoverGained(context.Background())
+	wantMarks(t, b.taken())
+	b.mu.Lock()
+	b.openErr = nil
+	b.mu.Unlock()
+	r.recoverGained(context.Background()) // the sweep tick's retry
+	wantMarks(t, b.taken(), mark{2, 1, 5, true})
+	if got := seriesValue(t, r.m.txnOutcomes.WithLabelValues("commit", "shard_load")); got != 1 {
+		t.Fatalf("coordinatord_gateway_txn_outcomes_total{commit,shard_load} = %v, want 1", got)
+	}
+	r.recoverGained(context.Background()) // nothing gained since: nothing asked again
+	wantMarks(t, b.taken())
+
+	// The ongoing transaction is known now: its EndTxn through this node marks its shard.
+	req := endTxn(false)
+	req.ProducerID, req.ProducerEpoch = 2, 0
+	if _, err := exchange(t, r, req, endTxnAnswer(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{4, 2, 0, false})
+}
+
+// Another node's settle request: this node decides and applies the producer's open transaction
+// at that epoch (durably, before answering), and answers for the shards it serves except a
+// gained one not yet recovered; a transaction at another epoch is not its to decide, and a
+// producer set aside makes it answer for nothing.
+func TestPeerOutcomeSettlesTheRecordAndAnswersForKnownShards(t *testing.T) {
+	b := &fakeTxnBackend{serving: []int32{1, 2, 3}}
+	r := newTestRelay(t, b)
+	g := &Gateway{relay: r}
+	r.stagedFor(tid, pid, ep, "group-a")   // shard 7 (fakeTxnBackend.ShardOf: the length)
+	r.stagedFor("other", 99, 3, "group-b") // another producer
+	g.TxnShardLoaded(3)                    // gained, not yet recovered
+
+	got := g.TxnPeerOutcome(context.Background(), pid, ep, true)
+	wantMarks(t, b.taken(), mark{7, pid, ep, true})
+	if len(got) != 2 || got[1] != 0 || got[2] != 0 {
+		t.Fatalf("answered for %v, want shards 1 and 2", got)
+	}
+	if got := g.TxnPeerOutcome(context.Background(), 99, 4, true); len(got) != 2 {
+		t.Fatalf("answered for %v, want shards 1 and 2", got)
+	}
+	wantMarks(t, b.taken()) // the record is at epoch 3: not decided by a marker for epoch 4
+	if got := seriesValue(t, r.m.txnOutcomes.WithLabelValues("commit", "peer")); got != 1 {
+		t.Fatalf("coordinatord_gateway_txn_outcomes_total{commit,peer} = %v, want 1", got)
+	}
+	r.recoverGained(context.Background())
+	if got := g.TxnPeerOutcome(context.Background(), pid, ep, false); len(got) != 3 {
+		t.Fatalf("after the gained shard's recovery: answered for %v, want shards 1 to 3", got)
+	}
+	r.mu.Lock()
+	r.stuck[pid] = &stuckProducer{}
+	r.mu.Unlock()
+	if got := g.TxnPeerOutcome(context.Background(), pid, ep, false); len(got) != 0 {
+		t.Fatalf("for a producer set aside: answered for %v, want nothing", got)
+	}
+}
+
+// An EndTxn answered NONE is released only once every shard's owner settled the outcome
+// (Settle): when some shard is not answered for, the client's connection is closed without the
+// answer, and its retry, once the shards are answered for, gets it.
+func TestEndTxnAnswerWaitsForEveryShardsOwner(t *testing.T) {
+	b := &fakeTxnBackend{serving: []int32{0, 1}}
+	r := newTestRelay(t, b)
+	var asked []map[int32]bool
+	fail := true
+	b.settle = func(gotPID int64, epoch int16, commit bool, covered map[int32]bool) error {
+		if gotPID != pid || epoch != ep || !commit {
+			t.Errorf("settle %d/%d commit=%v", gotPID, epoch, commit)
+		}
+		asked = append(asked, covered)
+		if fail {
+			return errors.New("no node answered for shard 5")
+		}
+		return nil
+	}
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(0), nil); !errors.Is(err, errRelay) {
+		t.Fatalf("answer released with shard 5 unsettled: %v", err)
+	}
+	fail = false
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 || !asked[0][0] || !asked[0][1] || len(asked[0]) != 2 {
+		t.Fatalf("settle asked %v, want twice with this node's shards 0 and 1", asked)
+	}
+	// A failed EndTxn answer is no outcome: nothing to settle.
+	if _, err := exchange(t, r, endTxn(true), endTxnAnswer(kerr.ConcurrentTransactions.Code), nil); err != nil || len(asked) != 2 {
+		t.Fatalf("an error answer: %v, settle asked %d times", err, len(asked))
+	}
+}
+
+// Before an InitProducerId is forwarded with several nodes, the id's last transaction as the
+// upstream shows it is settled everywhere: an abort at the epoch shown and the one before (a
+// fence bumps it), a commit at its epoch; this node's own record of it takes that outcome
+// rather than the abort an InitProducerId answer is otherwise read as. An upstream that cannot
+// answer holds the InitProducerId.
+func TestInitProducerIDSettlesTheLastTransactionEverywhereFirst(t *testing.T) {
+	type settled struct {
+		epoch  int16
+		commit bool
+	}
+	var got []settled
+	forwarded := false
+	b := &fakeTxnBackend{states: map[string]upstream.TxnState{}}
+	b.settle = func(gotPID int64, epoch int16, commit bool, _ map[int32]bool) error {
+		if gotPID != pid {
+			t.Errorf("settle for producer %d", gotPID)
+		}
+		if forwarded {
+			t.Error("InitProducerId forwarded before the settle")
+		}
+		got = append(got, settled{epoch, commit})
+		return nil
+	}
+	r := newTestRelay(t, b)
+	seen := func() { forwarded = true }
+
+	b.states[tid] = upstream.TxnState{State: "CompleteAbort", ProducerID: pid, ProducerEpoch: ep + 1}
+	req, resp := initPID(pid, ep+2, 0)
+	if _, err := exchange(t, r, req, resp, seen); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != (settled{ep + 1, false}) || got[1] != (settled{ep, false}) {
+		t.Fatalf("settled %v, want aborts at epochs %d and %d", got, ep+1, ep)
+	}
+
+	// Staged here, committed upstream through another node: committed here, not aborted.
+	got, forwarded = nil, false
+	r.stagedFor(tid, pid, ep, "group-a")
+	b.states[tid] = upstream.TxnState{State: "CompleteCommit", ProducerID: pid, ProducerEpoch: ep}
+	req, resp = initPID(pid, ep+1, 0)
+	if _, err := exchange(t, r, req, resp, seen); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks(t, b.taken(), mark{7, pid, ep, true})
+	if len(got) != 1 || got[0] != (settled{ep, true}) {
+		t.Fatalf("settled %v, want a commit at epoch %d", got, ep)
+	}
+
+	got, forwarded = nil, false
+	b.mu.Lock()
+	b.descErr = errors.New("upstream unreachable")
+	b.mu.Unlock()
+	req, resp = initPID(pid, ep+1, 0)
+	if _, err := exchange(t, r, req, resp, seen); !errors.Is(err, errRelay) || forwarded {
+		t.Fatalf("with the upstream unreachable: %v, forwarded=%v; want it held", err, forwarded)
 	}
 }

@@ -55,6 +55,18 @@ func (t *Table) writeTxnMarkers(ctx context.Context, r *wire.Request) kmsg.Respo
 			rt := &rm.Topics[i]
 			*rt = kmsg.NewWriteTxnMarkersResponseMarkerTopic()
 			rt.Topic = mt.Topic
+			if mt.Topic == offsetsTopic && len(mt.Partitions) == 0 && !denied && t.deps.TxnPeerOutcome != nil {
+				// Another node's relay asks every node to settle the producer's transaction
+				// where it holds staged offsets, and which shards it answers for (the
+				// partitions of the answer): a transaction coordinator never sends an empty
+				// partition list, which Kafka would answer with no partition either.
+				for sh, code := range t.deps.TxnPeerOutcome(ctx, m.ProducerID, m.ProducerEpoch, m.Committed) {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = sh, code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				continue
+			}
 			rt.Partitions = make([]kmsg.WriteTxnMarkersResponseMarkerTopicPartition, len(mt.Partitions))
 			for j, p := range mt.Partitions {
 				rp := &rt.Partitions[j]

@@ -169,3 +169,37 @@ func TestTxnOffsetCommitVerification(t *testing.T) {
 		t.Errorf("v4 verified: code %d, unstable %v; want staged", got, unstable())
 	}
 }
+
+// A WriteTxnMarkers for __consumer_offsets naming no partition is another node's settle request
+// (several nodes, gateway/txnpeer.go): it is handed to TxnPeerOutcome and answered with the
+// shards this node answers for. A transaction coordinator never sends one; without the hook
+// (one node) it is answered with no partition, as Kafka answers it.
+func TestWriteTxnMarkersWithoutPartitionsIsASettleRequest(t *testing.T) {
+	tbl := loadingTable(t)
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = 77, 4, true
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic = "__consumer_offsets"
+	m.Topics = append(m.Topics, mt)
+	req.Markers = append(req.Markers, m)
+	send := func() []kmsg.WriteTxnMarkersResponseMarkerTopicPartition {
+		resp := tbl.writeTxnMarkers(context.Background(), &wire.Request{Header: wire.Header{Key: 27, Version: 1}, Body: req}).(*kmsg.WriteTxnMarkersResponse)
+		return resp.Markers[0].Topics[0].Partitions
+	}
+	if ps := send(); len(ps) != 0 {
+		t.Fatalf("without the hook: %+v, want no partition", ps)
+	}
+	var asked []int64
+	tbl.deps.TxnPeerOutcome = func(_ context.Context, pid int64, epoch int16, commit bool) map[int32]int16 {
+		if epoch != 4 || !commit {
+			t.Errorf("epoch %d commit %v", epoch, commit)
+		}
+		asked = append(asked, pid)
+		return map[int32]int16{3: 0}
+	}
+	ps := send()
+	if len(asked) != 1 || asked[0] != 77 || len(ps) != 1 || ps[0].Partition != 3 || ps[0].ErrorCode != 0 {
+		t.Fatalf("asked %v, answered %+v; want producer 77 asked and shard 3 answered for", asked, ps)
+	}
+}

@@ -106,6 +106,12 @@ type Deps struct {
 	// whether a TxnOffsetCommit belongs to an ongoing transaction holding the group's offsets
 	// partition (KIP-890 verification): 0, or the code the commit gets. nil: not verified.
 	VerifyTxnOffsets func(ctx context.Context, v TxnVerification) int16
+	// TxnPeerOutcome applies a transaction outcome that another node of the cluster learned
+	// (its EndTxn passed through that node) wherever this node holds the producer's staged
+	// offsets, and returns the shards this node answers for, each with its code: a WriteTxnMarkers
+	// for __consumer_offsets naming no partition (gateway/txnpeer.go). nil: such a marker
+	// answers no partition.
+	TxnPeerOutcome func(ctx context.Context, producerID int64, epoch int16, commit bool) map[int32]int16
 	// JoinCreatesInternalTopics creates a joining member's missing internal topics before its
 	// heartbeat runs (group.streams.join.creates.internal.topics).
 	JoinCreatesInternalTopics bool

@@ -208,12 +208,22 @@ func (s Security) authenticate(ctx context.Context, nc net.Conn, addr, clientID 
 
 // roundTrip writes req (a non-flexible version) with a request header and reads its answer.
 func roundTrip(nc net.Conn, clientID string, corr *int32, req kmsg.Request) (kmsg.Response, error) {
+	return RoundTrip(nc, clientID, corr, req)
+}
+
+// RoundTrip writes req at its set version with the next correlation id and reads its answer
+// (at most 1 MiB), on a connection nothing else uses meanwhile: coordinatord's own requests on
+// a connection of its own (a SASL login, a marker to another node, gateway/txnpeer.go).
+func RoundTrip(nc net.Conn, clientID string, corr *int32, req kmsg.Request) (kmsg.Response, error) {
 	*corr++
 	b := make([]byte, 4, 64)
 	b = kbin.AppendInt16(b, req.Key())
 	b = kbin.AppendInt16(b, req.GetVersion())
 	b = kbin.AppendInt32(b, *corr)
 	b = kbin.AppendNullableString(b, &clientID)
+	if req.IsFlexible() {
+		b = append(b, 0) // request header v2: no tagged fields
+	}
 	b = req.AppendTo(b)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	if _, err := nc.Write(b); err != nil {
@@ -234,9 +244,22 @@ func roundTrip(nc net.Conn, clientID string, corr *int32, req kmsg.Request) (kms
 	if got := int32(binary.BigEndian.Uint32(body)); got != *corr {
 		return nil, fmt.Errorf("correlation id %d answered for %d", got, *corr)
 	}
+	body = body[4:]
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
-	if err := resp.ReadFrom(body[4:]); err != nil {
+	// ApiVersions answers carry no header tags whatever their version (KIP-511).
+	if resp.IsFlexible() && req.Key() != 18 {
+		r := kbin.Reader{Src: body}
+		for range r.Uvarint() {
+			r.Uvarint()
+			r.Span(int(r.Uvarint()))
+		}
+		if !r.Ok() {
+			return nil, errors.New("answer header: truncated tagged fields")
+		}
+		body = r.Src
+	}
+	if err := resp.ReadFrom(body); err != nil {
 		return nil, err
 	}
 	return resp, nil

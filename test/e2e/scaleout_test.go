@@ -72,7 +72,8 @@ func (s *scaleOut) addrs(ids ...int32) []string {
 	return out
 }
 
-// metric reads one unlabelled gauge or counter of a node; -1 when it cannot be read.
+// metric reads one series of a node, named with its labels as exposed (name{label="v"});
+// -1 when it cannot be read.
 func metric(g *gateway, name string) float64 {
 	resp, err := http.Get("http://" + g.Admin + "/metrics")
 	if err != nil {

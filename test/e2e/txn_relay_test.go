@@ -192,10 +192,19 @@ func beginStagedTxn(t *testing.T, ctx context.Context, cl *kgo.Client, addr, txn
 		}
 		return resp.ErrorCode
 	})
-	c := dialWire(t, addr) // v4: franz-go would send v6, which names topics by id
+	stageOffset(t, addr, s, group, topic, offset)
+	return s
+}
+
+// stageOffset stages offset for partition 0 of topic in s's transaction with a TxnOffsetCommit
+// v4 to addr (franz-go would send v6, which names topics by id), retrying until it is answered
+// NONE.
+func stageOffset(t *testing.T, addr string, s txnStep, group, topic string, offset int64) {
+	t.Helper()
+	c := dialWire(t, addr)
 	retry(t, "TxnOffsetCommit", func() int16 {
 		req := kmsg.NewPtrTxnOffsetCommitRequest()
-		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = txnID, group, s.pid, s.epoch, -1
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = s.txnID, group, s.pid, s.epoch, -1
 		rt := kmsg.NewTxnOffsetCommitRequestTopic()
 		rt.Topic = topic
 		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
@@ -205,21 +214,27 @@ func beginStagedTxn(t *testing.T, ctx context.Context, cl *kgo.Client, addr, txn
 		resp, _ := c.roundTrip(req, 4)
 		return resp.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
 	})
-	return s
 }
 
 // commitTxn ends a transaction begun with beginStagedTxn by an EndTxn commit through cl,
 // retrying until it is answered NONE.
 func commitTxn(t *testing.T, ctx context.Context, cl *kgo.Client, s txnStep) {
 	t.Helper()
+	endTxnRetried(t, s, true, func(req kmsg.Request) (kmsg.Response, error) { return cl.Request(ctx, req) })
+}
+
+// endTxnRetried sends EndTxn for s's transaction with send until it is answered NONE (a
+// closed connection, where the relay held the answer, is retried).
+func endTxnRetried(t *testing.T, s txnStep, commit bool, send func(kmsg.Request) (kmsg.Response, error)) {
+	t.Helper()
 	retry(t, "EndTxn", func() int16 {
 		req := kmsg.NewPtrEndTxnRequest()
-		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = s.txnID, s.pid, s.epoch, true
-		resp, err := req.RequestWith(ctx, cl)
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = s.txnID, s.pid, s.epoch, commit
+		resp, err := send(req)
 		if err != nil {
 			return -2
 		}
-		return resp.ErrorCode
+		return resp.(*kmsg.EndTxnResponse).ErrorCode
 	})
 }
 

@@ -446,7 +446,13 @@ func wordCountExactlyOnce(t *testing.T) {
 	<-b.exited
 	r.produce(t, ctx, 5)
 	waitCommittedCounts(t, ctx, g.Addr, r.out, r.expected)
-	for _, app := range []*streamsApp{a} {
+	stopRunning(t, a)
+}
+
+// stopRunning fails if one of the instances exited by itself, and stops them.
+func stopRunning(t *testing.T, apps ...*streamsApp) {
+	t.Helper()
+	for _, app := range apps {
 		select {
 		case <-app.exited:
 			t.Fatalf("%s exited:\n%s", app.name, app.output())
