@@ -164,6 +164,7 @@ func startTxnScene(t *testing.T, ctx context.Context, prefix string) *txnScene {
 // offsets as committed (RequireStable finds nothing staged); after an abort they are where the
 // commit left them. Before each EndTxn the owner answers UNSTABLE_OFFSET_COMMIT.
 func TestScaleOutTxnOutcomeThroughAnotherNodeReachesTheOwner(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sc := startTxnScene(t, ctx, "sotx")
@@ -229,6 +230,7 @@ func ownedGroups(ctx context.Context, t *testing.T, adm *kadm.Client, prefix str
 // two shards, and the two others take one each, so at least one commit and one abort go to a
 // node other than X.
 func TestScaleOutTxnOutcomeReachesTheNewOwnerAfterAKill(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	s := startScaleOut(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -296,6 +298,7 @@ func TestScaleOutTxnOutcomeReachesTheNewOwnerAfterAKill(t *testing.T) {
 // the transaction. The owner still serves the commit the moment EndTxn answers, and the old
 // offset after an abort; the transaction X recorded is not applied again later.
 func TestScaleOutTxnOutcomeWhenTheEndTxnMovesToAnotherNode(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sc := startTxnScene(t, ctx, "somv")
@@ -325,6 +328,7 @@ func TestScaleOutTxnOutcomeWhenTheEndTxnMovesToAnotherNode(t *testing.T) {
 // coordinator aborts it, writing its markers, before the new session starts), and the new
 // instance's own transaction commits.
 func TestScaleOutFencedProducersOffsetsAreAbortedThroughAnotherNode(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sc := startTxnScene(t, ctx, "sofe")
@@ -362,6 +366,7 @@ func TestScaleOutFencedProducersOffsetsAreAbortedThroughAnotherNode(t *testing.T
 // read_committed has the exact counts, also after one instance is killed and the other resumes
 // its tasks from the committed offsets.
 func TestScaleOutRollingRestartWordCountExactlyOnce(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	wordCountClasspath(t)
 	s := startScaleOut(t, 3, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
