@@ -269,3 +269,66 @@ func TestKafkaLogBackendUpstreamRestartLosesNoAcknowledgedCommit(t *testing.T) {
 	defer fc.Close()
 	checkNoAckLost(ctx, t, kadm.NewClient(fc), cs, topic)
 }
+
+// /readyz on log.backend=kafka means serving: a load balancer or Kubernetes sends traffic once
+// it answers 200, so the first commit to every shard (one try, no client retries) must be
+// acknowledged. It used to answer 200 while the first assignment's shards were not yet loading
+// (during the catalog refresh before the load), and commits then got NOT_COORDINATOR or
+// COORDINATOR_LOAD_IN_PROGRESS.
+func TestKafkaLogBackendReadyMeansEveryShardServes(t *testing.T) {
+	requireE2E(t)
+	run := time.Now().UnixNano()
+	const shards = 50 // the default: 50 loads after the first assignment
+	topic := fmt.Sprintf("rd-topic-%d", run)
+	// The topic exists before the node starts (created straight on the upstream), so that
+	// nothing between /readyz and the commits gives the loads time.
+	up, err := kgo.NewClient(kgo.SeedBrokers(upstreamAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kadm.NewClient(up).CreateTopic(context.Background(), 1, 1, nil, topic)
+	up.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=rd%d", run),
+		fmt.Sprintf("offsets.topic.num.partitions=%d", shards), "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1")
+	// startGateway returned on the first 200 from /readyz.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	groups := map[int32]string{}
+	for i := 0; len(groups) < shards; i++ {
+		group := fmt.Sprintf("rd-group-%d", i)
+		if _, ok := groups[shard.For(group, shards)]; !ok {
+			groups[shard.For(group, shards)] = group
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, shards)
+	for sh, group := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var os kadm.Offsets
+			os.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1})
+			res, err := adm.CommitOffsets(ctx, group, os)
+			if err == nil {
+				err = res.Error()
+			}
+			if err != nil {
+				errs <- fmt.Errorf("shard %d (%s): %w", sh, group, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("first commit after /readyz answered 200: %v", err)
+	}
+}
