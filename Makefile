@@ -83,16 +83,26 @@ e2e:
 
 # Load comparison of coordinatord, Kafka 4.4 (when Java is available) and kfake; rewrites
 # docs/benchmarks.md and its charts, then the gateway hop (bench-gateway), then a restart with
-# 1M committed offsets against Kafka's. The other two tables go to bin/benchmarks-gateway.md and
-# bin/benchmarks-restart.md, from which the pages that explain them (docs/benchmarks-gateway.md,
-# docs/benchmarks-storage.md) are updated by hand. Takes about 16 minutes (the suite 10, of which
+# 1M committed offsets against Kafka's, then the Kafka backend's rows (issue 18): offset commits
+# at 64 clients on log.backend=kafka, the local log and Kafka itself, and the fail-over of a
+# shard of 1M offsets. The other tables go to bin/benchmarks-{gateway,restart,kafka-backend,
+# failover}.md, from which the pages that explain them (docs/benchmarks-gateway.md,
+# docs/benchmarks-storage.md) are updated by hand. Takes about 19 minutes (the suite 10, of which
 # the issue-12 scenarios offset-commit-10k-groups, streams-heartbeat-scaling and
-# mixed-load(-idle) took 260 s in one run on a loaded 2-core machine; the gateway 3; the restart 3).
+# mixed-load(-idle) took 260 s in one run on a loaded 2-core machine; the gateway 3; the restart 3;
+# the Kafka backend's two 1.5 and 1).
 bench: build
 	cd $(BENCH_MOD) && $(GO) build -o ../../bin/coordbench .
 	bin/coordbench suite --coordinatord $(BIN) --out docs/benchmarks.md --charts docs/img
 	bin/coordbench gateway --coordinatord $(BIN) --upstream $(GATEWAY_UPSTREAM) --out bin/benchmarks-gateway.md
 	bin/coordbench restart --coordinatord $(BIN) --rounds 2 --out bin/benchmarks-restart.md
+	bin/coordbench gateway --coordinatord $(BIN) --upstream $(GATEWAY_UPSTREAM) --scenario offset-commit --clients 64 --rounds 3 --duration 5s \
+		--also '$(KAFKA_BACKEND)' --out bin/benchmarks-kafka-backend.md --results bin/coordbench-kafka-backend-results.json
+	bin/coordbench restart --coordinatord $(BIN) --kafka off --failover --clients 64 --rounds 2 --out bin/benchmarks-failover.md
+
+# The offset-commit row of log.backend=kafka (issue 18): a gateway on the Kafka backend beside
+# the one on the local log and Kafka itself, in one run.
+KAFKA_BACKEND = kafka-backend=$(BIN),set=log.backend=kafka,set=cluster.id=coordbench,set=offsets.topic.replication.factor=1,set=log.kafka.min.insync.replicas=1
 
 # Produce and fetch straight to a Kafka 4.4 broker against through coordinatord's gateway
 # (docs/benchmarks-gateway.md). GATEWAY_UPSTREAM=host:port[,pid=PID] reuses a running broker;

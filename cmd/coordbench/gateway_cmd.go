@@ -56,7 +56,7 @@ func newGatewayCommand() *cobra.Command {
 	f.results = "bin/coordbench-gateway-results.json"
 	cmd.Flags().Lookup("results").DefValue = f.results
 	cmd.Flags().StringVar(&f.coordinatord, "coordinatord", "bin/coordinatord", "coordinatord binary")
-	cmd.Flags().StringArrayVar(&f.also, "also", nil, "name=binary: one more gateway target, another coordinatord build in front of the same upstream (repeatable), e.g. to compare before and after a change")
+	cmd.Flags().StringArrayVar(&f.also, "also", nil, "name=binary[,set=key=value]...: one more gateway target, another coordinatord build or settings in front of the same upstream (repeatable), e.g. to compare before and after a change, or log.backend=kafka against the local log")
 	cmd.Flags().StringVar(&f.upstream, "upstream", "auto", "the upstream broker as host:port[,pid=PID] (its CPU is read with a pid); auto: start test/kafka/kafka.sh")
 	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "extra coordinatord setting key=value (repeatable), e.g. admin.pprof.enable=true")
 	cmd.Flags().StringVar(&f.out, "out", "bin/benchmarks-gateway.md", "markdown table to write")
@@ -111,8 +111,9 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 	bins := append([]string{"gateway=" + f.coordinatord}, f.also...)
 	for _, spec := range bins {
 		name, bin, ok := strings.Cut(spec, "=")
-		if !ok || name == "" || bin == "" || name == "direct" {
-			return fmt.Errorf("--also %q: want name=binary", spec)
+		bin, own, err := targetSets(bin)
+		if !ok || name == "" || bin == "" || name == "direct" || err != nil {
+			return fmt.Errorf("--also %q: want name=binary[,set=key=value]...", spec)
 		}
 		base, err := freePortRange(11)
 		if err != nil {
@@ -123,7 +124,7 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 			"node.id=" + strconv.Itoa(gatewayNodeID),
 			"upstream.bootstrap.servers=" + direct.Addr,
 			fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+10),
-		}, f.sets...)
+		}, append(append([]string{}, f.sets...), own...)...)
 		gt, stopG, err := startCoordinatordWith(ctx, bin, filepath.Join(work, name+"-data"), log, name, sets)
 		if err != nil {
 			return err
@@ -164,6 +165,21 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 	fmt.Fprintf(log, "table written to %s\n", f.out)
 	fmt.Fprint(os.Stdout, md)
 	return nil
+}
+
+// targetSets splits "binary,set=key=value,..." into the binary and its own settings (after
+// --set's, so they win): the offset-commit rows of the Kafka backend run a gateway on
+// log.backend=kafka beside one on the local log, in one run.
+func targetSets(spec string) (bin string, sets []string, err error) {
+	parts := strings.Split(spec, ",")
+	for _, p := range parts[1:] {
+		kv, ok := strings.CutPrefix(p, "set=")
+		if !ok || !strings.Contains(kv, "=") {
+			return "", nil, fmt.Errorf("%q: want set=key=value", p)
+		}
+		sets = append(sets, kv)
+	}
+	return parts[0], sets, nil
 }
 
 // gatewayTable compares target "gateway" with target "direct" per scenario and client count.

@@ -32,6 +32,7 @@ type restartFlags struct {
 	sample       int
 	out          string
 	work         string
+	failover     bool
 }
 
 func newRestartCommand() *cobra.Command {
@@ -61,6 +62,7 @@ func newRestartCommand() *cobra.Command {
 	cmd.Flags().IntVar(&f.sample, "sample", 200, "groups whose offsets must all read back for a restart to count as served")
 	cmd.Flags().StringVar(&f.out, "out", "", "also write the markdown table here")
 	cmd.Flags().StringVar(&f.work, "work", "", "folder for data and logs (default: a temporary one, removed afterwards)")
+	cmd.Flags().BoolVar(&f.failover, "failover", false, "also measure a fail-over on log.backend=kafka: two nodes share one shard holding every offset on a broker of their own; kill -9 of the owner, time until the other serves every sampled offset")
 	return cmd
 }
 
@@ -103,16 +105,29 @@ func runRestart(ctx context.Context, f *restartFlags, log io.Writer) error {
 	default:
 		return fmt.Errorf("--kafka %q: want auto or off", f.kafka)
 	}
+	if f.failover {
+		targets = append(targets, &failoverTarget{bin: f.coordinatord, work: filepath.Join(work, "failover"), log: log,
+			upstream: &kafkaRestart{script: filepath.Join(root, "test", "kafka", "kafka.sh"), dir: filepath.Join(work, "failover-kafka"), log: log}})
+	}
 	var results []restartResult
 	for _, t := range targets {
 		r, err := measureRestart(ctx, t, f, log)
-		t.stop()
+		if c, ok := t.(interface{ close() }); ok {
+			c.close()
+		} else {
+			t.stop()
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name(), err)
 		}
 		results = append(results, r)
 	}
 	table := restartTable(results, f)
+	for i, t := range targets {
+		if n, ok := t.(interface{ note(restartResult) string }); ok && i < len(results) {
+			table += n.note(results[i])
+		}
+	}
 	fmt.Fprint(os.Stdout, table)
 	if f.out != "" {
 		return os.WriteFile(f.out, []byte(table), 0o644)
@@ -151,7 +166,7 @@ func measureRestart(ctx context.Context, t restartTarget, f *restartFlags, log i
 		}
 		d := time.Since(began).Seconds()
 		r.restartSeconds = append(r.restartSeconds, d)
-		fmt.Fprintf(log, "restart: %s: round %d: serving every sampled offset %.2f s after the process start\n", t.name(), round+1, d)
+		fmt.Fprintf(log, "restart: %s: round %d: serving every sampled offset %.2f s after the stop\n", t.name(), round+1, d)
 	}
 	r.rssFul = residentBytes(pid)
 	return r, nil
@@ -396,7 +411,7 @@ func residentBytes(pid int) int64 {
 
 func restartTable(rs []restartResult, f *restartFlags) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| target | committed offsets | commit time | restart to serving every sampled offset | RSS empty | RSS after the restart | RSS per offset |\n")
+	fmt.Fprintf(&b, "| target | committed offsets | commit time | restart (fail-over: kill -9 of the owner) to serving every sampled offset | RSS empty | RSS after the restart | RSS per offset |\n")
 	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rs {
 		var times []string

@@ -229,8 +229,9 @@ func (s *state) unready() []string {
 	if st := s.meta.State(); st != rt.StateActive {
 		out = append(out, fmt.Sprintf("meta shard 0: %s", st))
 	}
+	m := s.membership.Load()
 	if s.shared {
-		switch m := s.membership.Load(); {
+		switch {
 		case m == nil || !m.Joined():
 			out = append(out, "membership: no shard assignment from the upstream group yet")
 		case !m.Serving():
@@ -238,7 +239,11 @@ func (s *state) unready() []string {
 		}
 	}
 	for i := int32(0); i < s.groups.Count(); i++ {
-		if st := s.groups.Shard(i).State(); st != rt.StateActive && st != rt.StateNotOwned {
+		st := s.groups.Shard(i).State()
+		switch {
+		case st == rt.StateNotOwned && s.shared && m != nil && m.Assigned(i):
+			out = append(out, fmt.Sprintf("group shard %d: assigned to this node, not loading yet", i))
+		case st != rt.StateActive && st != rt.StateNotOwned:
 			out = append(out, fmt.Sprintf("group shard %d: %s", i, st))
 		}
 	}

@@ -63,6 +63,8 @@ type Membership struct {
 	base  time.Time    // leases are measured on the monotonic clock from here
 	lease atomic.Int64 // ns since base until which this node may serve; 0: none yet
 	view  atomic.Pointer[assignment]
+	// mine: the shards the latest assignment gives this node, stored with view.
+	mine atomic.Pointer[[]bool]
 
 	// mu serialises changes to the held shards (assignments, a lapsed lease).
 	mu     sync.Mutex
@@ -114,6 +116,13 @@ func (m *Membership) Start() {
 func (m *Membership) Serving() bool {
 	l := m.lease.Load()
 	return l != 0 && int64(time.Since(m.base)) < l
+}
+
+// Assigned reports whether the latest assignment gives shard i to this node: until its load
+// has begun the node is not ready, though the shard still reads NotOwned.
+func (m *Membership) Assigned(i int32) bool {
+	mine := m.mine.Load()
+	return mine != nil && int(i) < len(*mine) && (*mine)[i]
 }
 
 // Joined reports whether this node has received a shard assignment.
@@ -360,11 +369,13 @@ func (m *Membership) apply(a assignment, generation int32, leader bool) {
 		m.o.Shards.Disown(ctx, i)
 	}
 	cancel()
-	m.view.Store(&a)
 	gaining := false
 	for i := int32(0); i < m.o.ShardCount; i++ {
 		gaining = gaining || mine[i] && !m.o.Shards.Owned(i)
 	}
+	// The catalog refresh (an upstream round trip) comes before the new map is published:
+	// published first, FindCoordinator named this node for shards it had not begun to load,
+	// which answered NOT_COORDINATOR meanwhile.
 	if gaining && m.o.BeforeLoad != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), m.o.SessionTimeout)
 		if err := m.o.BeforeLoad(ctx); err != nil {
@@ -372,6 +383,8 @@ func (m *Membership) apply(a assignment, generation int32, leader bool) {
 		}
 		cancel()
 	}
+	m.mine.Store(&mine)
+	m.view.Store(&a)
 	for i := int32(0); i < m.o.ShardCount; i++ {
 		if mine[i] {
 			assigned = append(assigned, i)

@@ -1,11 +1,17 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -141,5 +147,190 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	}
 	if o, ok := got.Lookup(topic, 0); !ok || o.At != 20 {
 		t.Fatalf("the first node reads %v (found %v), want 20", o.At, ok)
+	}
+}
+
+// The upstream cluster restarts under load (its only broker stopped and started again on its
+// data) while offsets are committed through a node on log.backend=kafka. The node stops
+// serving its shards when its lease lapses, rejoins once the broker is back, loads its shards
+// again from the state topic and serves; every commit it acknowledged, before, during or after
+// the outage, reads back afterwards, from it and from a node that loads the state topic anew.
+// A broker of the test's own, since it is restarted.
+func TestKafkaLogBackendUpstreamRestartLosesNoAcknowledgedCommit(t *testing.T) {
+	requireE2E(t)
+	dir := t.TempDir()
+	kafka := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(kafkaScript, append(args, "--dir", dir)...)
+		var stdout bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kafka.sh %v: %v", args, err)
+		}
+		return stdout.String()
+	}
+	var addr string
+	for _, line := range strings.Split(kafka("start", "--no-warmup"), "\n") {
+		if v, ok := strings.CutPrefix(line, "KAFKA_ADDR="); ok {
+			addr = strings.TrimSpace(v)
+		}
+	}
+	if addr == "" {
+		t.Fatal("kafka.sh start printed no KAFKA_ADDR")
+	}
+	t.Cleanup(func() {
+		stop := exec.Command(kafkaScript, "stop", "--dir", dir)
+		stop.Stdout, stop.Stderr = os.Stderr, os.Stderr
+		stop.Run()
+	})
+	run := time.Now().UnixNano()
+	const shards = 4
+	sets := append([]string{"upstream.bootstrap.servers=" + addr, "log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run),
+		fmt.Sprintf("cluster.id=ur%d", run), fmt.Sprintf("offsets.topic.num.partitions=%d", shards), "offsets.topic.replication.factor=1",
+		"log.kafka.min.insync.replicas=1"}, scaleOutTimings...)
+	g := startGateway(t, sets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("ur-topic-%d", run)
+	kc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	// Groups until every shard has two.
+	var cs []*committer
+	per := map[int32]int{}
+	for i := 0; len(cs) < 2*shards; i++ {
+		group := fmt.Sprintf("ur-group-%d", i)
+		if sh := shard.For(group, shards); per[sh] < 2 {
+			per[sh]++
+			cs = append(cs, newCommitter(t, group, topic, []string{g.Addr}))
+		}
+	}
+	wctx, stopWriters := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.run(t, wctx) }()
+	}
+	defer func() { stopWriters(); wg.Wait() }()
+	waitAcked := func(since time.Time, within time.Duration, what string) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for _, c := range cs {
+			for {
+				if acks, _ := c.snapshot(); len(acks) > 0 && acks[len(acks)-1].sent.After(since) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: group %s has no commit acknowledged within %v", what, c.group, within)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	waitAcked(time.Now(), 60*time.Second, "before the restart")
+	const loaded = "shard loaded from the state topic"
+	loadsBefore := g.logCount(loaded)
+
+	stopped := time.Now()
+	kafka("stop")
+	t.Logf("broker stopped in %v", time.Since(stopped))
+	// The outage lasts until the node has stopped serving (its lease lapsed): then every shard
+	// must be loaded again, whatever the broker kept of the node's membership.
+	const lapsed = "no answer from the upstream group for log.kafka.session.timeout.ms: stopped serving every shard (others may own them now); rejoining"
+	for g.logCount(lapsed) == 0 {
+		if time.Since(stopped) > 60*time.Second {
+			t.Fatal("the node did not stop serving within 60s of the broker's stop")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	restarted := time.Now()
+	kafka("restart")
+	t.Logf("broker restarted in %v; the node had stopped serving %v after the stop", time.Since(restarted), restarted.Sub(stopped))
+	waitAcked(time.Now(), 90*time.Second, "after the restart")
+	t.Logf("every group acknowledged again %v after the restart began", time.Since(restarted))
+	if n := g.logCount(loaded) - loadsBefore; n < shards {
+		t.Fatalf("%d shard loads after the restart, want every one of the %d shards loaded again", n, shards)
+	}
+	stopWriters()
+	wg.Wait()
+	checkNoAckLost(ctx, t, adm, cs, topic)
+	// What a node reads back after commits stopped could be its memory of them: a node on an
+	// empty log.dirs loads every shard from the state topic alone, and must read them too.
+	g.kill()
+	fresh := startGateway(t, sets...)
+	fc, err := kgo.NewClient(kgo.SeedBrokers(fresh.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	checkNoAckLost(ctx, t, kadm.NewClient(fc), cs, topic)
+}
+
+// /readyz on log.backend=kafka means serving: a load balancer or Kubernetes sends traffic once
+// it answers 200, so the first commit to every shard (one try, no client retries) must be
+// acknowledged. It used to answer 200 while the first assignment's shards were not yet loading
+// (during the catalog refresh before the load), and commits then got NOT_COORDINATOR or
+// COORDINATOR_LOAD_IN_PROGRESS.
+func TestKafkaLogBackendReadyMeansEveryShardServes(t *testing.T) {
+	requireE2E(t)
+	run := time.Now().UnixNano()
+	const shards = 50 // the default: 50 loads after the first assignment
+	topic := fmt.Sprintf("rd-topic-%d", run)
+	// The topic exists before the node starts (created straight on the upstream), so that
+	// nothing between /readyz and the commits gives the loads time.
+	up, err := kgo.NewClient(kgo.SeedBrokers(upstreamAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kadm.NewClient(up).CreateTopic(context.Background(), 1, 1, nil, topic)
+	up.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=rd%d", run),
+		fmt.Sprintf("offsets.topic.num.partitions=%d", shards), "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1")
+	// startGateway returned on the first 200 from /readyz.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	groups := map[int32]string{}
+	for i := 0; len(groups) < shards; i++ {
+		group := fmt.Sprintf("rd-group-%d", i)
+		if _, ok := groups[shard.For(group, shards)]; !ok {
+			groups[shard.For(group, shards)] = group
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, shards)
+	for sh, group := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var os kadm.Offsets
+			os.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1})
+			res, err := adm.CommitOffsets(ctx, group, os)
+			if err == nil {
+				err = res.Error()
+			}
+			if err != nil {
+				errs <- fmt.Errorf("shard %d (%s): %w", sh, group, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("first commit after /readyz answered 200: %v", err)
 	}
 }

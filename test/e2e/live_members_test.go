@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,11 +27,16 @@ type liveMember struct {
 	epoch    int32
 	assigned int // partitions or active tasks held after the last answer
 	lastErr  error
+	// servedBy and servedAt: the node that answered the last successful heartbeat, and when.
+	servedBy int32
+	servedAt time.Time
+	rejoins  int
 }
 
 // beatFunc sends one heartbeat (epoch 0 joins, -1 leaves) and returns the epoch and interval
-// the coordinator answered, and how many partitions or tasks the member now holds.
-type beatFunc func(ctx context.Context, epoch int32) (newEpoch int32, interval time.Duration, assigned int, err error)
+// the coordinator answered, how many partitions or tasks the member now holds and the node
+// that answered.
+type beatFunc func(ctx context.Context, epoch int32) (newEpoch int32, interval time.Duration, assigned int, by int32, err error)
 
 func startLiveMember(t *testing.T, beat beatFunc) *liveMember {
 	t.Helper()
@@ -42,14 +49,18 @@ func startLiveMember(t *testing.T, beat beatFunc) *liveMember {
 			m.mu.Lock()
 			epoch := m.epoch
 			m.mu.Unlock()
-			e, iv, n, err := beat(ctx, epoch)
+			e, iv, n, by, err := beat(ctx, epoch)
 			cancel()
 			m.mu.Lock()
 			m.lastErr = err
 			if err == nil {
-				m.epoch, m.assigned = e, n
+				m.epoch, m.assigned, m.servedBy, m.servedAt = e, n, by, time.Now()
 				// Faster than the coordinator asks, so that a new assignment is acknowledged at once.
 				interval = min(iv/4, time.Second)
+			} else if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedMemberEpoch) {
+				// What Kafka's clients do: join again with epoch 0, holding nothing.
+				m.epoch, m.assigned = 0, 0
+				m.rejoins++
 			}
 			m.mu.Unlock()
 			select {
@@ -94,11 +105,48 @@ func (m *liveMember) waitHolding(n int) {
 	m.t.Fatalf("member holds %d, want %d (last heartbeat error: %v)", m.assigned, n, m.lastErr)
 }
 
+// served reports the node that answered the member's last successful heartbeat and when.
+func (m *liveMember) served() (int32, time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.servedBy, m.servedAt
+}
+
+// coordinated sends a group's heartbeats to the node coordinating it, as a client does: it
+// asks FindCoordinator first and again after the coordinator refused the group or could not
+// be reached (kgo routes neither heartbeat type on its own with retries, since a heartbeat
+// carries reconciliation state).
+type coordinated struct {
+	cl    *kgo.Client
+	group string
+	node  int32 // -1: ask again
+}
+
+func (c *coordinated) send(ctx context.Context, req kmsg.Request, code func(kmsg.Response) (int16, *string)) (kmsg.Response, int32, error) {
+	if c.node < 0 {
+		r := kadm.NewClient(c.cl).FindGroupCoordinators(ctx, c.group)[c.group]
+		if r.Err != nil {
+			return nil, -1, r.Err
+		}
+		c.node = r.NodeID
+	}
+	by := c.node
+	resp, err := c.cl.Broker(int(by)).Request(ctx, req)
+	if err == nil {
+		err = kerrOf(code(resp))
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.FencedMemberEpoch) {
+		c.node = -1
+	}
+	return resp, by, err
+}
+
 // startStreamsMember joins a KIP-1071 streams group with a one-subtopology topology reading
 // source (with a changelog topic for its store) and acknowledges every assignment it gets.
 func startStreamsMember(t *testing.T, cl *kgo.Client, group, memberID, processID, source string) *liveMember {
 	var active []kmsg.TaskIDs
-	return startLiveMember(t, func(ctx context.Context, epoch int32) (int32, time.Duration, int, error) {
+	to := &coordinated{cl: cl, group: group, node: -1}
+	return startLiveMember(t, func(ctx context.Context, epoch int32) (int32, time.Duration, int, int32, error) {
 		r := kmsg.NewPtrStreamsGroupHeartbeatRequest()
 		r.Group, r.MemberID, r.MemberEpoch = group, memberID, epoch
 		if epoch == 0 {
@@ -115,13 +163,14 @@ func startStreamsMember(t *testing.T, cl *kgo.Client, group, memberID, processID
 		if epoch >= 0 {
 			r.ActiveTasks, r.StandbyTasks, r.WarmupTasks = active, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
 		}
-		resp, err := r.RequestWith(ctx, cl.Broker(nodeID))
+		raw, by, err := to.send(ctx, r, func(r kmsg.Response) (int16, *string) {
+			resp := r.(*kmsg.StreamsGroupHeartbeatResponse)
+			return resp.ErrorCode, resp.ErrorMessage
+		})
 		if err != nil {
-			return epoch, 0, 0, err
+			return epoch, 0, 0, by, err
 		}
-		if err := kerrOf(resp.ErrorCode, resp.ErrorMessage); err != nil {
-			return epoch, 0, 0, err
-		}
+		resp := raw.(*kmsg.StreamsGroupHeartbeatResponse)
 		if resp.ActiveTasks != nil {
 			active = resp.ActiveTasks
 		}
@@ -129,7 +178,7 @@ func startStreamsMember(t *testing.T, cl *kgo.Client, group, memberID, processID
 		for _, a := range active {
 			n += len(a.Partitions)
 		}
-		return resp.MemberEpoch, time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond, n, nil
+		return resp.MemberEpoch, time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond, n, by, nil
 	})
 }
 
@@ -137,7 +186,8 @@ func startStreamsMember(t *testing.T, cl *kgo.Client, group, memberID, processID
 // the client since ConsumerGroupHeartbeat v1) and acknowledges every assignment it gets.
 func startConsumerMember(t *testing.T, cl *kgo.Client, group, memberID, topic string) *liveMember {
 	var owned []kmsg.ConsumerGroupHeartbeatRequestTopic
-	return startLiveMember(t, func(ctx context.Context, epoch int32) (int32, time.Duration, int, error) {
+	to := &coordinated{cl: cl, group: group, node: -1}
+	return startLiveMember(t, func(ctx context.Context, epoch int32) (int32, time.Duration, int, int32, error) {
 		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 		r.Group, r.MemberID, r.MemberEpoch = group, memberID, epoch
 		if epoch == 0 {
@@ -147,13 +197,14 @@ func startConsumerMember(t *testing.T, cl *kgo.Client, group, memberID, topic st
 		if epoch >= 0 {
 			r.Topics = owned
 		}
-		resp, err := r.RequestWith(ctx, cl.Broker(nodeID))
+		raw, by, err := to.send(ctx, r, func(r kmsg.Response) (int16, *string) {
+			resp := r.(*kmsg.ConsumerGroupHeartbeatResponse)
+			return resp.ErrorCode, resp.ErrorMessage
+		})
 		if err != nil {
-			return epoch, 0, 0, err
+			return epoch, 0, 0, by, err
 		}
-		if err := kerrOf(resp.ErrorCode, resp.ErrorMessage); err != nil {
-			return epoch, 0, 0, err
-		}
+		resp := raw.(*kmsg.ConsumerGroupHeartbeatResponse)
 		if a := resp.Assignment; a != nil {
 			owned = owned[:0]
 			for _, tp := range a.Topics {
@@ -166,7 +217,7 @@ func startConsumerMember(t *testing.T, cl *kgo.Client, group, memberID, topic st
 		for _, o := range owned {
 			n += len(o.Partitions)
 		}
-		return resp.MemberEpoch, time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond, n, nil
+		return resp.MemberEpoch, time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond, n, by, nil
 	})
 }
 

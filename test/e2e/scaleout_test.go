@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -348,15 +349,19 @@ func ackedBy(acks []ack, node int32, t time.Time) bool {
 	return false
 }
 
-// Three nodes share the shards; offsets are committed for groups spread over every shard and a
-// classic group consumes. kill -9 of the node coordinating the consumer group: its shards
-// move to the others and serve again within a bounded wait. Then a replacement node joins and
-// the survivors hand it shards under load. No acknowledged commit is lost, and no group was
-// acknowledged by two nodes at once.
+// Three nodes share the shards; offsets are committed for groups spread over every shard, a
+// classic group consumes, and a KIP-848 consumer group and a KIP-1071 streams group of two
+// members each heartbeat, all four groups on one node. kill -9 of that node: its shards move to
+// the others and serve again within a bounded wait; the consumer and streams members keep their
+// membership (the new owner answers their heartbeats, nobody is fenced) and when one member of
+// each leaves, the new owner gives the other everything. Then a replacement node joins and the
+// survivors hand it shards under load. No acknowledged commit is lost, no group was
+// acknowledged by two nodes at once, no two nodes' ownership of a shard (from their assignment
+// log lines) overlapped, and every commit was acknowledged by a node while it owned the shard.
 func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	t.Parallel()
 	requireE2E(t)
-	s := startScaleOut(t, 3)
+	s := startScaleOut(t, 3, "group.streams.initial.rebalance.delay.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ids := s.ids()
@@ -420,6 +425,29 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 			survivors = append(survivors, id)
 		}
 	}
+	// A KIP-848 group and a streams group on the victim too.
+	victimGroup := func(prefix string) string {
+		for i := 0; ; i++ {
+			if g := fmt.Sprintf("%s-%d", prefix, i); coordinatorOf(ctx, t, adm, g) == victim {
+				return g
+			}
+		}
+	}
+	consumer848, streamsApp := victimGroup("so-848"), victimGroup("so-streams")
+	var members [2][]*liveMember // [0]: consumer group, [1]: streams group
+	for i := range 2 {
+		mc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(mc.Close)
+		members[0] = append(members[0], startConsumerMember(t, mc, consumer848, "c"+strconv.Itoa(i), s.topic))
+		members[1] = append(members[1], startStreamsMember(t, mc, streamsApp, "s"+strconv.Itoa(i), "process-"+strconv.Itoa(i), s.topic))
+	}
+	for _, ms := range members {
+		waitHoldingAll(t, ms, 3, 60*time.Second)
+	}
+	killedNode := s.nodes[victim]
 
 	// The consumer and committers may bootstrap to every node; the producer writes through the
 	// survivors, whose gateway ports outlive the victim.
@@ -539,6 +567,30 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	t.Logf("every group acknowledged again %v after the kill", time.Since(killed))
 	consumedAfter(time.Now(), 45*time.Second)
 	s.waitSpread(30*time.Second, survivors...)
+	// The consumer and streams groups moved with their members: a survivor answers every
+	// member's heartbeats, none was fenced; with one member gone, the other gets everything.
+	for _, ms := range members {
+		for _, m := range ms {
+			waitServedAfter(t, m, killed, victim, 45*time.Second)
+		}
+	}
+	for _, ms := range members {
+		ms[1].leave()
+		waitHoldingAll(t, ms[:1], 3, 45*time.Second)
+		if by, _ := ms[0].served(); by == victim {
+			t.Fatalf("the remaining member was last served by the killed node %d", victim)
+		}
+	}
+	for _, ms := range members {
+		for _, m := range ms {
+			m.mu.Lock()
+			rejoins := m.rejoins
+			m.mu.Unlock()
+			if rejoins > 0 {
+				t.Fatalf("a member was fenced %d times (UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH): its group's new owner did not know it", rejoins)
+			}
+		}
+	}
 
 	// A replacement node (a new node.id, so that a group coming back to an id would show in
 	// the checker) joins under load: the survivors hand it shards while they are written to.
@@ -600,7 +652,151 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 	}
 	defer sc.Close()
 	checkOneAcker(t, cs)
+	everyNode := map[int32]*gateway{victim: killedNode}
+	for id, g := range s.nodes {
+		everyNode[id] = g
+	}
+	checkOwnership(t, everyNode, map[int32]time.Time{victim: killed}, cs)
 	checkNoAckLost(ctx, t, kadm.NewClient(sc), cs, s.topic)
+}
+
+// waitHoldingAll waits until the members together hold n partitions or tasks, each at least one.
+func waitHoldingAll(t *testing.T, ms []*liveMember, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		sum, each := 0, true
+		var errs []error
+		for _, m := range ms {
+			m.mu.Lock()
+			sum += m.assigned
+			each = each && m.assigned > 0
+			errs = append(errs, m.lastErr)
+			m.mu.Unlock()
+		}
+		if sum == n && each {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d members hold %d, want %d, at least one each, within %v (last heartbeat errors %v)", len(ms), sum, n, within, errs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitServedAfter waits until a node other than gone answered one of the member's heartbeats
+// sent after since.
+func waitServedAfter(t *testing.T, m *liveMember, since time.Time, gone int32, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if by, at := m.served(); by != gone && at.After(since) {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.mu.Lock()
+			err := m.lastErr
+			m.mu.Unlock()
+			t.Fatalf("no heartbeat answered by another node than %d within %v (last error %v)", gone, within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// holding is one node's ownership of one shard, as its log lines tell: from the assignment that
+// gave the shard to the assignment that took it away, the node's letting go of every shard, or
+// the node's end.
+type holding struct {
+	node, shard int32
+	from, to    time.Time
+}
+
+// holdings reads every node's ownership of the shards from its log; ended gives the nodes
+// that were killed and when (their holdings end then), the others hold on until now.
+func holdings(t *testing.T, nodes map[int32]*gateway, ended map[int32]time.Time) []holding {
+	t.Helper()
+	var out []holding
+	for id, g := range nodes {
+		open := map[int32]time.Time{}
+		closeAt := func(shard int32, at time.Time) {
+			if from, ok := open[shard]; ok {
+				out = append(out, holding{node: id, shard: shard, from: from, to: at})
+				delete(open, shard)
+			}
+		}
+		g.mu.Lock()
+		for _, l := range g.logs {
+			ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", fmt.Sprint(l["ts"]))
+			if err != nil {
+				continue
+			}
+			switch l["msg"] {
+			case "shard assignment from the upstream group":
+				// Lost shards were let go before the line was written, gained ones start
+				// loading just before: ms timestamps, the line's own is after both.
+				lost, _ := l["lost"].([]any)
+				for _, v := range lost {
+					closeAt(int32(v.(float64)), ts.Add(time.Millisecond))
+				}
+				gained, _ := l["gained"].([]any)
+				for _, v := range gained {
+					if _, ok := open[int32(v.(float64))]; !ok {
+						open[int32(v.(float64))] = ts
+					}
+				}
+			case "no answer from the upstream group for log.kafka.session.timeout.ms: stopped serving every shard (others may own them now); rejoining",
+				"the upstream group dropped this node; stopped serving its shards, rejoining", "left the upstream group":
+				for shard := range open {
+					closeAt(shard, ts.Add(time.Millisecond))
+				}
+			}
+		}
+		g.mu.Unlock()
+		end, killed := ended[id]
+		if !killed {
+			end = time.Now()
+		}
+		for shard := range open {
+			closeAt(shard, end)
+		}
+	}
+	return out
+}
+
+// checkOwnership fails if two nodes' holdings of one shard overlapped, or if a node
+// acknowledged a commit for a group outside every holding of the group's shard by it (the
+// commit was sent and answered entirely while the node did not own the shard).
+func checkOwnership(t *testing.T, nodes map[int32]*gateway, ended map[int32]time.Time, cs []*committer) {
+	t.Helper()
+	hs := holdings(t, nodes, ended)
+	for i, a := range hs {
+		for _, b := range hs[:i] {
+			if a.shard == b.shard && a.node != b.node && a.from.Before(b.to) && b.from.Before(a.to) {
+				t.Fatalf("shard %d held by node %d from %v to %v and by node %d from %v to %v", a.shard,
+					a.node, a.from.Format(time.StampMilli), a.to.Format(time.StampMilli), b.node, b.from.Format(time.StampMilli), b.to.Format(time.StampMilli))
+			}
+		}
+	}
+	for _, c := range cs {
+		acks, _ := c.snapshot()
+		shard := shard.For(c.group, scaleOutShards)
+		for _, a := range acks {
+			held := false
+			for _, h := range hs {
+				held = held || h.node == a.node && h.shard == shard && h.from.Before(a.done) && a.sent.Before(h.to)
+			}
+			if !held {
+				var of []string
+				for _, h := range hs {
+					if h.shard == shard {
+						of = append(of, fmt.Sprintf("node %d %v-%v", h.node, h.from.Format(time.StampMilli), h.to.Format(time.StampMilli)))
+					}
+				}
+				t.Fatalf("%s (shard %d): node %d acknowledged offset %d (sent %v, answered %v) while it did not hold the shard (held by %v)",
+					c.group, shard, a.node, a.at, a.sent.Format(time.StampMicro), a.done.Format(time.StampMicro), of)
+			}
+		}
+	}
 }
 
 // A node paused (SIGSTOP) past the session timeout loses its shards to the other node. Resumed,

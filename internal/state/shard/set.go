@@ -181,14 +181,26 @@ func (s *Set) Disown(ctx context.Context, i int32) {
 	cur := s.shards[i].Load()
 	s.shards[i].Store(s.disowned[i])
 	s.mu.Unlock()
+	// Waiters are answered at once (stopNow); the log's close may take up to its transaction
+	// timeout on an unreachable upstream (a round in flight), and waiting for it beyond ctx held
+	// the membership's lock, so heartbeats and the rejoin after an upstream restart, for that
+	// long. Whatever that round does later acknowledges nobody, and a new load fences it.
 	stopNow, cancel := context.WithCancel(ctx)
 	cancel()
-	cur.Close(stopNow)
-	s.mu.Lock()
-	if s.shards[i].Load() == s.disowned[i] {
-		s.disowned[i].Republish()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		cur.Close(stopNow)
+		s.mu.Lock()
+		if s.shards[i].Load() == s.disowned[i] {
+			s.disowned[i].Republish()
+		}
+		s.mu.Unlock()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
 	}
-	s.mu.Unlock()
 }
 
 // Owned reports whether this Set holds shard i (loading, serving or FAILED).
