@@ -157,6 +157,7 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 // the outage, reads back afterwards, from it and from a node that loads the state topic anew.
 // A broker of the test's own, since it is restarted.
 func TestKafkaLogBackendUpstreamRestartLosesNoAcknowledgedCommit(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	dir := t.TempDir()
 	kafka := func(args ...string) string {
@@ -278,6 +279,7 @@ func TestKafkaLogBackendUpstreamRestartLosesNoAcknowledgedCommit(t *testing.T) {
 // (during the catalog refresh before the load), and commits then got NOT_COORDINATOR or
 // COORDINATOR_LOAD_IN_PROGRESS.
 func TestKafkaLogBackendReadyMeansEveryShardServes(t *testing.T) {
+	t.Parallel()
 	requireE2E(t)
 	run := time.Now().UnixNano()
 	const shards = 50 // the default: 50 loads after the first assignment
