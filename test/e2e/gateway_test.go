@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,7 +232,8 @@ func connectionsTo(t *testing.T, pid int, addr string) int {
 	owners := socketOwners()
 	n := 0
 	for _, sk := range tcpSockets(tcpEstablished) {
-		if o, ok := owners[sk.inode]; ok && sk.remotePort == port && o.pid == pid {
+		held := slices.ContainsFunc(owners[sk.inode], func(o socketOwner) bool { return o.pid == pid })
+		if held && sk.remotePort == port {
 			n++
 		}
 	}
