@@ -34,6 +34,26 @@ type Conn struct {
 	// sasl is the connection's SASL state; only the connection's own goroutine (the wire loop
 	// and the handlers it calls, one request at a time) touches it.
 	sasl saslState
+	// host caches Host: the peer's address never changes, and working it out allocated
+	// several times per heartbeat (issue 12).
+	host atomic.Pointer[string]
+}
+
+// Host is the peer as Kafka names a client's host: "/" and the IP without the port (the whole
+// address when it has no port); "" without a remote address.
+func (c *Conn) Host() string {
+	if h := c.host.Load(); h != nil {
+		return *h
+	}
+	if c.Remote == nil {
+		return ""
+	}
+	h := "/" + c.Remote.String()
+	if host, _, err := net.SplitHostPort(c.Remote.String()); err == nil {
+		h = "/" + host
+	}
+	c.host.Store(&h)
+	return h
 }
 
 type saslState struct {
