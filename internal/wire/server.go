@@ -485,14 +485,16 @@ func (c *serverConn) run() {
 			reason = c.readFailure(err)
 			return
 		}
-		if err := budget.Acquire(s.drainCtx, int64(size)); err != nil {
-			break // shutdown: this frame was not read, so it is not lost
+		if !budget.TryAcquire(int64(size)) {
+			if err := budget.Acquire(s.drainCtx, int64(size)); err != nil {
+				break // shutdown: this frame was not read, so it is not lost
+			}
+			if s.opts.IdleTimeout > 0 {
+				// Waiting for the budget is not the peer's idleness.
+				extendDeadline(c.nc.SetReadDeadline, &c.readBy, s.opts.IdleTimeout)
+			}
 		}
 		held = int64(size)
-		if s.opts.IdleTimeout > 0 {
-			// Waiting for the budget is not the peer's idleness.
-			extendDeadline(c.nc.SetReadDeadline, &c.readBy, s.opts.IdleTimeout)
-		}
 		var frame []byte
 		var pooled bool
 		if in != nil {
