@@ -222,7 +222,7 @@ var keys = []key{
 			c.MaxConnections = int(n)
 			return err
 		}},
-	{"connections.max.idle.ms", "600000", "A connection with no request for this long is closed.",
+	{"connections.max.idle.ms", "600000", "A connection with no request for this long is closed (within an eighth more: the deadline is moved only now and then, not per request).",
 		func(c *Config, v string) (err error) { c.ConnectionsMaxIdle, err = parseMillis(v, 1); return }},
 	{"admin.listener", "127.0.0.1:9644", "host:port of the admin listener serving /metrics, /healthz, /readyz and the console: HTTP, or HTTPS with admin.listener.security.protocol=SSL.",
 		func(c *Config, v string) error {

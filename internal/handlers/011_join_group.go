@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"github.com/coordinatord/coordinatord/internal/acl"
-	"net"
 
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -28,14 +27,10 @@ func (t *Table) classicConfig() classic.Config {
 
 // clientHost is the peer address as Kafka reports it in DescribeGroups ("/127.0.0.1").
 func clientHost(r *wire.Request) string {
-	if r.Conn == nil || r.Conn.Remote == nil {
+	if r.Conn == nil {
 		return ""
 	}
-	host, _, err := net.SplitHostPort(r.Conn.Remote.String())
-	if err != nil {
-		return "/" + r.Conn.Remote.String()
-	}
-	return "/" + host
+	return r.Conn.Host()
 }
 
 // joinGroup joins a classic group (spec coordinator-apis §2.2). The request goroutine waits on

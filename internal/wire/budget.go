@@ -101,11 +101,28 @@ func (b *Budget) AcquireAnswer(ctx context.Context, n int64) error {
 	return b.acquire(ctx, n, false)
 }
 
-func (b *Budget) acquire(ctx context.Context, n int64, ordered bool) error {
+// TryAcquire reserves n bytes for a request frame if they fit now, as Acquire would without
+// waiting; false reserves nothing. The connection loop learns from it that it did not wait,
+// so the peer's idle deadline needs no second look.
+func (b *Budget) TryAcquire(n int64) bool {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fitsLocked(n, n > smallFrame)
+}
+
+// fitsLocked reserves n bytes if they fit now and no wait must go first.
+func (b *Budget) fitsLocked(n int64, ordered bool) bool {
 	if b.limit <= 0 || b.used+n <= b.limit && (!ordered || b.largeWaits == 0) {
 		b.used += n
 		b.queued.Set(float64(b.used))
+		return true
+	}
+	return false
+}
+
+func (b *Budget) acquire(ctx context.Context, n int64, ordered bool) error {
+	b.mu.Lock()
+	if b.fitsLocked(n, ordered) {
 		b.mu.Unlock()
 		return nil
 	}

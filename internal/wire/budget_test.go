@@ -129,3 +129,36 @@ func TestBudgetHugeWaitingFrameDoesNotHoldBackAnswers(t *testing.T) {
 		<-huge
 	})
 }
+
+// TryAcquire grants what Acquire would grant at once and refuses, reserving nothing, what
+// Acquire would wait for: a frame that does not fit, and a large frame while another large one
+// waits (its turn comes first). A small frame still passes a waiting large one.
+func TestBudgetTryAcquireNeverJumpsTheQueue(t *testing.T) {
+	const S = smallFrame + 1
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(10*S, nil, nil)
+		if !b.TryAcquire(8 * S) {
+			t.Fatal("8 of 10 free units refused")
+		}
+		if b.TryAcquire(3 * S) {
+			t.Fatal("3 units granted with 2 free")
+		}
+		if got := gaugeValue(b.queued); got != 8*S {
+			t.Fatalf("a refused TryAcquire left %v bytes queued, want %v", got, 8*S)
+		}
+		waiting := make(chan struct{})
+		go func() { b.Acquire(context.Background(), 3*S); close(waiting) }()
+		synctest.Wait()
+		b.Release(6 * S) // 8 free now, but the waiting large frame is granted its 3 first
+		<-waiting
+		go func() { b.Acquire(context.Background(), 9*S) }() // waits: 5 free
+		synctest.Wait()
+		if b.TryAcquire(2 * S) {
+			t.Fatal("a large frame jumped ahead of a waiting large frame")
+		}
+		if !b.TryAcquire(smallFrame) {
+			t.Fatal("a small frame that fits was held behind a waiting large one")
+		}
+		b.Release(2*S + 3*S + smallFrame) // lets the 9 through before the test ends
+	})
+}

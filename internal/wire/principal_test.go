@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"net"
 	"testing"
 	"time"
 )
@@ -50,3 +51,30 @@ func TestSASLGate(t *testing.T) {
 	c.SetSASLExchange(struct{}{})
 	check("re-authenticating", map[int16]bool{authenticate: true})
 }
+
+// Host is the client host Kafka reports (DescribeGroups, ConsumerGroupDescribe): the IP without
+// the port, v4 or v6; an address with no port whole; nothing without an address. Asked again
+// (every heartbeat asks) it answers the same.
+func TestConnHost(t *testing.T) {
+	for _, tc := range []struct {
+		remote net.Addr
+		want   string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 9092}, "/10.1.2.3"},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 9092}, "/::1"},
+		{pipeAddr{}, "/pipe"},
+		{nil, ""},
+	} {
+		c := &Conn{Remote: tc.remote}
+		for range 2 {
+			if got := c.Host(); got != tc.want {
+				t.Errorf("Host of %v = %q, want %q", tc.remote, got, tc.want)
+			}
+		}
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"reflect"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -21,14 +22,82 @@ func encodedSizeAtMost(resp kmsg.Response, limit int64) (size int64, ok bool) {
 	return size, addSize(v, &size, limit)
 }
 
+// sizePlan is what the walk needs of a struct type, worked out once per type: asking
+// reflect.Type for a field (StructField) allocates, and that was a per-request cost on every
+// answer (a heartbeat's too). fixed reports that no value of the type can differ in estimate
+// (no strings, slices or pointers anywhere inside), so its estimate is size without a walk.
+type sizePlan struct {
+	fields []int // exported fields, in order
+	fixed  bool
+	size   int64 // the estimate of any value, when fixed
+}
+
+var sizePlans sync.Map // reflect.Type -> *sizePlan
+
+func planFor(t reflect.Type) *sizePlan {
+	if p, ok := sizePlans.Load(t); ok {
+		return p.(*sizePlan)
+	}
+	p := &sizePlan{fixed: true, size: 1} // 1: a flexible version's tag section
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		p.fields = append(p.fields, i)
+		if n, ok := fixedSize(f.Type); ok {
+			p.size += n
+		} else {
+			p.fixed = false
+		}
+	}
+	sizePlans.Store(t, p)
+	return p
+}
+
+// fixedSize is the estimate addSize gives every value of t, when it is the same for all.
+func fixedSize(t reflect.Type) (int64, bool) {
+	switch t.Kind() {
+	case reflect.String, reflect.Slice, reflect.Pointer, reflect.Interface, reflect.Map:
+		return 0, false
+	case reflect.Struct:
+		p := planFor(t)
+		return p.size, p.fixed
+	}
+	return scalarSize(t), true
+}
+
+// scalarSize is the estimate of a value of a kind that has no parts to walk.
+func scalarSize(t reflect.Type) int64 {
+	switch t.Kind() {
+	case reflect.Array:
+		return int64(t.Size())
+	case reflect.Bool, reflect.Int8, reflect.Uint8:
+		return 1
+	case reflect.Int16, reflect.Uint16:
+		return 2
+	case reflect.Int32, reflect.Uint32, reflect.Float32:
+		return 4
+	default:
+		return 8
+	}
+}
+
 func addSize(v reflect.Value, size *int64, limit int64) bool {
 	switch v.Kind() {
 	case reflect.String:
 		*size += 4 + int64(v.Len())
 	case reflect.Slice:
 		*size += 4
-		if v.Type().Elem().Kind() == reflect.Uint8 {
+		et := v.Type().Elem()
+		if et.Kind() == reflect.Uint8 {
 			*size += int64(v.Len())
+			break
+		}
+		if n, ok := fixedSize(et); ok {
+			// Every element estimates the same: no walk. Elements exist in memory, so the
+			// product cannot overflow.
+			*size += n * int64(v.Len())
 			break
 		}
 		for i := 0; i < v.Len(); i++ {
@@ -36,29 +105,25 @@ func addSize(v reflect.Value, size *int64, limit int64) bool {
 				return false
 			}
 		}
-	case reflect.Array:
-		*size += int64(v.Type().Size())
 	case reflect.Pointer:
 		*size++
 		if !v.IsNil() {
 			return addSize(v.Elem(), size, limit)
 		}
 	case reflect.Struct:
+		p := planFor(v.Type())
+		if p.fixed {
+			*size += p.size
+			break
+		}
 		*size++ // a flexible version's tag section
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			if t.Field(i).IsExported() && !addSize(v.Field(i), size, limit) {
+		for _, i := range p.fields {
+			if !addSize(v.Field(i), size, limit) {
 				return false
 			}
 		}
-	case reflect.Bool, reflect.Int8, reflect.Uint8:
-		*size++
-	case reflect.Int16, reflect.Uint16:
-		*size += 2
-	case reflect.Int32, reflect.Uint32, reflect.Float32:
-		*size += 4
 	default:
-		*size += 8
+		*size += scalarSize(v.Type())
 	}
 	return *size <= limit
 }

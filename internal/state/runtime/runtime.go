@@ -156,6 +156,10 @@ type Shard[M Machine] struct {
 
 	state atomic.Int32
 	lag   atomic.Int64 // appended - durableO, for the durable lag gauge
+
+	// replySlots holds this shard's idle reply slots. Per shard rather than per process: a
+	// channel belongs to the synctest bubble that made it, and a shard and its callers share one.
+	replySlots sync.Pool
 	// lastCompacted is when the last compaction of this shard's log succeeded (Unix ns, 0:
 	// never since start); written by the compaction goroutine, read by the console.
 	lastCompacted atomic.Int64
@@ -227,7 +231,7 @@ type outcome struct {
 
 type waiter struct {
 	offset       int64
-	done         chan outcome // nil for operations nobody waits on (timers, async results)
+	done         replyTo // zero for operations nobody waits on (timers, async results)
 	out          outcome
 	afterDurable []func()
 	appendedAt   time.Time
@@ -252,7 +256,7 @@ type event[M Machine] struct {
 	gen    uint64 // for events bound to a generation (timers, async results, storage reports); 0 = any
 	write  WriteOp[M]
 	read   ReadOp[M]
-	done   chan outcome
+	done   replyTo
 	offset int64
 	err    error
 	key    string
@@ -285,6 +289,7 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 		replaying: -1,
 		keySeed:   maphash.MakeSeed(),
 	}
+	s.replySlots.New = func() any { return &replySlot{ch: make(chan outcome, 1)} }
 	s.setState(StateInitial)
 	s.m.track(opts.Kind, opts.Shard, s.gauges)
 	return s
@@ -353,17 +358,20 @@ func (s *Shard[M]) submit(ctx context.Context, e event[M]) (any, error) {
 	if err := s.admit(); err != nil {
 		return nil, err
 	}
-	e.done = make(chan outcome, 1)
+	e.done = s.replySlots.Get().(*replySlot).begin()
 	select {
 	case s.normal <- e:
 	default:
+		s.replySlots.Put(e.done.slot) // never handed to the shard
 		s.m.rejected.Inc()
 		return nil, fmt.Errorf("shard %d: %w", s.opts.Shard, ErrOverloaded)
 	}
 	var out outcome
 	select {
-	case out = <-e.done:
+	case out = <-e.done.slot.ch:
+		s.replySlots.Put(e.done.slot) // answered and emptied: free for another operation
 	case <-ctx.Done():
+		// Not pooled: the shard may still answer into it (or may have, as ctx ended).
 		return nil, ctx.Err()
 	}
 	if p, ok := out.resp.(*Promise); ok && out.err == nil {
@@ -418,7 +426,7 @@ func (s *Shard[M]) Close(ctx context.Context) {
 
 func (s *Shard[M]) run() {
 	defer close(s.done)
-	s.guard(nil, "load", s.load)
+	s.guard(replyTo{}, "load", s.load)
 	var compact <-chan time.Time
 	if s.opts.CompactEvery > 0 {
 		t := time.NewTicker(s.opts.CompactEvery)
@@ -434,7 +442,7 @@ func (s *Shard[M]) run() {
 			case e = <-s.prio:
 			case e = <-s.normal:
 			case <-compact:
-				s.guard(nil, "compaction", s.compact)
+				s.guard(replyTo{}, "compaction", s.compact)
 				continue
 			}
 		}
@@ -463,19 +471,14 @@ func (k eventKind) String() string {
 // is a bug whose damage to the machine is unknown, so the shard stops serving (every other shard
 // keeps going); done, the caller of the event that panicked, gets ErrFailed unless it was
 // already answered.
-func (s *Shard[M]) guard(done chan outcome, during string, fn func()) {
+func (s *Shard[M]) guard(done replyTo, during string, fn func()) {
 	defer func() {
 		v := recover()
 		if v == nil {
 			return
 		}
 		s.panicked(during, v, debug.Stack())
-		if done != nil {
-			select {
-			case done <- outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)}:
-			default: // answered before the panic
-			}
-		}
+		reply(done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed)}) // dropped if answered before the panic
 	}()
 	fn()
 }
@@ -535,7 +538,7 @@ func (s *Shard[M]) handle(e event[M]) {
 			return
 		}
 		delete(s.timers, e.key)
-		s.runWrite(t.op, nil)
+		s.runWrite(t.op, replyTo{})
 	case evDurable:
 		if e.gen == s.gen {
 			s.markDurable(e.offset)
@@ -562,14 +565,41 @@ func (s *Shard[M]) handle(e event[M]) {
 	}
 }
 
-func reply(ch chan outcome, out outcome) {
-	if ch != nil {
-		ch <- out
+// replySlot carries an operation's outcome to the goroutine waiting for it in submit. Slots
+// are pooled, since a channel made per operation was a measurable share of a heartbeat's CPU
+// (issue 12). A slot returns to the pool only once its answer has been received, so its
+// channel is empty whenever a use begins; and each use has its own number, so that a reply for
+// an earlier use (a second one, after a panic that followed the answer) is dropped instead of
+// reaching the operation that now holds the slot.
+type replySlot struct {
+	ch  chan outcome  // capacity 1
+	use atomic.Uint64 // the current use's number (even); plus 1 once it is answered
+}
+
+// replyTo is where one use of a slot is answered; the zero value is nobody.
+type replyTo struct {
+	slot *replySlot
+	use  uint64
+}
+
+// begin starts a use of a slot taken for one operation. Only the slot's holder starts a use, and the
+// shard only ever marks the current use answered, so the Store cannot lose a concurrent mark.
+func (sl *replySlot) begin() replyTo {
+	use := sl.use.Load()&^1 + 2
+	sl.use.Store(use)
+	return replyTo{slot: sl, use: use}
+}
+
+// reply answers r's use at most once; a repeated or stale reply is dropped. The send never
+// blocks: one answer per use, into a channel that was empty when the use began.
+func reply(r replyTo, out outcome) {
+	if r.slot != nil && r.slot.use.CompareAndSwap(r.use, r.use+1) {
+		r.slot.ch <- out
 	}
 }
 
 // runWrite runs a write op, replays and appends its records, and parks or answers the caller.
-func (s *Shard[M]) runWrite(op WriteOp[M], done chan outcome) {
+func (s *Shard[M]) runWrite(op WriteOp[M], done replyTo) {
 	c := &Ctx[M]{s: s, now: time.Now()}
 	res := op(c, s.spec)
 	w := waiter{done: done, out: outcome{resp: res.Response, err: res.Err}, afterDurable: c.afterDurable}
@@ -944,7 +974,7 @@ func (s *Shard[M]) shutdown() {
 		select {
 		case e := <-s.prio:
 			if e.kind == evDurable || e.kind == evFailed || e.kind == evLost {
-				s.guard(nil, e.kind.String(), func() { s.handle(e) })
+				s.guard(replyTo{}, e.kind.String(), func() { s.handle(e) })
 			}
 		case <-s.closing:
 			s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
