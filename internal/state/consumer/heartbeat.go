@@ -49,13 +49,17 @@ type TimerAction struct {
 	Cancel bool
 	// IfAbsent leaves an armed timer with the same key as it is.
 	IfAbsent bool
+	// key, when set, is Key() worked out beforehand (a member's cached session timer key).
+	key string
 }
+
+const sessionPrefix = "consumer-session\x00"
 
 // TimerKey is the runtime timer key of a consumer group timer.
 func TimerKey(kind TimerKind, group, member string) string {
 	switch kind {
 	case SessionTimer:
-		return "consumer-session\x00" + group + "\x00" + member
+		return sessionPrefix + group + "\x00" + member
 	case SyncTimer:
 		return "consumer-sync\x00" + group + "\x00" + member
 	case JoinTimer:
@@ -65,7 +69,12 @@ func TimerKey(kind TimerKind, group, member string) string {
 }
 
 // Key is the action's timer key.
-func (a TimerAction) Key() string { return TimerKey(a.Kind, a.Group, a.Member) }
+func (a TimerAction) Key() string {
+	if a.key != "" {
+		return a.key
+	}
+	return TimerKey(a.Kind, a.Group, a.Member)
+}
 
 // HeartbeatInput is one ConsumerGroupHeartbeat that passed ValidateRequest.
 type HeartbeatInput struct {
@@ -411,30 +420,14 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 		stored = newMember(memberID)
 	}
 
-	// The member as this heartbeat updates it.
-	m := stored.shallow()
-	if req.InstanceID != nil {
-		m.InstanceID = req.InstanceID
+	// The member as this heartbeat updates it. A heartbeat that changes none of its fields (a
+	// steady one sends them as null) uses the stored member itself: nothing below writes to m,
+	// and copying it was one allocation of every steady heartbeat.
+	m := stored
+	if isNew || !unchangedBy(stored, in) {
+		m = stored.shallow()
+		updateMember(m, in)
 	}
-	if req.RackID != nil {
-		m.RackID = req.RackID
-	}
-	if req.RebalanceTimeoutMillis != -1 {
-		m.RebalanceTimeoutMs = req.RebalanceTimeoutMillis
-	}
-	if req.ServerAssignor != nil {
-		m.ServerAssignor = *req.ServerAssignor
-	}
-	if req.SubscribedTopicNames != nil {
-		names := append([]string(nil), req.SubscribedTopicNames...)
-		sort.Strings(names)
-		m.SubscribedTopicNames = dedup(names)
-	}
-	if req.SubscribedTopicRegex != nil {
-		m.SubscribedTopicRegex = *req.SubscribedTopicRegex
-	}
-	m.ClientID, m.ClientHost = in.ClientID, in.ClientHost
-	m.Classic = in.classic
 	bump := false
 	var memberRec []log.Record
 	if isNew || !sameMetadata(stored, m) {
@@ -510,7 +503,9 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 			timers = append(timers, TimerAction{Kind: RebalanceTimer, Group: g.ID, Member: n.ID, Cancel: true})
 		}
 	}
-	timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: n.ID, After: cfg.SessionTimeout})
+	// n, m and stored share the member id; stored is the group's member, where the key cache
+	// outlives this heartbeat.
+	timers = append(timers, TimerAction{Kind: SessionTimer, Group: g.ID, Member: n.ID, After: cfg.SessionTimeout, key: stored.sessionTimerKey(g.ID)})
 
 	recs = append(recs, memberRec...)
 	recs = append(recs, groupRec...)
@@ -518,8 +513,9 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 	recs = append(recs, currentRec...)
 
 	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
-	id := m.ID
-	resp.MemberID, resp.MemberEpoch = &id, n.Epoch
+	// A member's ID is never written once the member is in a group or a record (a replacement
+	// renames its own fresh copy above), so the answer may point at it instead of at a copy.
+	resp.MemberID, resp.MemberEpoch = &m.ID, n.Epoch
 	resp.HeartbeatIntervalMillis = int32(cfg.HeartbeatInterval.Milliseconds())
 	// A full request (a join, or every field a member sends after an error) gets the whole
 	// assignment; otherwise only a changed one is sent.
@@ -535,6 +531,61 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 		resp.Assignment = &a
 	}
 	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers, groupEpoch: groupEpoch}, n
+}
+
+// updateMember writes a heartbeat's fields to m, a copy of the stored member.
+func updateMember(m *Member, in HeartbeatInput) {
+	req := in.Req
+	if req.InstanceID != nil {
+		m.InstanceID = req.InstanceID
+	}
+	if req.RackID != nil {
+		m.RackID = req.RackID
+	}
+	if req.RebalanceTimeoutMillis != -1 {
+		m.RebalanceTimeoutMs = req.RebalanceTimeoutMillis
+	}
+	if req.ServerAssignor != nil {
+		m.ServerAssignor = *req.ServerAssignor
+	}
+	if req.SubscribedTopicNames != nil {
+		names := append([]string(nil), req.SubscribedTopicNames...)
+		sort.Strings(names)
+		m.SubscribedTopicNames = dedup(names)
+	}
+	if req.SubscribedTopicRegex != nil {
+		m.SubscribedTopicRegex = *req.SubscribedTopicRegex
+	}
+	m.ClientID, m.ClientHost = in.ClientID, in.ClientHost
+	m.Classic = in.classic
+}
+
+// unchangedBy reports whether updateMember would leave a copy of m equal to m (what
+// sameMetadata and the classic checks compare), without making the copy.
+func unchangedBy(m *Member, in HeartbeatInput) bool {
+	req := in.Req
+	return in.classic == nil && m.Classic == nil && m.ClientID == in.ClientID && m.ClientHost == in.ClientHost &&
+		(req.InstanceID == nil || eqPtr(req.InstanceID, m.InstanceID)) &&
+		(req.RackID == nil || eqPtr(req.RackID, m.RackID)) &&
+		(req.RebalanceTimeoutMillis == -1 || req.RebalanceTimeoutMillis == m.RebalanceTimeoutMs) &&
+		(req.ServerAssignor == nil || *req.ServerAssignor == m.ServerAssignor) &&
+		(req.SubscribedTopicNames == nil || sameSortedNames(req.SubscribedTopicNames, m.SubscribedTopicNames)) &&
+		(req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == m.SubscribedTopicRegex)
+}
+
+// sameSortedNames reports whether names, sorted and deduplicated, are have (which is sorted and
+// deduplicated). Only names already in strictly increasing order are recognised: any other
+// order is left to updateMember, which sorts a copy.
+func sameSortedNames(names, have []string) bool {
+	if len(names) != len(have) {
+		return false
+	}
+	for i := range names {
+		if names[i] != have[i] || (i > 0 && names[i] <= names[i-1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // assignmentDue reports whether the group may compute a target now.

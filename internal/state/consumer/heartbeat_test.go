@@ -497,3 +497,108 @@ func TestClassicHeartbeatWaitsForUnreleasedPartitions(t *testing.T) {
 		t.Fatalf("b's Heartbeat once its partition is free: code %d, join timer %+v", code, jt)
 	}
 }
+
+func sessionKeyOf(t *testing.T, out HeartbeatOutput) string {
+	t.Helper()
+	for _, a := range out.Timers {
+		if a.Kind == SessionTimer && !a.Cancel {
+			return a.Key()
+		}
+	}
+	t.Fatalf("no session timer armed: %+v", out.Timers)
+	return ""
+}
+
+// Every heartbeat re-arms its member's session timer under the member's own key, also when the
+// key comes from the member's cache: a static replacement (which renames a copy of the replaced
+// member, cache included) arms the new member's timer, not the replaced one's.
+func TestHeartbeatSessionTimerKeyFollowsMember(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	inst := "i1"
+	r := join("g", "a", "t")
+	r.InstanceID = &inst
+	if got := sessionKeyOf(t, w.hb(r)); got != TimerKey(SessionTimer, "g", "a") {
+		t.Fatalf("join armed %q", got)
+	}
+	for i := 0; i < 2; i++ { // the second steady beat reads the cache the first filled
+		m := w.s.Groups["g"].Members["a"]
+		out := w.hb(beat("g", "a", m.Epoch, m.Assigned))
+		if len(out.Records) != 0 || *out.Response.MemberID != "a" {
+			t.Fatalf("steady heartbeat: %d records, member %q", len(out.Records), *out.Response.MemberID)
+		}
+		if got := sessionKeyOf(t, out); got != TimerKey(SessionTimer, "g", "a") {
+			t.Fatalf("steady heartbeat armed %q", got)
+		}
+	}
+	leave := beat("g", "a", -2, nil)
+	leave.InstanceID = &inst
+	w.hb(leave)
+	r2 := join("g", "b", "t")
+	r2.InstanceID = &inst
+	out := w.hb(r2)
+	if got := sessionKeyOf(t, out); got != TimerKey(SessionTimer, "g", "b") {
+		t.Fatalf("the replacement armed %q, want its own session timer", got)
+	}
+	m := w.s.Groups["g"].Members["b"]
+	if got := sessionKeyOf(t, w.hb(beat("g", "b", m.Epoch, m.Assigned))); got != TimerKey(SessionTimer, "g", "b") {
+		t.Fatalf("the replacement's steady heartbeat armed %q", got)
+	}
+	// The same member id in another group has that group's key.
+	w.hb(join("g2", "b", "t"))
+	m = w.s.Groups["g2"].Members["b"]
+	if got := sessionKeyOf(t, w.hb(beat("g2", "b", m.Epoch, m.Assigned))); got != TimerKey(SessionTimer, "g2", "b") {
+		t.Fatalf("member b of g2 armed %q", got)
+	}
+}
+
+// A steady heartbeat that repeats a field with its stored value changes nothing; one that
+// changes any member field writes the member's metadata (the no-copy path must see each field).
+func TestHeartbeatFieldChangesAreRecorded(t *testing.T) {
+	inst, rack, other := "i1", "r1", "x"
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		name    string
+		edit    func(r *kmsg.ConsumerGroupHeartbeatRequest, in *HeartbeatInput)
+		changed bool
+	}{
+		{"nothing", func(*kmsg.ConsumerGroupHeartbeatRequest, *HeartbeatInput) {}, false},
+		{"same values repeated", func(r *kmsg.ConsumerGroupHeartbeatRequest, _ *HeartbeatInput) {
+			r.InstanceID, r.RackID, r.RebalanceTimeoutMillis = &inst, &rack, 60000
+			r.SubscribedTopicNames, r.SubscribedTopicRegex, r.ServerAssignor = []string{"t", "u"}, str(""), str("uniform")
+		}, false},
+		{"same names unsorted", func(r *kmsg.ConsumerGroupHeartbeatRequest, _ *HeartbeatInput) {
+			r.SubscribedTopicNames = []string{"u", "t", "u"}
+		}, false},
+		{"rack", func(r *kmsg.ConsumerGroupHeartbeatRequest, _ *HeartbeatInput) { r.RackID = &other }, true},
+		{"rebalance timeout", func(r *kmsg.ConsumerGroupHeartbeatRequest, _ *HeartbeatInput) { r.RebalanceTimeoutMillis = 5 }, true},
+		{"assignor", func(r *kmsg.ConsumerGroupHeartbeatRequest, _ *HeartbeatInput) { r.ServerAssignor = str("range") }, true},
+		{"names", func(r *kmsg.ConsumerGroupHeartbeatRequest, _ *HeartbeatInput) { r.SubscribedTopicNames = []string{"t"} }, true},
+		{"regex", func(r *kmsg.ConsumerGroupHeartbeatRequest, _ *HeartbeatInput) { r.SubscribedTopicRegex = str("t.*") }, true},
+		{"client id", func(_ *kmsg.ConsumerGroupHeartbeatRequest, in *HeartbeatInput) { in.ClientID = "other" }, true},
+		{"client host", func(_ *kmsg.ConsumerGroupHeartbeatRequest, in *HeartbeatInput) { in.ClientHost = "/10.0.0.1" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, topics("t", 2, "u", 2))
+			r := join("g", "a", "t", "u")
+			r.InstanceID, r.RackID, r.ServerAssignor = &inst, &rack, str("uniform")
+			w.hb(r)
+			m := w.s.Groups["g"].Members["a"]
+			req := beat("g", "a", m.Epoch, m.Assigned)
+			in := HeartbeatInput{Req: req, ClientID: "c", ClientHost: "/127.0.0.1", Catalog: w.cat, Config: w.cfg, Now: w.now}
+			tc.edit(req, &in)
+			out := w.s.Heartbeat(in)
+			if out.Response.ErrorCode != 0 {
+				t.Fatalf("heartbeat: %s", errOf(out))
+			}
+			key := MemberMetadataRecord("g", newMember("a")).Key
+			wrote := false
+			for _, rec := range out.Records {
+				wrote = wrote || string(rec.Key) == string(key)
+			}
+			if wrote != tc.changed {
+				t.Fatalf("member metadata written: %v, want %v (records %d)", wrote, tc.changed, len(out.Records))
+			}
+			sessionKeyOf(t, out)
+		})
+	}
+}

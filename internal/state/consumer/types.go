@@ -116,6 +116,26 @@ type Member struct {
 
 	hasMetadata bool
 	hasCurrent  bool
+
+	// sessionKey caches TimerKey(SessionTimer, group, ID), which every heartbeat re-arms: built
+	// per heartbeat it was an allocation. Copies carry it along, so it is trusted only while it
+	// still matches the group and ID (a replacement member renames a copy).
+	sessionKey string
+}
+
+// sessionTimerKey is TimerKey(SessionTimer, group, m.ID), from the cache when it matches.
+func (m *Member) sessionTimerKey(group string) string {
+	if !isTimerKey(m.sessionKey, sessionPrefix, group, m.ID) {
+		m.sessionKey = TimerKey(SessionTimer, group, m.ID)
+	}
+	return m.sessionKey
+}
+
+// isTimerKey reports whether key is prefix + group + "\x00" + member, without building it.
+func isTimerKey(key, prefix, group, member string) bool {
+	g := len(prefix)
+	return len(key) == g+len(group)+1+len(member) && key[:g] == prefix && key[g:g+len(group)] == group &&
+		key[g+len(group)] == 0 && key[g+len(group)+1:] == member
 }
 
 func newMember(id string) *Member {

@@ -78,6 +78,30 @@ func (c *Ctx[M]) Schedule(key string, d time.Duration, op WriteOp[M]) {
 		}
 		old.t.Stop()
 	}
+	c.arm(key, d, deadline, op)
+}
+
+// Extend moves an armed timer to run after d, keeping its operation, and reports whether one
+// was armed. It is Schedule for a caller whose operation would be the same as the armed one
+// (a session timer pushed back by a heartbeat): the caller then need not build it.
+func (c *Ctx[M]) Extend(key string, d time.Duration) bool {
+	old := c.s.timers[key]
+	if old == nil {
+		return false
+	}
+	deadline := time.Now().Add(d)
+	if !old.firesAt.After(deadline) {
+		old.deadline = deadline
+		return true
+	}
+	old.t.Stop()
+	c.arm(key, d, deadline, old.op)
+	return true
+}
+
+// arm sets a new timer for key, replacing the map entry.
+func (c *Ctx[M]) arm(key string, d time.Duration, deadline time.Time, op WriteOp[M]) {
+	s := c.s
 	s.timerSeq++
 	seq, gen := s.timerSeq, s.gen
 	t := &timer[M]{seq: seq, op: op, deadline: deadline, firesAt: deadline}

@@ -363,6 +363,61 @@ func TestTimersPushedBackOrBroughtForward(t *testing.T) {
 	})
 }
 
+// Extend moves an armed timer (later or earlier) and keeps its operation; with nothing armed
+// it arms nothing and says so, so the caller schedules the operation itself.
+func TestTimerExtendKeepsOpAndMovesDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: memlog.New()})
+		s.Start()
+		synctest.Wait()
+		ctx := context.Background()
+		extend := func(key string, d time.Duration) bool {
+			v, _ := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { return Result{Response: c.Extend(key, d)} })
+			return v.(bool)
+		}
+		read := func(key string) int64 {
+			synctest.Wait()
+			v, _ := s.Read(ctx, get(key))
+			return v.(int64)
+		}
+		if extend("none", time.Second) {
+			t.Fatal("Extend reported a timer that was never armed")
+		}
+		s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
+			c.Schedule("later", time.Second, set("later", 1))
+			c.Schedule("sooner", 10*time.Second, set("sooner", 1))
+			return Result{}
+		})
+		for i := 0; i < 4; i++ { // pushed back by 1 s every 500 ms
+			time.Sleep(500 * time.Millisecond)
+			if !extend("later", time.Second) {
+				t.Fatal("Extend missed an armed timer")
+			}
+		}
+		if !extend("sooner", time.Second) {
+			t.Fatal("Extend missed an armed timer")
+		}
+		if v := read("later"); v != 0 {
+			t.Fatal("an extended timer ran at its old deadline")
+		}
+		time.Sleep(1100 * time.Millisecond) // 3.1 s: the last extensions set 3 s
+		if v := read("later"); v != 1 {
+			t.Fatalf("an extended timer ran %d after its new deadline, want its own op (1)", v)
+		}
+		if v := read("sooner"); v != 1 {
+			t.Fatalf("a timer brought forward by Extend ran %d at its new deadline, want 1", v)
+		}
+		time.Sleep(10 * time.Second)
+		if v := read("sooner"); v != 1 {
+			t.Fatalf("a timer brought forward by Extend ran again at its old deadline (%d)", v)
+		}
+		if extend("later", time.Second) {
+			t.Fatal("Extend reported a timer that already ran")
+		}
+		s.Close(ctx)
+	})
+}
+
 func TestTimersDroppedOnReloadAndRearmedByOnLoaded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memlog.New()

@@ -83,7 +83,12 @@ func applyConsumerTimers(c *runtime.Ctx[*Machine], actions []consumer.TimerActio
 		}
 		switch a.Kind {
 		case consumer.SessionTimer:
-			c.Schedule(key, a.After, consumerFence(a.Group, a.Member, 0, false, cfg))
+			// An armed session timer's operation is this one (the key names the group and
+			// member; cfg reaches only the cancels a fence makes): a re-arm keeps it rather
+			// than building a closure per heartbeat.
+			if !c.Extend(key, a.After) {
+				c.Schedule(key, a.After, consumerFence(a.Group, a.Member, 0, false, cfg))
+			}
 		case consumer.RebalanceTimer:
 			c.Schedule(key, a.After, consumerFence(a.Group, a.Member, a.Epoch, true, cfg))
 		case consumer.SyncTimer, consumer.JoinTimer:
