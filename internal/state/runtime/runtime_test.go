@@ -375,10 +375,12 @@ func TestTimerExtendKeepsOpAndMovesDeadline(t *testing.T) {
 			v, _ := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { return Result{Response: c.Extend(key, d)} })
 			return v.(bool)
 		}
-		read := func(key string) int64 {
+		expect := func(key string, want int64, when string) {
+			t.Helper()
 			synctest.Wait()
-			v, _ := s.Read(ctx, get(key))
-			return v.(int64)
+			if v, _ := s.Read(ctx, get(key)); v != want {
+				t.Fatalf("%s: timer %q ran to %v, want %d", when, key, v, want)
+			}
 		}
 		if extend("none", time.Second) {
 			t.Fatal("Extend reported a timer that was never armed")
@@ -397,20 +399,12 @@ func TestTimerExtendKeepsOpAndMovesDeadline(t *testing.T) {
 		if !extend("sooner", time.Second) {
 			t.Fatal("Extend missed an armed timer")
 		}
-		if v := read("later"); v != 0 {
-			t.Fatal("an extended timer ran at its old deadline")
-		}
+		expect("later", 0, "before its new deadline (its old one passed)")
 		time.Sleep(1100 * time.Millisecond) // 3.1 s: the last extensions set 3 s
-		if v := read("later"); v != 1 {
-			t.Fatalf("an extended timer ran %d after its new deadline, want its own op (1)", v)
-		}
-		if v := read("sooner"); v != 1 {
-			t.Fatalf("a timer brought forward by Extend ran %d at its new deadline, want 1", v)
-		}
+		expect("later", 1, "after its new deadline, with its own op")
+		expect("sooner", 1, "brought forward, at its new deadline")
 		time.Sleep(10 * time.Second)
-		if v := read("sooner"); v != 1 {
-			t.Fatalf("a timer brought forward by Extend ran again at its old deadline (%d)", v)
-		}
+		expect("sooner", 1, "brought forward, after its old deadline")
 		if extend("later", time.Second) {
 			t.Fatal("Extend reported a timer that already ran")
 		}
