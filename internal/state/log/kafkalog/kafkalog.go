@@ -345,10 +345,14 @@ func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
 	return r.Offset, nil
 }
 
-// loadFetchBytes sizes each fetch of a load.
+// loadFetchBytes caps each fetch of a load (the partition's share and the whole response),
+// and so, with one fetch in flight and one buffered, what a load holds besides what the shard
+// keeps. kgo's default partition share, 1 MiB, measured best (BenchmarkBrokerLoad): 256 KiB
+// pays more round trips, and 4 MiB or more no longer overlaps decoding one fetch with
+// replaying the previous one.
 var loadFetchBytes int32 = 1 << 20
 
-// loadRecycle: the load hands the kgo.Record slices it decoded into back to recordSlices.
+// loadRecycle turns recordSlices on; off only in BenchmarkBrokerLoad's baseline and tests.
 var loadRecycle = true
 
 // recordSlices is a kgo.PoolRecords. kgo decodes each fetched batch into a fresh []kgo.Record
