@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -576,8 +577,10 @@ func TestBrokerLoadedRecordsOutliveTheLoad(t *testing.T) {
 	}
 }
 
-// A load's memory is bounded by what is in flight, not by the shard's size: it allocates about
-// the fetched bytes, not a kgo.Record (~170 bytes) for every record replayed.
+// A load's memory is bounded by what is in flight, not by the shard's size: it allocates the
+// fetched bytes, not also a kgo.Record (~170 bytes) for every record replayed. Measured against
+// the same load decoding into fresh Records (loadRecycle off), so that what every load
+// allocates besides (its producer and consumer, the fetched bytes) cancels out.
 func TestBrokerLoadAllocatesNoRecordPerRecord(t *testing.T) {
 	const n = 100_000
 	b := newBackend(t, 1)
@@ -585,8 +588,13 @@ func TestBrokerLoadAllocatesNoRecordPerRecord(t *testing.T) {
 	load(t, l)
 	writeCommits(t, l, r, n)
 	l.Close()
-	// The first load warms the pool; the second is measured.
-	for i := 0; i < 2; i++ {
+	defer func(old bool) { loadRecycle = old }(loadRecycle)
+	// No collection runs meanwhile, so that what is measured is the reuse, not how often a
+	// collection emptied the sync.Pool. A first recycled load warms the pool.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	perRecord := map[bool]float64{}
+	for _, recycle := range []bool{true, false, true} {
+		loadRecycle = recycle
 		l, _ := open(t, b, 0)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -599,12 +607,14 @@ func TestBrokerLoadAllocatesNoRecordPerRecord(t *testing.T) {
 		if replayed != n {
 			t.Fatalf("loaded %d records, want %d", replayed, n)
 		}
-		perRecord := float64(after.TotalAlloc-before.TotalAlloc) / n
-		t.Logf("load %d: %.0f bytes allocated per record", i, perRecord)
-		// Measured: 164 bytes (the fetched and decompressed bytes, ~60 bytes of records each);
-		// 281 with a kgo.Record allocated per record.
-		if i == 1 && perRecord > 220 {
-			t.Fatalf("a load allocated %.0f bytes per record replayed, want at most 220", perRecord)
-		}
+		perRecord[recycle] = float64(after.TotalAlloc-before.TotalAlloc) / n
+	}
+	t.Logf("bytes allocated per record loaded: %.0f recycling the Records, %.0f without", perRecord[true], perRecord[false])
+	// Measured: 170-220 against 280 (a slice too short for the next batch is dropped, so how
+	// many are reused depends on how the rounds were batched). The race detector's sync.Pool
+	// drops a share of what is put back.
+	if saved := perRecord[false] - perRecord[true]; saved < 40 && !raceEnabled {
+		t.Fatalf("recycling the Records saved %.0f bytes per record loaded, want at least 40 (%.0f with, %.0f without)",
+			saved, perRecord[true], perRecord[false])
 	}
 }
