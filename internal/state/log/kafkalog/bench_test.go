@@ -67,22 +67,7 @@ func loadBench(b *testing.B) *Backend {
 		be := newBackend(b, 1)
 		l, r := open(b, be, 0)
 		load(b, l)
-		var last int64
-		for i := 0; i < loadBenchRecords; i += 1000 {
-			batch := make([]log.Record, 1000)
-			for j := range batch {
-				k := i + j
-				batch[j] = log.Record{Key: []byte(fmt.Sprintf("\x00\x01group-%05d/topic-%03d/%d", k/100, k%10, k%100/10)), Value: commitValue(k)}
-			}
-			var err error
-			if last, err = l.Append(batch); err != nil {
-				b.Fatal(err)
-			}
-			if i%20000 == 0 {
-				waitDurable(b, r, last)
-			}
-		}
-		waitDurable(b, r, last)
+		writeCommits(b, l, r, loadBenchRecords)
 		l.Close()
 		loadBenchBackend.be = be
 	})

@@ -538,7 +538,7 @@ func writeCommits(t testing.TB, l log.Log, r *reports, n int) []log.Record {
 		batch := make([]log.Record, min(1000, n-i))
 		for j := range batch {
 			k := i + j
-			batch[j] = log.Record{Key: []byte(fmt.Sprintf("\x00\x01group-%04d/topic/%d", k%97, k)), Value: commitValue(k)}
+			batch[j] = log.Record{Key: []byte(fmt.Sprintf("\x00\x01group-%05d/topic-%03d/%d", k/100, k%10, k%100/10)), Value: commitValue(k)}
 		}
 		all = append(all, batch...)
 		var err error
