@@ -348,8 +348,9 @@ func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
 // loadFetchBytes caps each fetch of a load (the partition's share and the whole response),
 // and so, with one fetch in flight and one buffered, what a load holds besides what the shard
 // keeps. kgo's default partition share, 1 MiB, measured best (BenchmarkBrokerLoad): 256 KiB
-// pays more round trips, and 4 MiB or more no longer overlaps decoding one fetch with
-// replaying the previous one.
+// pays four times the round trips, and 4 MiB or more was slower too, presumably because
+// fewer, longer decoding steps overlap less of the replay of the previous fetch. Tests change
+// it (no test of this package runs in parallel).
 var loadFetchBytes int32 = 1 << 20
 
 // loadRecycle turns recordSlices on; off only in BenchmarkBrokerLoad's baseline and tests.
