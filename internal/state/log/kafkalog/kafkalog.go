@@ -345,12 +345,47 @@ func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
 	return r.Offset, nil
 }
 
+// loadFetchBytes caps each fetch of a load (the partition's share and the whole response),
+// and so, with one fetch in flight and one buffered, what a load holds besides what the shard
+// keeps. kgo's default partition share, 1 MiB, measured best (BenchmarkBrokerLoad): 256 KiB
+// pays four times the round trips, and 4 MiB or more was slower too, presumably because
+// fewer, longer decoding steps overlap less of the replay of the previous fetch. Tests change
+// it (no test of this package runs in parallel).
+var loadFetchBytes int32 = 1 << 20
+
+// loadRecycle turns recordSlices on; off only in BenchmarkBrokerLoad's baseline and tests.
+var loadRecycle = true
+
+// recordSlices is a kgo.PoolRecords. kgo decodes each fetched batch into a fresh []kgo.Record
+// (about 170 bytes per record: a 1M-record load allocated 170 MB of them, and collecting that
+// was a quarter of the load's CPU); a load recycles each record once it is replayed, and kgo
+// puts a batch's slice back here when all of its records are, so a load reuses the few slices
+// in flight. Only the Record structs are pooled: the keys and values handed to the shard point
+// into the fetched (or decompressed) bytes, which are not, so the shard may keep them.
+type recordSlices struct{ p sync.Pool }
+
+func (rs *recordSlices) GetRecords(n int) []kgo.Record {
+	if s, ok := rs.p.Get().(*[]kgo.Record); ok && cap(*s) >= n {
+		return (*s)[:n]
+	}
+	return make([]kgo.Record, n)
+}
+
+func (rs *recordSlices) PutRecords(s []kgo.Record) { rs.p.Put(&s) }
+
+var loadRecordSlices = &recordSlices{}
+
 // replay consumes the partition from its start up to and including offset end.
 func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Record) error) (int64, error) {
 	opts := append(append([]kgo.Opt{}, l.b.opts.Client...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.b.opts.Topic: {l.shard: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxPartitionBytes(loadFetchBytes),
+		kgo.FetchMaxBytes(loadFetchBytes),
 	)
+	if loadRecycle {
+		opts = append(opts, kgo.WithPools(loadRecordSlices))
+	}
 	cc, err := kgo.NewClient(opts...)
 	if err != nil {
 		return 0, err
@@ -375,6 +410,9 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 		done := false
 		var cbErr error
 		fs.EachRecord(func(r *kgo.Record) {
+			if loadRecycle {
+				defer r.Recycle()
+			}
 			if done || cbErr != nil {
 				return
 			}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package kafkalog
+
+const raceEnabled = false
