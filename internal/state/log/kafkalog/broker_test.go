@@ -524,8 +524,23 @@ func deleteStateTopic(t *testing.T, ctx context.Context, b *Backend) {
 		t.Fatal(err)
 	}
 	defer kc.Close()
-	if _, err := kadm.NewClient(kc).DeleteTopic(ctx, b.opts.Topic); err != nil {
+	adm := kadm.NewClient(kc)
+	if _, err := adm.DeleteTopic(ctx, b.opts.Topic); err != nil {
 		t.Fatal(err)
+	}
+	// DeleteTopics answers once the controller took the deletion; the broker may still take a
+	// produce until its metadata drops the topic (a run saw a round made durable after the
+	// answer). The tests mean a topic that is gone.
+	for {
+		topics, err := adm.ListTopics(ctx, b.opts.Topic)
+		if err == nil && !topics.Has(b.opts.Topic) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the state topic %s is still listed after its deletion", b.opts.Topic)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
