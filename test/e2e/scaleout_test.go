@@ -1083,12 +1083,21 @@ func TestScaleOutFencedShardIsReloadedByItsOwner(t *testing.T) {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		id := fmt.Sprintf("coordinatord-%s-shard-%d", clusterID, i)
 		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, 60000, -1, -1
-		resp, err := req.RequestWith(ctx, up)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
-		if err != nil {
-			t.Fatalf("fence %s: %v", id, err)
+		for {
+			resp, err := req.RequestWith(ctx, up)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			// The shard's last round may still be writing its markers: Kafka answers
+			// CONCURRENT_TRANSACTIONS until it is done, and a client retries.
+			if errors.Is(err, kerr.ConcurrentTransactions) && ctx.Err() == nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("fence %s: %v", id, err)
+			}
+			break
 		}
 	}
 	fenced := commit(20)
