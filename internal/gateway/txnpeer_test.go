@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/coordinatord/coordinatord/internal/wire/wiretest"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -121,73 +120,31 @@ func TestPeerMarkersKeepConnectionsOnlyToNodesOfTheAssignment(t *testing.T) {
 // partition, as coordinatord's own listener does, and counts the connections.
 func markerServer(t *testing.T) (addr string, conns *atomic.Int32) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	conns = &atomic.Int32{}
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer nc.Close()
-				for {
-					var size [4]byte
-					if _, err := io.ReadFull(nc, size[:]); err != nil {
-						return
-					}
-					frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-					if _, err := io.ReadFull(nc, frame); err != nil {
-						return
-					}
-					h, rest, err := wire.ParseHeader(frame)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if rest, err = wire.SkipHeaderTags(rest); err != nil {
-						t.Error(err)
-						return
-					}
-					req := kmsg.NewPtrWriteTxnMarkersRequest()
-					req.SetVersion(h.Version)
-					if err := req.ReadFrom(rest); err != nil {
-						t.Error(err)
-						return
-					}
-					resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-					for _, m := range req.Markers {
-						rm := kmsg.NewWriteTxnMarkersResponseMarker()
-						rm.ProducerID = m.ProducerID
-						for _, mt := range m.Topics {
-							rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
-							rt.Topic = mt.Topic
-							for _, p := range mt.Partitions {
-								rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
-								rp.Partition = p
-								rt.Partitions = append(rt.Partitions, rp)
-							}
-							rm.Topics = append(rm.Topics, rt)
-						}
-						resp.Markers = append(resp.Markers, rm)
-					}
-					out := binary.BigEndian.AppendUint32(make([]byte, 4), uint32(h.CorrelationID))
-					out = append(out, 0) // response header v1: no tags
-					out = resp.AppendTo(out)
-					binary.BigEndian.PutUint32(out, uint32(len(out)-4))
-					if _, err := nc.Write(out); err != nil {
-						return
-					}
-				}
-			}()
+	s := wiretest.Serve(t, func(h wire.Header, body []byte) kmsg.Response {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		if !wiretest.Request(h, body, req) {
+			t.Errorf("a WriteTxnMarkers v%d frame does not decode", h.Version)
+			return nil
 		}
-	}()
-	return ln.Addr().String(), conns
+		resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		for _, m := range req.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, mt := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = mt.Topic
+				for _, p := range mt.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition = p
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return resp
+	})
+	return s.Addr.String(), &s.Conns
 }
 
 // Deliveries over real connections: the flexible request and answer frames round-trip, and a

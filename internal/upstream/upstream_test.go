@@ -2,15 +2,13 @@ package upstream
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"io"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/coordinatord/coordinatord/internal/wire/wiretest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -42,112 +40,63 @@ type fakeAnswers struct {
 
 func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	addr := ln.Addr().(*net.TCPAddr)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	s := wiretest.Listen(t)
+	addr := s.Addr
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch h.Key {
+		case 18:
+			if a.apiVersions != nil {
+				a.apiVersions.Add(1)
 			}
-			go func() {
-				defer c.Close()
-				for {
-					var size [4]byte
-					if _, err := io.ReadFull(c, size[:]); err != nil {
-						return
-					}
-					frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-					if _, err := io.ReadFull(c, frame); err != nil {
-						return
-					}
-					h, body, err := wire.ParseHeader(frame)
-					if err != nil {
-						return
-					}
-					var resp kmsg.Response
-					switch h.Key {
-					case 18:
-						if a.apiVersions != nil {
-							a.apiVersions.Add(1)
-						}
-						r := kmsg.NewPtrApiVersionsResponse()
-						r.ErrorCode = a.apiVersionsCode
-						for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}, {19, 0, 4}, {10, 0, 3}, {65, 0, 0}, {2, 0, 5}} {
-							ak := kmsg.NewApiVersionsResponseApiKey()
-							ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
-							r.ApiKeys = append(r.ApiKeys, ak)
-						}
-						resp = r
-					case 3:
-						r := kmsg.NewPtrMetadataResponse()
-						b := kmsg.NewMetadataResponseBroker()
-						b.NodeID, b.Host, b.Port = 1, "127.0.0.1", int32(addr.Port)
-						r.Brokers = append(r.Brokers, b)
-						r.ControllerID = 1
-						if a.topics != nil {
-							r.Topics = a.topics()
-						}
-						resp = r
-					case 19:
-						if a.createTopics == nil {
-							return
-						}
-						req := kmsg.NewPtrCreateTopicsRequest()
-						req.SetVersion(h.Version)
-						if err := req.ReadFrom(body); err != nil {
-							return
-						}
-						resp = a.createTopics(req)
-					case 2:
-						if a.listOffsets == nil {
-							return
-						}
-						req := kmsg.NewPtrListOffsetsRequest()
-						req.SetVersion(h.Version)
-						if err := req.ReadFrom(body); err != nil {
-							return
-						}
-						resp = a.listOffsets(req)
-					case 10:
-						r := kmsg.NewPtrFindCoordinatorResponse()
-						r.NodeID, r.Host, r.Port = 1, "127.0.0.1", int32(addr.Port)
-						resp = r
-					case 65:
-						if a.describeTxn == nil {
-							return
-						}
-						req := kmsg.NewPtrDescribeTransactionsRequest()
-						req.SetVersion(h.Version)
-						body, err := wire.SkipHeaderTags(body) // a flexible request
-						if err != nil {
-							return
-						}
-						if err := req.ReadFrom(body); err != nil {
-							return
-						}
-						r := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-						for _, id := range req.TransactionalIDs {
-							st := a.describeTxn(id)
-							st.TransactionalID = id
-							r.TransactionStates = append(r.TransactionStates, st)
-						}
-						resp = r
-					default:
-						return
-					}
-					resp.SetVersion(h.Version)
-					if _, err := c.Write(wire.AppendResponse(nil, h.CorrelationID, resp)); err != nil {
-						return
-					}
-				}
-			}()
+			r := kmsg.NewPtrApiVersionsResponse()
+			r.ErrorCode = a.apiVersionsCode
+			for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}, {19, 0, 4}, {10, 0, 3}, {65, 0, 0}, {2, 0, 5}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case 3:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", int32(addr.Port)
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			if a.topics != nil {
+				r.Topics = a.topics()
+			}
+			return r
+		case 19:
+			req := kmsg.NewPtrCreateTopicsRequest()
+			if a.createTopics == nil || !wiretest.Request(h, body, req) {
+				return nil
+			}
+			return a.createTopics(req)
+		case 2:
+			req := kmsg.NewPtrListOffsetsRequest()
+			if a.listOffsets == nil || !wiretest.Request(h, body, req) {
+				return nil
+			}
+			return a.listOffsets(req)
+		case 10:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", int32(addr.Port)
+			return r
+		case 65:
+			req := kmsg.NewPtrDescribeTransactionsRequest()
+			if a.describeTxn == nil || !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+			for _, id := range req.TransactionalIDs {
+				st := a.describeTxn(id)
+				st.TransactionalID = id
+				r.TransactionStates = append(r.TransactionStates, st)
+			}
+			return r
 		}
-	}()
+		return nil
+	})
 	return addr.String()
 }
 

@@ -149,6 +149,15 @@ type txnScene struct {
 	txnID string
 }
 
+// twoOthers names the two nodes that do not own the scene's group, each with a producer's
+// connection of the scene's transactional id through it.
+func (sc *txnScene) twoOthers(t *testing.T, ctx context.Context) (x, y int32, viaX, viaY *kgo.Broker) {
+	t.Helper()
+	x = sc.s.otherThan(sc.owner)
+	y = sc.s.otherThan(sc.owner, x)
+	return x, y, sc.s.txnVia(t, ctx, x, sc.txnID), sc.s.txnVia(t, ctx, y, sc.txnID)
+}
+
 func startTxnScene(t *testing.T, ctx context.Context, prefix string) *txnScene {
 	t.Helper()
 	requireE2E(t)
@@ -303,11 +312,8 @@ func TestScaleOutTxnOutcomeWhenTheEndTxnMovesToAnotherNode(t *testing.T) {
 	defer cancel()
 	sc := startTxnScene(t, ctx, "somv")
 	s, cl, group, owner := sc.s, sc.cl, sc.group, sc.owner
-	x := s.otherThan(owner)
-	y := s.otherThan(owner, x)
+	x, y, viaX, viaY := sc.twoOthers(t, ctx)
 	st := txnStep{txnID: sc.txnID, pid: -1}
-	viaX := s.txnVia(t, ctx, x, st.txnID)
-	viaY := s.txnVia(t, ctx, y, st.txnID)
 
 	st = stageVia(t, ctx, viaX, s.nodes[owner].Addr, st, group, s.topic, 7)
 	endVia(t, ctx, viaY, st, true)
@@ -333,11 +339,8 @@ func TestScaleOutFencedProducersOffsetsAreAbortedThroughAnotherNode(t *testing.T
 	defer cancel()
 	sc := startTxnScene(t, ctx, "sofe")
 	s, cl, group, owner := sc.s, sc.cl, sc.group, sc.owner
-	x := s.otherThan(owner)
-	y := s.otherThan(owner, x)
+	_, y, viaX, viaY := sc.twoOthers(t, ctx)
 	zombie := txnStep{txnID: sc.txnID, pid: -1}
-	viaX := s.txnVia(t, ctx, x, zombie.txnID)
-	viaY := s.txnVia(t, ctx, y, zombie.txnID)
 	zombie = stageVia(t, ctx, viaX, s.nodes[owner].Addr, zombie, group, s.topic, 7)
 
 	// Kafka answers the first InitProducerId CONCURRENT_TRANSACTIONS while it aborts the open
