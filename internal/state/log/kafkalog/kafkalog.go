@@ -152,6 +152,7 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 		kgo.ManualFlushing(),
 		kgo.ProducerBatchMaxBytes(int32(b.opts.MaxBatchBytes+batchSlack)),
 		kgo.RecordDeliveryTimeout(b.opts.TransactionTimeout),
+		kgo.MetadataMinAge(shardMetadataMinAge),
 	)
 	kc, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -161,6 +162,16 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	return l, nil
 }
+
+// shardMetadataMinAge is the shard producer's kgo.MetadataMinAge. Under transactions v2
+// (KIP-890, Kafka 4.0+) a produce begun while the previous transaction's markers are still being
+// written is answered CONCURRENT_TRANSACTIONS once the broker's own retries
+// (add.partitions.to.txn.retry.backoff.max.ms, 100 ms) run out, and kgo retries such a
+// produce only after a metadata update, which it spaces by MetadataMinAge: 5 s by default,
+// so a round that met it once held its shard's acknowledgements up to 5 s (the 5 s p99 of
+// issue 18's benchmark). Metadata is only refreshed on such errors, so a short age costs a
+// Metadata request per retry. Tests change it.
+var shardMetadataMinAge = 100 * time.Millisecond
 
 type kafkaLog struct {
 	b     *Backend
