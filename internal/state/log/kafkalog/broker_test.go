@@ -212,20 +212,34 @@ func TestBrokerAppendLoadRoundTrip(t *testing.T) {
 // (the shard goes FAILED and answers NOT_COORDINATOR), and nothing it tried to append after
 // the fence reaches the new owner.
 func TestBrokerSecondOwnerFencesFirst(t *testing.T) {
+	// The rounds of a shard alternate between its producers (shardProducers); the old owner's
+	// stale round must be fenced whichever producer it lands on, so the old owner commits 1 up
+	// to shardProducers rounds before the new owner loads.
+	for before := 1; before <= shardProducers; before++ {
+		t.Run(fmt.Sprintf("rounds_before_%d", before), func(t *testing.T) { secondOwnerFencesFirst(t, before) })
+	}
+}
+
+func secondOwnerFencesFirst(t *testing.T, before int) {
 	b := newBackend(t, 1)
 	old, oldR := open(t, b, 0)
 	defer old.Close()
 	load(t, old)
-	last, err := old.Append([]log.Record{rec("a", "before")})
-	if err != nil {
-		t.Fatal(err)
+	var want []log.Record
+	for i := 0; i < before; i++ {
+		r := rec(fmt.Sprintf("a%d", i), "before")
+		last, err := old.Append([]log.Record{r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDurable(t, oldR, last)
+		want = append(want, r)
 	}
-	waitDurable(t, oldR, last)
 
 	cur, curR := open(t, b, 0)
 	defer cur.Close()
 	got, _ := load(t, cur)
-	if fmt.Sprint(got) != fmt.Sprint([]log.Record{rec("a", "before")}) {
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("new owner loaded %v", got)
 	}
 
@@ -254,7 +268,7 @@ func TestBrokerSecondOwnerFencesFirst(t *testing.T) {
 	third, _ := open(t, b, 0)
 	defer third.Close()
 	got, _ = load(t, third)
-	if fmt.Sprint(got) != fmt.Sprint([]log.Record{rec("a", "before"), rec("b", "new")}) {
+	if want = append(want, rec("b", "new")); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after the fence the log holds %v", got)
 	}
 }

@@ -73,10 +73,13 @@ func (s *roundStats) Log(_ kgo.LogLevel, msg string, kv ...any) {
 // CONCURRENT_TRANSACTIONS retries and metadata updates kgo logged.
 func BenchmarkBrokerShardRounds(b *testing.B) {
 	for _, shards := range []int32{1, 50} {
-		for _, age := range []time.Duration{5 * time.Second, 100 * time.Millisecond, 10 * time.Millisecond} {
-			b.Run(fmt.Sprintf("shards=%d,metaMinAge=%v", shards, age), func(b *testing.B) {
-				defer func(a time.Duration) { shardMetadataMinAge = a }(shardMetadataMinAge)
-				shardMetadataMinAge = age
+		for _, v := range []struct {
+			producers int
+			age       time.Duration
+		}{{1, 5 * time.Second}, {1, 100 * time.Millisecond}, {2, 100 * time.Millisecond}} {
+			b.Run(fmt.Sprintf("shards=%d,producers=%d,metaMinAge=%v", shards, v.producers, v.age), func(b *testing.B) {
+				defer func(p int, a time.Duration) { shardProducers, shardMetadataMinAge = p, a }(shardProducers, shardMetadataMinAge)
+				shardProducers, shardMetadataMinAge = v.producers, v.age
 				benchShardRounds(b, shards)
 			})
 		}
