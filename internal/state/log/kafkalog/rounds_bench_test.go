@@ -190,3 +190,66 @@ func benchShardRounds(b *testing.B, shards int32) {
 		b.Logf("metadata updates: %d: %s", n, why)
 	}
 }
+
+// BenchmarkBrokerOneTransactionAcrossShards measures what the next step of issue 18 (one
+// transaction per node per round, docs/scale-out.md; not built) would pay: rounds of 64 offset
+// commits, the 64 clients of the benchmark, spread over 1 or 50 partitions in one transaction,
+// one round at a time, alternating between two transactional producers as the shards' do.
+// Reported: rounds/s, commits/s, and the round latency's p50/p99.
+func BenchmarkBrokerOneTransactionAcrossShards(b *testing.B) {
+	for _, partitions := range []int32{1, 50} {
+		b.Run(fmt.Sprintf("partitions_%d", partitions), func(b *testing.B) { benchOneTransactionAcross(b, partitions) })
+	}
+}
+
+func benchOneTransactionAcross(b *testing.B, partitions int32) {
+	const perRound = 64
+	be := newBackend(b, partitions)
+	var kcs []*kgo.Client
+	for i := 0; i < 2; i++ {
+		kc, err := kgo.NewClient(append(append([]kgo.Opt{}, be.opts.Client...),
+			kgo.TransactionalID(fmt.Sprintf("%snode-%d", be.opts.TransactionalIDPrefix, i)),
+			kgo.DefaultProduceTopic(be.opts.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ManualFlushing(), kgo.MetadataMinAge(shardMetadataMinAge))...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer kc.Close()
+		kcs = append(kcs, kc)
+	}
+	ctx := context.Background()
+	lats := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		start := time.Now()
+		kc := kcs[n%len(kcs)]
+		if err := kc.BeginTransaction(); err != nil {
+			b.Fatal(err)
+		}
+		var perr atomic.Value
+		for j := 0; j < perRound; j++ {
+			k, v := toKafka(offsetRecord(n*perRound + j))
+			kc.Produce(ctx, &kgo.Record{Key: k, Value: v, Partition: int32(j) % partitions}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					perr.Store(err)
+				}
+			})
+		}
+		if err := kc.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err, _ := perr.Load().(error); err != nil {
+			b.Fatal(err)
+		}
+		if err := kc.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			b.Fatal(err)
+		}
+		lats = append(lats, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lats)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rounds/s")
+	b.ReportMetric(float64(b.N*perRound)/b.Elapsed().Seconds(), "commits/s")
+	b.ReportMetric(float64(lats[len(lats)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds())/1000, "p99-ms")
+}
