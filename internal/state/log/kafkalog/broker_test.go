@@ -647,3 +647,44 @@ func TestBrokerLoadAllocatesNoRecordPerRecord(t *testing.T) {
 			saved, perRecord[true], perRecord[false])
 	}
 }
+
+// Consecutive rounds (the load marker included) are written by different producers, so that a
+// round's produce never waits for the markers of the transaction its producer just ended
+// (shardProducers; the speed is BenchmarkBrokerShardRounds').
+func TestBrokerRoundsAlternateProducers(t *testing.T) {
+	b := newBackend(t, 1)
+	l, r := open(t, b, 0)
+	defer l.Close()
+	load(t, l)
+	const rounds = 4
+	for i := 0; i < rounds; i++ {
+		last, err := l.Append([]log.Record{rec(fmt.Sprintf("k%d", i), "v")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDurable(t, r, last)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cc, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr(t)),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{b.opts.Topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	var producers []int64 // of the marker, then of each round
+	for len(producers) < 1+rounds {
+		fs := cc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d records of %d: %v", len(producers), 1+rounds, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) { producers = append(producers, r.ProducerID) })
+	}
+	for i := 1; i < len(producers); i++ {
+		if producers[i] == producers[i-1] {
+			t.Fatalf("records %d and %d of the partition (the load marker first) were written by the same producer %d: producer ids %v",
+				i-1, i, producers[i], producers)
+		}
+	}
+}
