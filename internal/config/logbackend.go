@@ -29,7 +29,7 @@ type LogBackendConfig struct {
 func (l LogBackendConfig) Kafka() bool { return l.Kind == "kafka" }
 
 var logBackendKeys = []key{
-	{"log.backend", "local", "Where the group shard logs live: local (segmented logs under log.dirs) or kafka (one partition per shard of the compacted upstream topic log.kafka.topic, written in a transaction per round under the transactional id coordinatord-<cluster.id>-shard-<n>; needs gateway mode, upstream.bootstrap.servers). The metadata shard stays under log.dirs.",
+	{"log.backend", "local", "Where the group shard logs live: local (segmented logs under log.dirs) or kafka (one partition per shard of the compacted upstream topic log.kafka.topic, written in a transaction per round under the transactional ids coordinatord-<cluster.id>-shard-<n> and -shard-<n>-1, alternating; needs gateway mode, upstream.bootstrap.servers). The metadata shard stays under log.dirs.",
 		func(c *Config, v string) error {
 			if v != "local" && v != "kafka" {
 				return errors.New("must be local or kafka")

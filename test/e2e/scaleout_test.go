@@ -1079,9 +1079,14 @@ func TestScaleOutFencedShardIsReloadedByItsOwner(t *testing.T) {
 			clusterID = v
 		}
 	}
+	// A shard's rounds alternate between two transactional ids (docs/storage.md, Fencing), and
+	// a new owner fences both.
+	var ids []string
 	for i := 0; i < scaleOutShards; i++ {
+		ids = append(ids, fmt.Sprintf("coordinatord-%s-shard-%d", clusterID, i), fmt.Sprintf("coordinatord-%s-shard-%d-1", clusterID, i))
+	}
+	for _, id := range ids {
 		req := kmsg.NewPtrInitProducerIDRequest()
-		id := fmt.Sprintf("coordinatord-%s-shard-%d", clusterID, i)
 		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, 60000, -1, -1
 		for {
 			resp, err := req.RequestWith(ctx, up)

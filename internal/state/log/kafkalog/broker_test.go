@@ -212,20 +212,34 @@ func TestBrokerAppendLoadRoundTrip(t *testing.T) {
 // (the shard goes FAILED and answers NOT_COORDINATOR), and nothing it tried to append after
 // the fence reaches the new owner.
 func TestBrokerSecondOwnerFencesFirst(t *testing.T) {
+	// The rounds of a shard alternate between its producers (shardProducers); the old owner's
+	// stale round must be fenced whichever producer it lands on, so the old owner commits 1 up
+	// to shardProducers rounds before the new owner loads.
+	for before := 1; before <= shardProducers; before++ {
+		t.Run(fmt.Sprintf("rounds_before_%d", before), func(t *testing.T) { secondOwnerFencesFirst(t, before) })
+	}
+}
+
+func secondOwnerFencesFirst(t *testing.T, before int) {
 	b := newBackend(t, 1)
 	old, oldR := open(t, b, 0)
 	defer old.Close()
 	load(t, old)
-	last, err := old.Append([]log.Record{rec("a", "before")})
-	if err != nil {
-		t.Fatal(err)
+	var want []log.Record
+	for i := 0; i < before; i++ {
+		r := rec(fmt.Sprintf("a%d", i), "before")
+		last, err := old.Append([]log.Record{r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDurable(t, oldR, last)
+		want = append(want, r)
 	}
-	waitDurable(t, oldR, last)
 
 	cur, curR := open(t, b, 0)
 	defer cur.Close()
 	got, _ := load(t, cur)
-	if fmt.Sprint(got) != fmt.Sprint([]log.Record{rec("a", "before")}) {
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("new owner loaded %v", got)
 	}
 
@@ -254,7 +268,7 @@ func TestBrokerSecondOwnerFencesFirst(t *testing.T) {
 	third, _ := open(t, b, 0)
 	defer third.Close()
 	got, _ = load(t, third)
-	if fmt.Sprint(got) != fmt.Sprint([]log.Record{rec("a", "before"), rec("b", "new")}) {
+	if want = append(want, rec("b", "new")); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after the fence the log holds %v", got)
 	}
 }
@@ -631,5 +645,46 @@ func TestBrokerLoadAllocatesNoRecordPerRecord(t *testing.T) {
 	if saved := perRecord[false] - perRecord[true]; saved < 40 && !raceEnabled {
 		t.Fatalf("recycling the Records saved %.0f bytes per record loaded, want at least 40 (%.0f with, %.0f without)",
 			saved, perRecord[true], perRecord[false])
+	}
+}
+
+// Consecutive rounds (the load marker included) are written by different producers, so that a
+// round's produce never waits for the markers of the transaction its producer just ended
+// (shardProducers; the speed is BenchmarkBrokerShardRounds').
+func TestBrokerRoundsAlternateProducers(t *testing.T) {
+	b := newBackend(t, 1)
+	l, r := open(t, b, 0)
+	defer l.Close()
+	load(t, l)
+	const rounds = 4
+	for i := 0; i < rounds; i++ {
+		last, err := l.Append([]log.Record{rec(fmt.Sprintf("k%d", i), "v")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDurable(t, r, last)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cc, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr(t)),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{b.opts.Topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	var producers []int64 // of the marker, then of each round
+	for len(producers) < 1+rounds {
+		fs := cc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d records of %d: %v", len(producers), 1+rounds, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) { producers = append(producers, r.ProducerID) })
+	}
+	for i := 1; i < len(producers); i++ {
+		if producers[i] == producers[i-1] {
+			t.Fatalf("records %d and %d of the partition (the load marker first) were written by the same producer %d: producer ids %v",
+				i-1, i, producers[i], producers)
+		}
 	}
 }

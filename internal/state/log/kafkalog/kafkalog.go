@@ -137,39 +137,82 @@ func (b *Backend) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
-// Open implements log.Backend. The producer is created here; Load fences the previous owner.
+// Open implements log.Backend. The producers are created here; Load fences the previous owner.
 func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 	if shard < 0 || shard >= b.opts.Partitions {
 		return nil, fmt.Errorf("shard %d out of range (%d partitions)", shard, b.opts.Partitions)
 	}
-	opts := append(append([]kgo.Opt{}, b.opts.Client...),
-		kgo.TransactionalID(b.opts.TransactionalIDPrefix+strconv.Itoa(int(shard))),
-		kgo.TransactionTimeout(b.opts.TransactionTimeout),
-		kgo.DefaultProduceTopic(b.opts.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		// One produce per shard per round: records wait in the client until the round's Flush.
-		kgo.ManualFlushing(),
-		kgo.ProducerBatchMaxBytes(int32(b.opts.MaxBatchBytes+batchSlack)),
-		kgo.RecordDeliveryTimeout(b.opts.TransactionTimeout),
-	)
-	kc, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	l := &kafkaLog{b: b, shard: shard, cb: cb, kc: kc, producerOpts: opts, lg: b.lg.With(zap.Int32("shard", shard)),
+	l := &kafkaLog{b: b, shard: shard, cb: cb, lg: b.lg.With(zap.Int32("shard", shard)),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	for i := 0; i < shardProducers; i++ {
+		opts := append(append([]kgo.Opt{}, b.opts.Client...),
+			kgo.TransactionalID(b.transactionalID(shard, i)),
+			kgo.TransactionTimeout(b.opts.TransactionTimeout),
+			kgo.DefaultProduceTopic(b.opts.Topic),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.RequiredAcks(kgo.AllISRAcks()),
+			// One produce per shard per round: records wait in the client until the round's Flush.
+			kgo.ManualFlushing(),
+			kgo.ProducerBatchMaxBytes(int32(b.opts.MaxBatchBytes+batchSlack)),
+			kgo.RecordDeliveryTimeout(b.opts.TransactionTimeout),
+			kgo.MetadataMinAge(shardMetadataMinAge),
+		)
+		kc, err := kgo.NewClient(opts...)
+		if err != nil {
+			for _, c := range l.kcs {
+				c.Close()
+			}
+			return nil, err
+		}
+		l.kcs = append(l.kcs, kc)
+		l.producerOpts = append(l.producerOpts, opts)
+	}
 	return l, nil
 }
+
+// transactionalID is the id of a shard's i-th producer: the first keeps the name of the single
+// producer of earlier versions, prefix+shard, so that they and this version fence each other
+// through it; the others add "-i".
+func (b *Backend) transactionalID(shard int32, i int) string {
+	id := b.opts.TransactionalIDPrefix + strconv.Itoa(int(shard))
+	if i > 0 {
+		id += "-" + strconv.Itoa(i)
+	}
+	return id
+}
+
+// shardProducers is how many transactional producers a shard's rounds alternate between. A
+// round's produce under transactions v2 is held by the broker until the previous transaction
+// of the same transactional id has its markers written (CONCURRENT_TRANSACTIONS, retried
+// inside the broker every add.partitions.to.txn.retry.backoff.ms, 20 ms), which the EndTxn
+// answer does not wait for: with one producer nearly every round paid that wait (a produce of
+// 10-19 ms against an EndTxn of 1-2 ms, BenchmarkBrokerShardRounds). With two, a round's
+// transaction id last ended a transaction one round earlier, whose markers are written by then.
+// Rounds stay one at a time, in order: a round begins only after the previous one's EndTxn is
+// answered. Tests change it.
+var shardProducers = 2
+
+// shardMetadataMinAge is the shard producer's kgo.MetadataMinAge. Under transactions v2
+// (KIP-890, Kafka 4.0+) a produce begun while the previous transaction's markers are still being
+// written is answered CONCURRENT_TRANSACTIONS once the broker's own retries
+// (add.partitions.to.txn.retry.backoff.max.ms, 100 ms) run out, and kgo retries such a
+// produce only after a metadata update, which it spaces by MetadataMinAge: 5 s by default,
+// so a round that met it once held its shard's acknowledgements up to 5 s (the 5 s p99 of
+// issue 18's benchmark). Metadata is only refreshed on such errors, so a short age costs a
+// Metadata request per retry. Tests change it.
+var shardMetadataMinAge = 100 * time.Millisecond
 
 type kafkaLog struct {
 	b     *Backend
 	shard int32
 	cb    log.Callbacks
-	kc    *kgo.Client // replaced only by Load, before the writer starts, under mu
-	lg    *zap.Logger
+	// kcs are the shard's producers (shardProducers), replaced only by Load, before the writer
+	// starts, under mu; turn (the writer's) is the one the next round uses.
+	kcs  []*kgo.Client
+	turn int
+	lg   *zap.Logger
 
-	producerOpts []kgo.Opt
+	producerOpts [][]kgo.Opt
 
 	mu      sync.Mutex
 	next    int64 // logical offset of the next appended record
@@ -278,9 +321,12 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context) (int64, error) {
 func (l *kafkaLog) tryFenceAndMark(ctx context.Context) (end int64, api int16, err error) {
 	// Fencing: InitProducerId bumps the epoch and aborts the old owner's open transaction (and
 	// whatever an earlier attempt of ours left open), so nothing that was not committed can
-	// appear after our marker.
-	if _, _, err := l.kc.ProducerID(ctx); err != nil {
-		return 0, kmsg.InitProducerID.Int16(), fmt.Errorf("init producer: %w", err)
+	// appear after our marker. Every producer of the shard is fenced before the marker: the old
+	// owner may have a transaction under any of them.
+	for _, kc := range l.kcs {
+		if _, _, err := kc.ProducerID(ctx); err != nil {
+			return 0, kmsg.InitProducerID.Int16(), fmt.Errorf("init producer: %w", err)
+		}
 	}
 	end, err = l.writeMarker(ctx)
 	if err != nil {
@@ -289,24 +335,35 @@ func (l *kafkaLog) tryFenceAndMark(ctx context.Context) (end int64, api int16, e
 	return end, -1, nil
 }
 
-// renewProducer replaces the producer after a failed attempt. A fresh one starts from a known
+// renewProducer replaces the producers after a failed attempt. Fresh ones start from a known
 // state whatever the failure left behind (a transaction whose abort did not get through, a
-// producer id kgo marked failed); its InitProducerId fences the old one.
+// producer id kgo marked failed); their InitProducerId fences the old ones.
 func (l *kafkaLog) renewProducer() error {
-	kc, err := kgo.NewClient(l.producerOpts...)
-	if err != nil {
-		return err
+	kcs := make([]*kgo.Client, 0, len(l.producerOpts))
+	for _, opts := range l.producerOpts {
+		kc, err := kgo.NewClient(opts...)
+		if err != nil {
+			for _, c := range kcs {
+				c.Close()
+			}
+			return err
+		}
+		kcs = append(kcs, kc)
 	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		kc.Close()
+		for _, c := range kcs {
+			c.Close()
+		}
 		return log.ErrClosed
 	}
-	old := l.kc
-	l.kc = kc
+	old := l.kcs
+	l.kcs = kcs
 	l.mu.Unlock()
-	old.Close()
+	for _, c := range old {
+		c.Close()
+	}
 	return nil
 }
 
@@ -317,14 +374,17 @@ func isNetworkError(err error) bool {
 	return errors.As(err, &ne)
 }
 
+// writeMarker writes the marker with the first producer; the first round then uses the next.
 func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
-	if err := l.kc.BeginTransaction(); err != nil {
+	kc := l.kcs[0]
+	l.turn = 1 % len(l.kcs)
+	if err := kc.BeginTransaction(); err != nil {
 		return 0, err
 	}
 	r := &kgo.Record{Key: loadMarkerKey, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano)), Partition: l.shard}
 	produced := make(chan error, 1)
-	l.kc.Produce(ctx, r, func(_ *kgo.Record, err error) { produced <- err })
-	if err := l.kc.Flush(ctx); err != nil {
+	kc.Produce(ctx, r, func(_ *kgo.Record, err error) { produced <- err })
+	if err := kc.Flush(ctx); err != nil {
 		return 0, err
 	}
 	perr := <-produced
@@ -332,7 +392,7 @@ func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
 	if perr != nil {
 		commit = kgo.TryAbort
 	}
-	if err := l.kc.EndTransaction(ctx, commit); err != nil {
+	if err := kc.EndTransaction(ctx, commit); err != nil {
 		if perr != nil {
 			// The produce error says why; a fence met by the abort still shows through.
 			return 0, fmt.Errorf("%w (abort: %w)", perr, err)
@@ -570,7 +630,10 @@ func (l *kafkaLog) commitRound(round []pendingBatch) error {
 	// than holding the shard's acknowledgements (and Close) forever.
 	ctx, cancel := context.WithTimeout(context.Background(), l.b.opts.TransactionTimeout)
 	defer cancel()
-	if err := l.kc.BeginTransaction(); err != nil {
+	// The next round takes the next producer, whatever becomes of this one.
+	kc := l.kcs[l.turn]
+	l.turn = (l.turn + 1) % len(l.kcs)
+	if err := kc.BeginTransaction(); err != nil {
 		return err
 	}
 	var (
@@ -582,7 +645,7 @@ func (l *kafkaLog) commitRound(round []pendingBatch) error {
 		for _, rec := range b.recs {
 			k, v := toKafka(rec)
 			wg.Add(1)
-			l.kc.Produce(ctx, &kgo.Record{Key: k, Value: v, Partition: l.shard}, func(_ *kgo.Record, err error) {
+			kc.Produce(ctx, &kgo.Record{Key: k, Value: v, Partition: l.shard}, func(_ *kgo.Record, err error) {
 				if err != nil {
 					errMu.Lock()
 					if firstErr == nil {
@@ -594,9 +657,9 @@ func (l *kafkaLog) commitRound(round []pendingBatch) error {
 			})
 		}
 	}
-	if err := l.kc.Flush(ctx); err != nil {
+	if err := kc.Flush(ctx); err != nil {
 		// Records still buffered fail with the abort below.
-		l.kc.AbortBufferedRecords(context.Background())
+		kc.AbortBufferedRecords(context.Background())
 		errMu.Lock()
 		if firstErr == nil {
 			firstErr = err
@@ -609,12 +672,12 @@ func (l *kafkaLog) commitRound(round []pendingBatch) error {
 		// reported as it is.
 		actx, acancel := context.WithTimeout(context.Background(), l.b.opts.TransactionTimeout)
 		defer acancel()
-		if aerr := l.kc.EndTransaction(actx, kgo.TryAbort); aerr != nil {
+		if aerr := kc.EndTransaction(actx, kgo.TryAbort); aerr != nil {
 			return fmt.Errorf("%w (abort: %v)", firstErr, aerr)
 		}
 		return &abortedRound{err: firstErr}
 	}
-	return l.kc.EndTransaction(ctx, kgo.TryCommit)
+	return kc.EndTransaction(ctx, kgo.TryCommit)
 }
 
 // isFenced reports that another owner took the shard: this producer can never write again.
@@ -646,9 +709,11 @@ func (l *kafkaLog) Close() error {
 		<-l.done
 	}
 	l.mu.Lock()
-	kc := l.kc
+	kcs := l.kcs
 	l.mu.Unlock()
-	kc.Close()
+	for _, kc := range kcs {
+		kc.Close()
+	}
 	return nil
 }
 
