@@ -177,9 +177,11 @@ func (m *Membership) removePeer(n Node, refusals int) bool {
 		return false
 	}
 	lr := resp.(*kmsg.LeaveGroupResponse)
+	// One member was named: its error (v3+), or the top-level one (v0-v2, or the whole
+	// request refused).
 	code := lr.ErrorCode
 	for _, r := range lr.Members {
-		if r.MemberID == n.Member && code == 0 {
+		if code == 0 {
 			code = r.ErrorCode
 		}
 	}
