@@ -80,6 +80,8 @@ type Membership struct {
 	self       atomic.Pointer[string] // memberID, for the peer watch
 	// wake has the heartbeat loop beat at once (a peer was removed: the group rebalances).
 	wake chan struct{}
+	// newView has the peer watch probe at once (a new assignment).
+	newView chan struct{}
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -103,7 +105,7 @@ func New(o Options) *Membership {
 	if o.Probe == nil {
 		o.Probe = dialProbe
 	}
-	m := &Membership{o: o, lg: o.Logger, base: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1),
+	m := &Membership{o: o, lg: o.Logger, base: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1), newView: make(chan struct{}, 1),
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coordinatord_membership_shards_owned",
 			Help: "Group shards this node was assigned by the upstream group (log.backend=kafka)."}),
 		nodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coordinatord_membership_nodes",
@@ -405,6 +407,7 @@ func (m *Membership) apply(a assignment, generation int32, leader bool) {
 	}
 	m.mine.Store(&mine)
 	m.view.Store(&a)
+	m.probeNow()
 	for i := int32(0); i < m.o.ShardCount; i++ {
 		if mine[i] {
 			assigned = append(assigned, i)

@@ -84,6 +84,7 @@ func (m *Membership) watchPeers() {
 		case <-m.stop:
 			return
 		case <-t.C:
+		case <-m.newView:
 		}
 		a := m.view.Load()
 		if a == nil {
@@ -209,6 +210,17 @@ func (m *Membership) removePeer(n Node, refusals int) bool {
 func (m *Membership) beatNow() {
 	select {
 	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// probeNow has the peer watch probe at once: a new assignment names nodes this node may not
+// have reached yet, and only a reached node can be judged dead; probed at the next tick, a
+// node killed within the interval after this node joined would be left to the session
+// timeout.
+func (m *Membership) probeNow() {
+	select {
+	case m.newView <- struct{}{}:
 	default:
 	}
 }
