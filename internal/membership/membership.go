@@ -179,17 +179,22 @@ func (m *Membership) leave(ctx context.Context) {
 	if m.memberID == "" {
 		return
 	}
-	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = m.o.Group
-	req.MemberID = m.memberID
-	mem := kmsg.NewLeaveGroupRequestMember()
-	mem.MemberID = m.memberID
-	req.Members = append(req.Members, mem)
-	if _, err := m.o.Request(ctx, req); err != nil {
+	if _, err := m.o.Request(ctx, leaveRequest(m.o.Group, m.memberID)); err != nil {
 		m.lg.Warn("could not leave the upstream group; the other nodes take this node's shards after log.kafka.session.timeout.ms", zap.Error(err))
 		return
 	}
 	m.lg.Info("left the upstream group", zap.String("group", m.o.Group))
+}
+
+// leaveRequest removes member from group: v0-v2 name the leaving member at the top, v3+
+// (KIP-345) list the members to remove, which is also how one member removes another.
+func leaveRequest(group, member string) *kmsg.LeaveGroupRequest {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group, req.MemberID = group, member
+	mem := kmsg.NewLeaveGroupRequestMember()
+	mem.MemberID = member
+	req.Members = append(req.Members, mem)
+	return req
 }
 
 func (m *Membership) stopped() bool {

@@ -160,17 +160,9 @@ func (m *Membership) probeAll(targets []Node) []probeResult {
 // the group answered for the member (removed, or unknown: already gone, by another node's
 // probe or the session timeout); false to try again at the next probe.
 func (m *Membership) removePeer(n Node, refusals int) bool {
-	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = m.o.Group
-	// v0-v2 name the leaving member at the top; v3+ (KIP-345) name the members to remove, which
-	// is how an admin removes another member.
-	req.MemberID = n.Member
-	mem := kmsg.NewLeaveGroupRequestMember()
-	mem.MemberID = n.Member
-	req.Members = append(req.Members, mem)
 	addr := net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))
 	ctx, cancel := context.WithTimeout(context.Background(), m.o.SessionTimeout)
-	resp, err := m.o.Request(ctx, req)
+	resp, err := m.o.Request(ctx, leaveRequest(m.o.Group, n.Member))
 	cancel()
 	if err != nil {
 		m.lg.Warn("could not remove a dead coordinatord node from the upstream group; retrying at the next probe",

@@ -264,6 +264,26 @@ func (c *committer) run(t *testing.T, ctx context.Context) {
 	}
 }
 
+// runUntilAcked runs the committer until its first acknowledged commit; the returned func stops
+// it and waits for it.
+func (c *committer) runUntilAcked(ctx context.Context, t *testing.T) (stop func()) {
+	t.Helper()
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.run(t, cctx) }()
+	stop = func() { cancel(); <-done }
+	for {
+		if acks, _ := c.snapshot(); len(acks) > 0 {
+			return stop
+		}
+		if ctx.Err() != nil {
+			stop()
+			t.Fatal("no commit acknowledged")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (c *committer) snapshot() (acks []ack, sent int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -960,18 +980,7 @@ func TestScaleOutKilledNodeIsRemovedByItsPeers(t *testing.T) {
 		}
 	}
 	c := newCommitter(t, group, s.topic, s.addrs(ids...))
-	cctx, stopCommits := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); c.run(t, cctx) }()
-	for {
-		if acks, _ := c.snapshot(); len(acks) > 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no commit acknowledged before the kill")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	stopCommits := c.runUntilAcked(ctx, t)
 	s.nodes[victim].kill()
 	killedAt := time.Now()
 	// Well within the 120 s session timeout: only the probes can have moved the shards.
@@ -987,7 +996,6 @@ func TestScaleOutKilledNodeIsRemovedByItsPeers(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stopCommits()
-	<-done
 	removed, logged := 0.0, 0
 	for _, id := range live {
 		removed += metric(s.nodes[id], "coordinatord_membership_peers_removed_total")
@@ -1037,20 +1045,7 @@ func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 		}
 	}
 	c := newCommitter(t, group, s.topic, s.addrs(other))
-	cctx, stopCommits := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); c.run(t, cctx) }()
-	for {
-		if acks, _ := c.snapshot(); len(acks) > 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no commit acknowledged before the stop")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stopCommits()
-	<-done
+	c.runUntilAcked(ctx, t)()
 
 	g := s.nodes[stopped]
 	g.cmd.Process.Signal(syscall.SIGTERM)
