@@ -147,18 +147,16 @@ func (p *fakeProber) count(addr string) int {
 	return p.dials[addr]
 }
 
-// waitDials waits until addr has been dialled n more times.
+// waitDials waits until addr has been dialled n more times than now.
 func (p *fakeProber) waitDials(t *testing.T, addr string, n int) {
 	t.Helper()
+	want := p.count(addr) + n
 	deadline := time.After(time.Minute)
-	for got := 0; got < n; {
+	for p.count(addr) < want {
 		select {
-		case a := <-p.dialed:
-			if a == addr {
-				got++
-			}
+		case <-p.dialed:
 		case <-deadline:
-			t.Fatalf("%s dialled %d times of %d", addr, got, n)
+			t.Fatalf("%s dialled %d times, want %d", addr, p.count(addr), want)
 		}
 	}
 }
