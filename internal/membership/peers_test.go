@@ -175,6 +175,10 @@ const (
 
 // startWatched joins the fake group as node 1 with peers dead (node 2) and alive (node 3).
 func startWatched(t *testing.T, p *fakeProber) (*Membership, *fakeGroup, *prometheus.Registry) {
+	return startWatchedEvery(t, p, time.Millisecond)
+}
+
+func startWatchedEvery(t *testing.T, p *fakeProber, interval time.Duration) (*Membership, *fakeGroup, *prometheus.Registry) {
 	t.Helper()
 	g := &fakeGroup{peers: map[string]memberMeta{
 		"dead":  {Node: 2, Host: "10.0.0.2", Port: 9092, Shards: 4, Owned: []int32{}},
@@ -183,7 +187,7 @@ func startWatched(t *testing.T, p *fakeProber) (*Membership, *fakeGroup, *promet
 	reg := prometheus.NewRegistry()
 	m := New(Options{Request: g.request, Group: "g", Self: Node{ID: 1, Host: "10.0.0.1", Port: 9092}, ShardCount: 4,
 		Shards: noShards{}, SessionTimeout: time.Minute, HeartbeatInterval: time.Hour, RebalanceTimeout: time.Minute,
-		Registerer: reg, PeerProbeInterval: time.Millisecond, Probe: p.probe})
+		Registerer: reg, PeerProbeInterval: interval, Probe: p.probe})
 	m.Start()
 	t.Cleanup(func() { m.Close(context.Background()) })
 	return m, g, reg
@@ -315,4 +319,19 @@ func TestPeerRemovalAnswers(t *testing.T) {
 			t.Fatalf("coordinatord_membership_peers_removed_total = %v, want 1", got)
 		}
 	})
+}
+
+// A new assignment is probed at once, not at the next tick: a node killed right after this one
+// joined must have been reached already to be judged dead.
+func TestNewAssignmentIsProbedAtOnce(t *testing.T) {
+	p := newProber(map[string][]error{deadAddr: {nil}, aliveAddr: {nil}})
+	startWatchedEvery(t, p, time.Hour)
+	deadline := time.After(time.Minute)
+	for p.count(deadAddr) == 0 || p.count(aliveAddr) == 0 {
+		select {
+		case <-p.dialed:
+		case <-deadline:
+			t.Fatalf("dialled %d and %d times within a minute of joining", p.count(deadAddr), p.count(aliveAddr))
+		}
+	}
 }
