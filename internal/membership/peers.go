@@ -78,6 +78,16 @@ func classify(err error) probeResult {
 func (m *Membership) watchPeers() {
 	t := time.NewTicker(m.o.PeerProbeInterval)
 	defer t.Stop()
+	// Cancelled by Close: a LeaveGroup or dial in flight ends with the membership.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	peers := map[string]*peerState{} // by member id; only members of the latest assignment
 	for {
 		select {
@@ -109,7 +119,7 @@ func (m *Membership) watchPeers() {
 				delete(peers, member) // gone from the assignment: no longer probed
 			}
 		}
-		results := m.probeAll(targets)
+		results := m.probeAll(ctx, targets)
 		for i, n := range targets {
 			p := peers[n.Member]
 			switch results[i] {
@@ -128,7 +138,7 @@ func (m *Membership) watchPeers() {
 					zap.Int32("node", n.ID), zap.String("address", net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))))
 			}
 			if p.reached && !p.removed && p.refusals >= refusalsToRemove {
-				p.removed = m.removePeer(n, p.refusals)
+				p.removed = m.removePeer(ctx, n, p.refusals)
 			}
 		}
 	}
@@ -136,7 +146,7 @@ func (m *Membership) watchPeers() {
 
 // probeAll dials every target, at most maxProbesInFlight at a time, each within the probe
 // interval, and waits for all of them.
-func (m *Membership) probeAll(targets []Node) []probeResult {
+func (m *Membership) probeAll(ctx context.Context, targets []Node) []probeResult {
 	out := make([]probeResult, len(targets))
 	timeout := m.o.PeerProbeInterval
 	sem := make(chan struct{}, maxProbesInFlight)
@@ -146,7 +156,7 @@ func (m *Membership) probeAll(targets []Node) []probeResult {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			out[i] = classify(m.o.Probe(ctx, net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))))
 		}()
@@ -159,9 +169,9 @@ func (m *Membership) probeAll(targets []Node) []probeResult {
 // once so it learns of the rebalance and rejoins without waiting for its next beat. True once
 // the group answered for the member (removed, or unknown: already gone, by another node's
 // probe or the session timeout); false to try again at the next probe.
-func (m *Membership) removePeer(n Node, refusals int) bool {
+func (m *Membership) removePeer(ctx context.Context, n Node, refusals int) bool {
 	addr := net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))
-	ctx, cancel := context.WithTimeout(context.Background(), m.o.SessionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.o.SessionTimeout)
 	resp, err := m.o.Request(ctx, leaveRequest(m.o.Group, n.Member))
 	cancel()
 	if err != nil {
