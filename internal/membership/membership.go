@@ -206,10 +206,9 @@ func (m *Membership) stopped() bool {
 	}
 }
 
-func (m *Membership) run() {
-	defer close(m.done)
+// stopContext is cancelled by Close (or by cancel).
+func (m *Membership) stopContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	go func() {
 		select {
 		case <-m.stop:
@@ -217,6 +216,13 @@ func (m *Membership) run() {
 		case <-ctx.Done():
 		}
 	}()
+	return ctx, cancel
+}
+
+func (m *Membership) run() {
+	defer close(m.done)
+	ctx, cancel := m.stopContext()
+	defer cancel()
 	backoff := 100 * time.Millisecond
 	for !m.stopped() {
 		err := m.joinAndSync(ctx)

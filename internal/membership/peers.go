@@ -78,16 +78,9 @@ func classify(err error) probeResult {
 func (m *Membership) watchPeers() {
 	t := time.NewTicker(m.o.PeerProbeInterval)
 	defer t.Stop()
-	// Cancelled by Close: a LeaveGroup or dial in flight ends with the membership.
-	ctx, cancel := context.WithCancel(context.Background())
+	// A LeaveGroup or dial in flight ends with the membership.
+	ctx, cancel := m.stopContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-m.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	peers := map[string]*peerState{} // by member id; only members of the latest assignment
 	for {
 		select {
