@@ -19,9 +19,12 @@ import (
 // failoverTarget is coordinatord on log.backend=kafka as two nodes sharing one shard on a Kafka
 // broker of its own, so that every offset is in the shard that fails over. The first node owns
 // it; stop kills the owner with SIGKILL after making sure a standby node is a member; restart
-// hands back the standby's address, which serves once the upstream has dropped the killed node
-// (log.kafka.session.timeout.ms, 6 s here: the broker's group.min.session.timeout.ms) and the
-// standby has loaded the shard (fence, load marker, replay of the partition).
+// hands back the standby's address, which serves once the killed node is out of the upstream
+// group and the standby has loaded the shard (fence, load marker, replay of the partition). The
+// standby's peer probes (log.kafka.peer.probe.interval.ms, 250 ms by default) find the killed
+// node's port refused and remove it; without them (a coordinatord before them, or the probes
+// off) the upstream drops it after log.kafka.session.timeout.ms, 6 s here: the broker's
+// group.min.session.timeout.ms.
 type failoverTarget struct {
 	bin, work string
 	upstream  *kafkaRestart

@@ -335,7 +335,8 @@ func startMembership(cfg *config.Config, clusterID string, self config.Listener,
 		Self:       membership.Node{ID: cfg.NodeID, Host: self.Host, Port: int32(self.Port)},
 		ShardCount: cfg.ShardCount, Shards: st.groups,
 		SessionTimeout: l.SessionTimeout, HeartbeatInterval: l.HeartbeatInterval, RebalanceTimeout: l.RebalanceTimeout,
-		Logger: log.With(zap.String("component", "membership")), Registerer: reg,
+		PeerProbeInterval: l.PeerProbeInterval,
+		Logger:            log.With(zap.String("component", "membership")), Registerer: reg,
 		BeforeLoad: gm.refreshCatalog,
 	})
 	st.groups.SetServing(m.Serving)

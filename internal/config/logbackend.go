@@ -23,6 +23,9 @@ type LogBackendConfig struct {
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
 	RebalanceTimeout  time.Duration
+	// PeerProbeInterval is how often a node dials every other node's client listener to find
+	// a dead one before the session timeout does; 0: never.
+	PeerProbeInterval time.Duration
 }
 
 // Kafka says whether the shard logs live on the upstream cluster.
@@ -80,6 +83,11 @@ var logBackendKeys = []key{
 	{"log.kafka.rebalance.timeout.ms", "60000", "log.backend=kafka: rebalance.timeout.ms of this node's membership: how long the upstream waits for every node to rejoin during a rebalance of the shards.",
 		func(c *Config, v string) (err error) {
 			c.LogBackend.RebalanceTimeout, err = parseMillis(v, 1)
+			return
+		}},
+	{"log.kafka.peer.probe.interval.ms", "250", "log.backend=kafka: how often a node dials every other node's advertised listener. A node it reached before that refuses the connection (ECONNREFUSED: nothing listens, the process is gone) on two probes in a row is removed from log.kafka.group.id with a LeaveGroup at once, so its shards move without waiting for log.kafka.session.timeout.ms; a probe that gets no answer proves nothing and changes nothing. 0 turns the probes off.",
+		func(c *Config, v string) (err error) {
+			c.LogBackend.PeerProbeInterval, err = parseMillis(v, 0)
 			return
 		}},
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLogBackendDefaultsToLocal(t *testing.T) {
@@ -34,6 +35,8 @@ func TestLogBackendRefusesBadCombinations(t *testing.T) {
 		// Without a shared cluster.id two nodes would get different transactional ids and not fence each other.
 		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
 		{"log.kafka.topic="},
+		{"log.kafka.peer.probe.interval.ms=-1"},
+		{"log.kafka.peer.probe.interval.ms=quarter"},
 		// A node heartbeating no more often than its session lasts would lose its lease between beats.
 		{"log.backend=kafka", "upstream.bootstrap.servers=k:9092", "cluster.id=c1", "offsets.topic.replication.factor=1",
 			"log.kafka.min.insync.replicas=1", "log.kafka.session.timeout.ms=6000", "log.kafka.heartbeat.interval.ms=6000"},
@@ -63,5 +66,17 @@ func TestMembershipGroupDefaultsToTheClusterID(t *testing.T) {
 	}
 	if g := c.LogBackend.MembershipGroup("c1"); g != "coord-nodes" {
 		t.Fatalf("configured group %q", g)
+	}
+}
+
+// The peer probes are on by default and 0 turns them off (the SIGTERM e2e test relies on it).
+func TestPeerProbeIntervalDefaultsAndOff(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil || c.LogBackend.PeerProbeInterval != 250*time.Millisecond {
+		t.Fatalf("default %v, %v", c.LogBackend.PeerProbeInterval, err)
+	}
+	c, err = Load("", []string{"log.kafka.peer.probe.interval.ms=0"})
+	if err != nil || c.LogBackend.PeerProbeInterval != 0 {
+		t.Fatalf("0: %v, %v", c.LogBackend.PeerProbeInterval, err)
 	}
 }

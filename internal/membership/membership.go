@@ -53,6 +53,11 @@ type Options struct {
 	// refreshed there, so the new owner knows every topic the old one accepted commits for (the
 	// old owner checked them against the upstream, earlier).
 	BeforeLoad func(ctx context.Context) error
+	// PeerProbeInterval: how often every other node's listener is dialled to find a dead one
+	// (peers.go); 0: never, the session timeout alone finds it.
+	PeerProbeInterval time.Duration
+	// Probe dials a peer's address; nil: a TCP connect. Tests replace it.
+	Probe func(ctx context.Context, addr string) error
 }
 
 // Membership is this node's membership in the upstream group.
@@ -72,6 +77,11 @@ type Membership struct {
 
 	memberID   string // loop goroutine only
 	generation int32
+	self       atomic.Pointer[string] // memberID, for the peer watch
+	// wake has the heartbeat loop beat at once (a peer was removed: the group rebalances).
+	wake chan struct{}
+	// newView has the peer watch probe at once (a new assignment).
+	newView chan struct{}
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -82,6 +92,9 @@ type Membership struct {
 	nodes      prometheus.Gauge
 	rebalances *prometheus.CounterVec
 	lapses     prometheus.Counter
+	// peersRemoved counts members this node removed from the group after their listener
+	// refused connections (peers.go).
+	peersRemoved prometheus.Counter
 }
 
 // New creates the membership; Start joins.
@@ -89,7 +102,10 @@ func New(o Options) *Membership {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	m := &Membership{o: o, lg: o.Logger, base: time.Now(), stop: make(chan struct{}), done: make(chan struct{}),
+	if o.Probe == nil {
+		o.Probe = dialProbe
+	}
+	m := &Membership{o: o, lg: o.Logger, base: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1), newView: make(chan struct{}, 1),
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coordinatord_membership_shards_owned",
 			Help: "Group shards this node was assigned by the upstream group (log.backend=kafka)."}),
 		nodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coordinatord_membership_nodes",
@@ -98,9 +114,11 @@ func New(o Options) *Membership {
 			Help: "Shard assignments this node received, by whether it gained or lost shards (moved) or not (unchanged)."}, []string{"result"}),
 		lapses: prometheus.NewCounter(prometheus.CounterOpts{Name: "coordinatord_membership_lease_lapses_total",
 			Help: "Times this node stopped serving every shard because the upstream group had not answered it for log.kafka.session.timeout.ms."}),
+		peersRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "coordinatord_membership_peers_removed_total",
+			Help: "coordinatord nodes this node removed from the upstream group (LeaveGroup) because their listener refused connections on consecutive probes (log.kafka.peer.probe.interval.ms)."}),
 	}
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(m.owned, m.nodes, m.rebalances, m.lapses)
+		o.Registerer.MustRegister(m.owned, m.nodes, m.rebalances, m.lapses, m.peersRemoved)
 	}
 	return m
 }
@@ -109,6 +127,9 @@ func New(o Options) *Membership {
 func (m *Membership) Start() {
 	go m.watchLease()
 	go m.run()
+	if m.o.PeerProbeInterval > 0 {
+		go m.watchPeers()
+	}
 }
 
 // Serving reports whether this node's lease holds: false before it first joined and once the
@@ -158,17 +179,22 @@ func (m *Membership) leave(ctx context.Context) {
 	if m.memberID == "" {
 		return
 	}
-	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = m.o.Group
-	req.MemberID = m.memberID
-	mem := kmsg.NewLeaveGroupRequestMember()
-	mem.MemberID = m.memberID
-	req.Members = append(req.Members, mem)
-	if _, err := m.o.Request(ctx, req); err != nil {
+	if _, err := m.o.Request(ctx, leaveRequest(m.o.Group, m.memberID)); err != nil {
 		m.lg.Warn("could not leave the upstream group; the other nodes take this node's shards after log.kafka.session.timeout.ms", zap.Error(err))
 		return
 	}
 	m.lg.Info("left the upstream group", zap.String("group", m.o.Group))
+}
+
+// leaveRequest removes member from group: v0-v2 name the leaving member at the top, v3+
+// (KIP-345) list the members to remove, which is also how one member removes another.
+func leaveRequest(group, member string) *kmsg.LeaveGroupRequest {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group, req.MemberID = group, member
+	mem := kmsg.NewLeaveGroupRequestMember()
+	mem.MemberID = member
+	req.Members = append(req.Members, mem)
+	return req
 }
 
 func (m *Membership) stopped() bool {
@@ -180,10 +206,9 @@ func (m *Membership) stopped() bool {
 	}
 }
 
-func (m *Membership) run() {
-	defer close(m.done)
+// stopContext is cancelled by Close (or by cancel).
+func (m *Membership) stopContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	go func() {
 		select {
 		case <-m.stop:
@@ -191,6 +216,13 @@ func (m *Membership) run() {
 		case <-ctx.Done():
 		}
 	}()
+	return ctx, cancel
+}
+
+func (m *Membership) run() {
+	defer close(m.done)
+	ctx, cancel := m.stopContext()
+	defer cancel()
 	backoff := 100 * time.Millisecond
 	for !m.stopped() {
 		err := m.joinAndSync(ctx)
@@ -270,17 +302,18 @@ func (m *Membership) joinAndSync(ctx context.Context) error {
 		switch err := kerr.ErrorForCode(jr.ErrorCode); {
 		case err == nil:
 		case errors.Is(err, kerr.MemberIDRequired):
-			m.memberID = jr.MemberID
+			m.setMember(jr.MemberID)
 			continue
 		case errors.Is(err, kerr.UnknownMemberID):
-			m.memberID = ""
+			m.setMember("")
 			continue
 		default:
 			return fmt.Errorf("JoinGroup: %w", err)
 		}
 		break
 	}
-	m.memberID, m.generation = jr.MemberID, jr.Generation
+	m.setMember(jr.MemberID)
+	m.generation = jr.Generation
 	sync := kmsg.NewPtrSyncGroupRequest()
 	sync.Group, sync.Generation, sync.MemberID = m.o.Group, jr.Generation, jr.MemberID
 	sync.ProtocolType, sync.Protocol = kmsg.StringPtr(protocolType), kmsg.StringPtr(protocolName)
@@ -385,6 +418,7 @@ func (m *Membership) apply(a assignment, generation int32, leader bool) {
 	}
 	m.mine.Store(&mine)
 	m.view.Store(&a)
+	m.probeNow()
 	for i := int32(0); i < m.o.ShardCount; i++ {
 		if mine[i] {
 			assigned = append(assigned, i)
@@ -426,8 +460,13 @@ func (m *Membership) evicted(err error) {
 	if n := m.disownAllLocked(); n > 0 {
 		m.lg.Warn("the upstream group dropped this node; stopped serving its shards, rejoining", zap.Error(err), zap.Int("shards", n))
 	}
-	m.memberID = ""
+	m.setMember("")
 	m.view.Store(nil)
+}
+
+func (m *Membership) setMember(id string) {
+	m.memberID = id
+	m.self.Store(&id)
 }
 
 func (m *Membership) disownAllLocked() int {
@@ -458,6 +497,7 @@ func (m *Membership) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-m.wake:
 		}
 		if m.rejoin.Load() {
 			return

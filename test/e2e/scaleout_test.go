@@ -264,6 +264,26 @@ func (c *committer) run(t *testing.T, ctx context.Context) {
 	}
 }
 
+// runUntilAcked runs the committer until its first acknowledged commit; the returned func stops
+// it and waits for it.
+func (c *committer) runUntilAcked(ctx context.Context, t *testing.T) (stop func()) {
+	t.Helper()
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.run(t, cctx) }()
+	stop = func() { cancel(); <-done }
+	for {
+		if acks, _ := c.snapshot(); len(acks) > 0 {
+			return stop
+		}
+		if ctx.Err() != nil {
+			stop()
+			t.Fatal("no commit acknowledged")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (c *committer) snapshot() (acks []ack, sent int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -893,6 +913,11 @@ func TestScaleOutPausedNodeNeverAcknowledgesAgain(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("node %d took the group over %v after node %d was paused", other, time.Since(stoppedAt), paused)
+	// A stopped process's kernel still accepts connections: the probes never judged it dead,
+	// the session timeout did.
+	if n := metric(s.nodes[other], "coordinatord_membership_peers_removed_total"); n != 0 {
+		t.Fatalf("the other node removed the paused node from the group (coordinatord_membership_peers_removed_total %v)", n)
+	}
 
 	resume()
 	resumedAt := time.Now()
@@ -935,6 +960,53 @@ func TestScaleOutPausedNodeNeverAcknowledgesAgain(t *testing.T) {
 	checkNoAckLost(ctx, t, adm, []*committer{c}, s.topic)
 }
 
+// A node killed with SIGKILL leaves nothing listening on its port: the survivors' probes are
+// refused, one of them removes it from the upstream group (LeaveGroup), and they take its
+// shards long before the session timeout (120 s here) would have, then serve what it had
+// acknowledged.
+func TestScaleOutKilledNodeIsRemovedByItsPeers(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	s := startScaleOut(t, 3, "log.kafka.session.timeout.ms=120000", "log.kafka.rebalance.timeout.ms=120000")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ids := s.ids()
+	victim, live := ids[0], ids[1:]
+	_, adm := s.clientWithTopic(ctx, t)
+	var group string
+	for i := 0; group == ""; i++ {
+		if g := fmt.Sprintf("sr-group-%d", i); coordinatorOf(ctx, t, adm, g) == victim {
+			group = g
+		}
+	}
+	c := newCommitter(t, group, s.topic, s.addrs(ids...))
+	stopCommits := c.runUntilAcked(ctx, t)
+	s.nodes[victim].kill()
+	killedAt := time.Now()
+	// Well within the 120 s session timeout: only the probes can have moved the shards.
+	s.waitSpread(60*time.Second, live...)
+	for {
+		acks, _ := c.snapshot()
+		if len(acks) > 0 && acks[len(acks)-1].sent.After(killedAt) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no commit acknowledged after the kill")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopCommits()
+	removed, logged := 0.0, 0
+	for _, id := range live {
+		removed += metric(s.nodes[id], "coordinatord_membership_peers_removed_total")
+		logged += s.nodes[id].logCount("removed a dead coordinatord node from the upstream group: its listener refused connections; its shards move now instead of after log.kafka.session.timeout.ms")
+	}
+	if removed != 1 || logged != 1 {
+		t.Fatalf("the survivors removed the killed node %v times (coordinatord_membership_peers_removed_total) and logged it %d times, want once", removed, logged)
+	}
+	checkNoAckLost(ctx, t, adm, []*committer{c}, s.topic)
+}
+
 // regainedSince reports whether the node logged an assignment that gave it shards after t.
 func regainedSince(g *gateway, t time.Time) bool {
 	g.mu.Lock()
@@ -957,7 +1029,10 @@ func regainedSince(g *gateway, t time.Time) bool {
 func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 	t.Parallel()
 	requireE2E(t)
-	s := startScaleOut(t, 2, "log.kafka.session.timeout.ms=120000", "log.kafka.rebalance.timeout.ms=120000")
+	// No peer probes: the stopped node's closed listener would have the other node remove it
+	// (TestScaleOutKilledNodeIsRemovedByItsPeers), and only the leave is tested here.
+	s := startScaleOut(t, 2, "log.kafka.session.timeout.ms=120000", "log.kafka.rebalance.timeout.ms=120000",
+		"log.kafka.peer.probe.interval.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ids := s.ids()
@@ -970,20 +1045,7 @@ func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 		}
 	}
 	c := newCommitter(t, group, s.topic, s.addrs(other))
-	cctx, stopCommits := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); c.run(t, cctx) }()
-	for {
-		if acks, _ := c.snapshot(); len(acks) > 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no commit acknowledged before the stop")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stopCommits()
-	<-done
+	c.runUntilAcked(ctx, t)()
 
 	g := s.nodes[stopped]
 	g.cmd.Process.Signal(syscall.SIGTERM)
