@@ -20,6 +20,7 @@ const module = "github.com/coordinatord/coordinatord/"
 var allowed = map[string][]string{
 	"internal/config":             {},
 	"internal/wire":               {},
+	"internal/wire/wiretest":      {"internal/wire"},
 	"internal/security":           {},
 	"pkg/topologyplugin":          {},
 	"pkg/kerrclass":               {},
