@@ -127,3 +127,78 @@ func TestConsumerSessionExpiryWithSteadyHeartbeats(t *testing.T) {
 	}
 	wantCGCode(t, "heartbeat after the session expired", c.heartbeat(group, a, e, false), kerr.UnknownMemberID.Code)
 }
+
+// hbConn is one classic member's connection, sending Heartbeat v4 frames.
+type hbConn struct {
+	*rawConn
+	corr int32
+}
+
+func (c *hbConn) heartbeat(group, member string, gen int32) int16 {
+	c.t.Helper()
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group, req.MemberID, req.Generation = group, member, gen
+	c.corr++
+	c.write(frame(req, 4, c.corr, strp("sim"), nil))
+	resp := kmsg.NewPtrHeartbeatResponse()
+	c.read(resp, 4, c.corr)
+	return resp.ErrorCode
+}
+
+// A classic member whose connection holds its steady Heartbeat answer still learns of a
+// rebalance: once another member joins, the same heartbeat gets REBALANCE_IN_PROGRESS.
+func TestClassicSteadyAnswerNotReusedAfterRebalanceStarts(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "group.initial.rebalance.delay.ms=0")
+	const group = "steady-classic"
+	member, gen := stableRaw(t, d, group, nil)
+	c := &hbConn{rawConn: dialRaw(t, d.Addr)}
+	for i := 0; i < 3; i++ {
+		wantCode(t, "steady heartbeat", c.heartbeat(group, member, gen), 0)
+	}
+	// A second member joins; its JoinGroup is parked until the rebalance ends, so it is sent
+	// and never read here.
+	joiner := dialRaw(t, d.Addr)
+	joiner.write(frame(joinReq(group, "", nil), 3, 1, strp("sim"), nil))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code := c.heartbeat(group, member, gen)
+		if code == kerr.RebalanceInProgress.Code {
+			break
+		}
+		wantCode(t, "heartbeat before the join is seen", code, 0)
+		if time.Now().After(deadline) {
+			t.Fatal("the member's heartbeat never reported the rebalance a second member started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Steady classic heartbeats answered on their connection keep the member alive past several
+// session timeouts; a member that stops is removed when its session expires.
+func TestClassicSessionExpiryWithSteadyHeartbeats(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
+	const group = "steady-classic-session"
+	jr := joinReq(group, "", nil)
+	jr.SessionTimeoutMillis = 2000
+	r := join(t, d, 3, jr)
+	wantCode(t, "join", r.ErrorCode, 0)
+	wantCode(t, "sync", syncG(t, d, 3, group, r.MemberID, nil, r.Generation, map[string]string{r.MemberID: "A"}).ErrorCode, 0)
+	c := &hbConn{rawConn: dialRaw(t, d.Addr)}
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); {
+		wantCode(t, "steady heartbeat", c.heartbeat(group, r.MemberID, r.Generation), 0)
+		time.Sleep(100 * time.Millisecond)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code := c.heartbeat(group, r.MemberID, r.Generation)
+		if code == kerr.UnknownMemberID.Code {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member's session never expired: heartbeat %v", kerr.ErrorForCode(code))
+		}
+		time.Sleep(3 * time.Second) // longer than the session: the member has stopped
+	}
+}
