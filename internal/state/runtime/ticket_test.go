@@ -10,14 +10,19 @@ import (
 	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
 )
 
+// bubbleShard starts a shard inside the calling synctest bubble and waits until it is loaded.
+func bubbleShard() *Shard[*counters] {
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: memlog.New()})
+	s.Start()
+	synctest.Wait()
+	return s
+}
+
 // A ticket stays valid while only reads and other ticket-taking (steady) operations run, and
 // stops being valid once any other write runs, including one that took a ticket but appended.
 func TestTicketValidUntilAnotherWriteRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: memlog.New()})
-		s.Start()
-		synctest.Wait()
-		ctx := context.Background()
+		s, ctx := bubbleShard(), context.Background()
 		s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
 			c.Schedule("session", 10*time.Second, set("fenced", 1))
 			c.Schedule("other", 10*time.Second, set("fenced", 2))
@@ -64,10 +69,7 @@ func TestTicketValidUntilAnotherWriteRuns(t *testing.T) {
 // else moved the shard's version.
 func TestTicketLeaseDelaysTimerAndEndsWithIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: memlog.New()})
-		s.Start()
-		synctest.Wait()
-		ctx := context.Background()
+		s, ctx := bubbleShard(), context.Background()
 		steady := func(fn func(c *Ctx[*counters]) *Ticket) *Ticket {
 			v, _ := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { return Result{Response: fn(c)} })
 			return v.(*Ticket)
