@@ -202,3 +202,27 @@ func TestClassicSessionExpiryWithSteadyHeartbeats(t *testing.T) {
 		time.Sleep(3 * time.Second) // longer than the session: the member has stopped
 	}
 }
+
+// A group config change reaches a member whose connection holds its steady answer: the next
+// steady heartbeat there carries the group's new heartbeat interval.
+func TestConsumerSteadyAnswerFollowsGroupConfigChange(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "group.consumer.min.heartbeat.interval.ms=100", "group.consumer.heartbeat.interval.ms=200")
+	cl := d.client()
+	defer cl.Close()
+	c := dialCG(t, d)
+	const group, a = "steady-config", "member-a-0000000004"
+	joined := c.heartbeat(group, a, 0, true)
+	wantCGCode(t, "join", joined, 0)
+	for i := 0; i < 3; i++ {
+		if resp := c.heartbeat(group, a, joined.MemberEpoch, false); resp.ErrorCode != 0 || resp.HeartbeatIntervalMillis != 200 {
+			t.Fatalf("steady heartbeat: %v, interval %d ms, want 200", kerr.ErrorForCode(resp.ErrorCode), resp.HeartbeatIntervalMillis)
+		}
+	}
+	if code, msg := alterGroupConfigs(t, cl, group, false, setGroupConfig("consumer.heartbeat.interval.ms", "300")); code != 0 {
+		t.Fatalf("set the group's heartbeat interval: %d %q", code, msg)
+	}
+	if resp := c.heartbeat(group, a, joined.MemberEpoch, false); resp.ErrorCode != 0 || resp.HeartbeatIntervalMillis != 300 {
+		t.Fatalf("steady heartbeat after the change: %v, interval %d ms, want the group's 300", kerr.ErrorForCode(resp.ErrorCode), resp.HeartbeatIntervalMillis)
+	}
+}
