@@ -226,3 +226,33 @@ func TestConsumerSteadyAnswerFollowsGroupConfigChange(t *testing.T) {
 		t.Fatalf("steady heartbeat after the change: %v, interval %d ms, want the group's 300", kerr.ErrorForCode(resp.ErrorCode), resp.HeartbeatIntervalMillis)
 	}
 }
+
+// A topic the member subscribes to appearing reaches a member whose connection holds its steady
+// answer: its steady heartbeats there soon carry an assignment of the new topic's partitions.
+func TestConsumerSteadyAnswerFollowsNewSubscribedTopic(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, consumerKeys...)
+	adm := kadm.NewClient(d.client())
+	c := dialCG(t, d)
+	const group, a = "steady-topic", "member-a-0000000005"
+	joined := c.heartbeat(group, a, 0, true)
+	wantCGCode(t, "join", joined, 0)
+	epoch := joined.MemberEpoch
+	for i := 0; i < 3; i++ {
+		wantCGCode(t, "steady heartbeat", c.heartbeat(group, a, epoch, false), 0)
+	}
+	createTopic(t, adm, "no-such-topic", 3) // the topic the member subscribed to
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp := c.heartbeat(group, a, epoch, false)
+		wantCGCode(t, "steady heartbeat after the topic appeared", resp, 0)
+		epoch = resp.MemberEpoch
+		if resp.Assignment != nil && len(resp.Assignment.Topics) == 1 && len(resp.Assignment.Topics[0].Partitions) == 3 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no assignment of the new topic reached the member: epoch %d, assignment %+v", epoch, resp.Assignment)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
