@@ -26,7 +26,7 @@ func (t *Table) heartbeat(ctx context.Context, r *wire.Request) kmsg.Response {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp
 	}
-	if tk, ok := memo(r).(*classicTicket); ok && tk.answers(req) && tk.out.Ticket.Valid(tk.out.Session) {
+	if tk, ok := memo(r).(*classicTicket); ok && tk.answers(req) && t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
 		resp.ErrorCode = tk.out.Code
 		return resp
 	}

@@ -40,7 +40,7 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 	if err != nil {
 		return consumer.ErrorResponse(availabilityCode(err), "")
 	}
-	if tk, ok := memo(r).(*consumerTicket); ok && tk.answers(r, req, snap) && tk.out.Ticket.Valid(tk.out.Session) {
+	if tk, ok := memo(r).(*consumerTicket); ok && tk.answers(r, req, snap) && t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
 		resp := *tk.out.Response // the stored answer is shared: the caller sets the version
 		return &resp
 	}
@@ -73,8 +73,9 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 }
 
 // consumerTicket is a steady heartbeat's answer kept on its connection: the same request on it
-// gets the same answer without a round trip through the shard while the shard's ticket holds
-// (runtime.Ticket), which also moves the member's session deadline. The request must be the
+// gets the same answer without a round trip through the shard while the ticket holds on the
+// shard the group maps to now (runtime.Shard.Valid), which also moves the member's session
+// deadline. The request must be the
 // same in everything the answer depends on: group, member, epoch, instance id, client id and
 // version, with every optional field null (consumer.SteadyRequest), and the same topic catalog
 // snapshot (a topic change may change the group's metadata hash).

@@ -109,7 +109,7 @@ type HeartbeatOutput struct {
 	Records  []log.Record
 	Timers   []TimerAction
 	// Ticket, when set, lets the caller answer a repeat of this exact request with Response,
-	// without the shard, while Ticket.Valid(Session) (see runtime.Ticket); set by the shard's
+	// without the shard, while the group's shard finds Ticket valid (runtime.Shard.Valid with Session); set by the shard's
 	// operation for a steady heartbeat only.
 	Ticket  *runtime.Ticket
 	Session time.Duration

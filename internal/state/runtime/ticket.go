@@ -18,7 +18,7 @@ import (
 // a valid ticket shows durable state only: the same answer the shard would have given had the
 // request been ordered before whatever runs next. Nothing of the machine is read off the shard.
 //
-// The ticket also carries a lease on one timer (a member's session): Valid pushes that timer's
+// The ticket also carries a lease on one timer (a member's session): Shard.Valid pushes that timer's
 // deadline back from the caller's goroutine, as the operation itself would have done with
 // Ctx.Extend. The lease is lost when the timer fires, is cancelled or replaced, or the shard
 // reloads: a repeat then goes through the shard, which orders it after whatever the timer did.
@@ -31,8 +31,12 @@ type Ticket struct {
 
 // Valid reports whether the ticket's answer may be repeated now, and if so extends its timer
 // to d from now. false: send the request through the shard (which may hand out a new ticket).
-func (t *Ticket) Valid(d time.Duration) bool {
-	if t == nil || State(t.state.Load()) != StateActive || t.ver.Load() != t.at {
+// s is the shard the request would be sent to now, looked up as for sending it: a ticket of
+// any other shard is not valid, so a shard this node stopped serving (replaced by a NotOwned
+// placeholder while its old runtime still closes, or behind a closed serving gate) answers
+// nothing from its tickets.
+func (s *Shard[M]) Valid(t *Ticket, d time.Duration) bool {
+	if t == nil || t.ver != &s.ver || State(t.state.Load()) != StateActive || t.ver.Load() != t.at {
 		return false
 	}
 	return t.lease.extend(d)

@@ -39,21 +39,21 @@ func TestTicketValidUntilAnotherWriteRuns(t *testing.T) {
 			return v.(*Ticket)
 		}
 		tk := ticket("session", false)
-		if !tk.Valid(10 * time.Second) {
+		if !s.Valid(tk, 10*time.Second) {
 			t.Fatal("a fresh ticket is not valid")
 		}
 		s.Read(ctx, get("n"))
 		ticket("other", false)
-		if !tk.Valid(10 * time.Second) {
+		if !s.Valid(tk, 10*time.Second) {
 			t.Fatal("a read or another steady operation ended the ticket")
 		}
 		s.Write(ctx, func(*Ctx[*counters], *counters) Result { return Result{} })
-		if tk.Valid(10 * time.Second) {
+		if s.Valid(tk, 10*time.Second) {
 			t.Fatal("the ticket is still valid after a write that took none")
 		}
 		tk = ticket("session", false)
 		appending := ticket("other", true)
-		if appending.Valid(10*time.Second) || tk.Valid(10*time.Second) {
+		if s.Valid(appending, 10*time.Second) || s.Valid(tk, 10*time.Second) {
 			t.Fatal("a ticket is valid after an operation appended records")
 		}
 		if ticket("none", false) != nil {
@@ -86,7 +86,7 @@ func TestTicketLeaseDelaysTimerAndEndsWithIt(t *testing.T) {
 		tk := steady(func(c *Ctx[*counters]) *Ticket { return c.Ticket("session") })
 		for i := 0; i < 6; i++ { // every 500 ms for 3 s, a 1 s session each time
 			time.Sleep(500 * time.Millisecond)
-			if !tk.Valid(time.Second) {
+			if !s.Valid(tk, time.Second) {
 				t.Fatalf("extension %d refused", i)
 			}
 		}
@@ -101,7 +101,7 @@ func TestTicketLeaseDelaysTimerAndEndsWithIt(t *testing.T) {
 		if n := fired(); n != 1 {
 			t.Fatalf("the timer ran %d times a session after the last extension, want 1", n)
 		}
-		if tk.Valid(time.Second) {
+		if s.Valid(tk, time.Second) {
 			t.Fatal("a ticket is valid after its timer fired")
 		}
 
@@ -119,10 +119,10 @@ func TestTicketLeaseDelaysTimerAndEndsWithIt(t *testing.T) {
 			c.Schedule("b", 2*time.Hour, set("fired", 9))
 			return c.Ticket("b")
 		})
-		if ta.Valid(time.Second) {
+		if s.Valid(ta, time.Second) {
 			t.Fatal("a ticket is valid after its timer was cancelled")
 		}
-		if tb.Valid(time.Second) {
+		if s.Valid(tb, time.Second) {
 			t.Fatal("a ticket is valid after its timer was replaced by another operation")
 		}
 		s.Close(ctx)

@@ -199,7 +199,7 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 
 // HeartbeatResult is a classic Heartbeat's outcome. Ticket, when set, lets the caller answer a
 // repeat of the same heartbeat (group, member, instance id, generation) with Code without the
-// shard while Ticket.Valid(Session) (see runtime.Ticket).
+// shard while the group's shard finds Ticket valid (runtime.Shard.Valid with Session).
 type HeartbeatResult struct {
 	Code    int16
 	Ticket  *runtime.Ticket
