@@ -40,6 +40,15 @@ func (c *cgConn) heartbeat(group, member string, epoch int32, join bool) *kmsg.C
 
 func dialCG(t *testing.T, d *daemon) *cgConn { return &cgConn{rawConn: dialRaw(t, d.Addr)} }
 
+// joinCG joins member to group on a connection of its own and returns it with the member's epoch.
+func joinCG(t *testing.T, d *daemon, group, member string) (*cgConn, int32) {
+	t.Helper()
+	c := dialCG(t, d)
+	joined := c.heartbeat(group, member, 0, true)
+	wantCGCode(t, "join", joined, 0)
+	return c, joined.MemberEpoch
+}
+
 func wantCGCode(t *testing.T, what string, resp *kmsg.ConsumerGroupHeartbeatResponse, want int16) {
 	t.Helper()
 	if resp.ErrorCode != want {
@@ -58,11 +67,9 @@ func wantCGCode(t *testing.T, what string, resp *kmsg.ConsumerGroupHeartbeatResp
 func TestConsumerSteadyAnswerNotReusedAfterEpochMoved(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, consumerKeys...)
-	first, second, other := dialCG(t, d), dialCG(t, d), dialCG(t, d)
 	const group, a, b = "steady-fence", "member-a-0000000001", "member-b-0000000002"
-	joined := first.heartbeat(group, a, 0, true)
-	wantCGCode(t, "join", joined, 0)
-	e := joined.MemberEpoch
+	first, e := joinCG(t, d, group, a)
+	second := dialCG(t, d)
 	for i := 0; i < 3; i++ { // the first steady answer is kept on the connection, the others reuse it
 		resp := first.heartbeat(group, a, e, false)
 		wantCGCode(t, "steady heartbeat", resp, 0)
@@ -70,7 +77,7 @@ func TestConsumerSteadyAnswerNotReusedAfterEpochMoved(t *testing.T) {
 			t.Fatalf("steady heartbeat moved the epoch to %d from %d", resp.MemberEpoch, e)
 		}
 	}
-	wantCGCode(t, "second member joining", other.heartbeat(group, b, 0, true), 0)
+	joinCG(t, d, group, b)
 	// The new target is computed at most once per assignment interval: heartbeat on the second
 	// connection until the member has moved to the new epoch.
 	moved := e
@@ -99,11 +106,8 @@ func TestConsumerSessionExpiryWithSteadyHeartbeats(t *testing.T) {
 	d := startDaemon(t, "group.consumer.min.heartbeat.interval.ms=100", "group.consumer.heartbeat.interval.ms=200",
 		"group.consumer.min.session.timeout.ms=1000", "group.consumer.session.timeout.ms=2000")
 	adm := kadm.NewClient(d.client())
-	c := dialCG(t, d)
 	const group, a = "steady-session", "member-a-0000000003"
-	joined := c.heartbeat(group, a, 0, true)
-	wantCGCode(t, "join", joined, 0)
-	e := joined.MemberEpoch
+	c, e := joinCG(t, d, group, a)
 	// Three session timeouts of heartbeats, every 100 ms: a session deadline the repeated
 	// answers did not move would fence the member after the first 2 s.
 	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); {
@@ -210,19 +214,17 @@ func TestConsumerSteadyAnswerFollowsGroupConfigChange(t *testing.T) {
 	d := startDaemon(t, "group.consumer.min.heartbeat.interval.ms=100", "group.consumer.heartbeat.interval.ms=200")
 	cl := d.client()
 	defer cl.Close()
-	c := dialCG(t, d)
 	const group, a = "steady-config", "member-a-0000000004"
-	joined := c.heartbeat(group, a, 0, true)
-	wantCGCode(t, "join", joined, 0)
+	c, epoch := joinCG(t, d, group, a)
 	for i := 0; i < 3; i++ {
-		if resp := c.heartbeat(group, a, joined.MemberEpoch, false); resp.ErrorCode != 0 || resp.HeartbeatIntervalMillis != 200 {
+		if resp := c.heartbeat(group, a, epoch, false); resp.ErrorCode != 0 || resp.HeartbeatIntervalMillis != 200 {
 			t.Fatalf("steady heartbeat: %v, interval %d ms, want 200", kerr.ErrorForCode(resp.ErrorCode), resp.HeartbeatIntervalMillis)
 		}
 	}
 	if code, msg := alterGroupConfigs(t, cl, group, false, setGroupConfig("consumer.heartbeat.interval.ms", "300")); code != 0 {
 		t.Fatalf("set the group's heartbeat interval: %d %q", code, msg)
 	}
-	if resp := c.heartbeat(group, a, joined.MemberEpoch, false); resp.ErrorCode != 0 || resp.HeartbeatIntervalMillis != 300 {
+	if resp := c.heartbeat(group, a, epoch, false); resp.ErrorCode != 0 || resp.HeartbeatIntervalMillis != 300 {
 		t.Fatalf("steady heartbeat after the change: %v, interval %d ms, want the group's 300", kerr.ErrorForCode(resp.ErrorCode), resp.HeartbeatIntervalMillis)
 	}
 }
@@ -233,11 +235,8 @@ func TestConsumerSteadyAnswerFollowsNewSubscribedTopic(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, consumerKeys...)
 	adm := kadm.NewClient(d.client())
-	c := dialCG(t, d)
 	const group, a = "steady-topic", "member-a-0000000005"
-	joined := c.heartbeat(group, a, 0, true)
-	wantCGCode(t, "join", joined, 0)
-	epoch := joined.MemberEpoch
+	c, epoch := joinCG(t, d, group, a)
 	for i := 0; i < 3; i++ {
 		wantCGCode(t, "steady heartbeat", c.heartbeat(group, a, epoch, false), 0)
 	}
