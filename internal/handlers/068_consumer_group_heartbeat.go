@@ -75,10 +75,10 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 // consumerTicket is a steady heartbeat's answer kept on its connection: the same request on it
 // gets the same answer without a round trip through the shard while the ticket holds on the
 // shard the group maps to now (runtime.Shard.Valid), which also moves the member's session
-// deadline. The request must be the
-// same in everything the answer depends on: group, member, epoch, instance id, client id and
-// version, with every optional field null (consumer.SteadyRequest), and the same topic catalog
-// snapshot (a topic change may change the group's metadata hash).
+// deadline. The request must be the same in everything the answer depends on: group, member,
+// epoch, instance id, client id and version, with every optional field null
+// (consumer.SteadyRequest), and the same topic catalog snapshot (a topic change may change the
+// group's metadata hash).
 type consumerTicket struct {
 	out      consumer.HeartbeatOutput
 	group    string

@@ -13,14 +13,15 @@ import (
 // An operation takes a ticket (Ctx.Ticket) when it changed nothing and its answer would be the
 // same for the same request until something else runs on the shard. The ticket is valid while
 // no other write operation has run since (every write that does not take a ticket, every timer
-// operation, every append and every reload moves the shard's version) and the shard is ACTIVE.
+// operation, every append and every reload moves the shard's version), the shard is ACTIVE and
+// it is still the shard the request is routed to (Shard.Valid).
 // Its answer was released only after everything it read was durable, so an answer repeated from
 // a valid ticket shows durable state only: the same answer the shard would have given had the
 // request been ordered before whatever runs next. Nothing of the machine is read off the shard.
 //
-// The ticket also carries a lease on one timer (a member's session): Shard.Valid pushes that timer's
-// deadline back from the caller's goroutine, as the operation itself would have done with
-// Ctx.Extend. The lease is lost when the timer fires, is cancelled or replaced, or the shard
+// The ticket also carries a lease on one timer (a member's session): Shard.Valid pushes that
+// timer's deadline back from the caller's goroutine, as the operation itself would have done
+// with Ctx.Extend. The lease is lost when the timer fires, is cancelled or replaced, or the shard
 // reloads: a repeat then goes through the shard, which orders it after whatever the timer did.
 type Ticket struct {
 	ver   *atomic.Uint64
