@@ -26,6 +26,10 @@ func (t *Table) heartbeat(ctx context.Context, r *wire.Request) kmsg.Response {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp
 	}
+	if tk, ok := memo(r).(*classicTicket); ok && tk.answers(req) && t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
+		resp.ErrorCode = tk.out.Code
+		return resp
+	}
 	v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.Heartbeat(t.classicConfig(), req.Group, req.MemberID, req.InstanceID, req.Generation))
 	switch {
 	case errors.Is(err, runtime.ErrLoading):
@@ -33,7 +37,31 @@ func (t *Table) heartbeat(ctx context.Context, r *wire.Request) kmsg.Response {
 	case err != nil:
 		resp.ErrorCode = availabilityCode(err)
 	default:
-		resp.ErrorCode = v.(int16)
+		out := v.(shard.HeartbeatResult)
+		resp.ErrorCode = out.Code
+		if r.Conn != nil {
+			if out.Ticket != nil {
+				r.Conn.Memo = &classicTicket{out: out, group: req.Group, member: req.MemberID, instance: req.InstanceID, generation: req.Generation}
+			} else if _, ok := r.Conn.Memo.(*classicTicket); ok {
+				r.Conn.Memo = nil
+			}
+		}
 	}
 	return resp
+}
+
+// classicTicket is a steady classic Heartbeat's answer kept on its connection (see
+// consumerTicket): the same group, member, instance id and generation get the same code
+// without the shard while the shard's ticket holds.
+type classicTicket struct {
+	out        shard.HeartbeatResult
+	group      string
+	member     string
+	instance   *string
+	generation int32
+}
+
+func (tk *classicTicket) answers(req *kmsg.HeartbeatRequest) bool {
+	return req.Generation == tk.generation && req.MemberID == tk.member && req.Group == tk.group &&
+		(req.InstanceID == nil) == (tk.instance == nil) && (req.InstanceID == nil || *req.InstanceID == *tk.instance)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/acl"
 	"github.com/coordinatord/coordinatord/internal/state/consumer"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,6 +40,10 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 	if err != nil {
 		return consumer.ErrorResponse(availabilityCode(err), "")
 	}
+	if tk, ok := memo(r).(*consumerTicket); ok && tk.answers(r, req, snap) && t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
+		resp := *tk.out.Response // the stored answer is shared: the caller sets the version
+		return &resp
+	}
 	in := consumer.HeartbeatInput{
 		Req: req, ClientID: r.ClientID, ClientHost: clientHost(r), Catalog: snap, Config: t.deps.Consumer,
 	}
@@ -55,7 +60,48 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 	if err != nil {
 		return consumer.ErrorResponse(availabilityCode(err), "")
 	}
-	return v.(consumer.HeartbeatOutput).Response
+	out := v.(consumer.HeartbeatOutput)
+	if r.Conn != nil {
+		if out.Ticket != nil {
+			r.Conn.Memo = &consumerTicket{out: out, group: req.Group, member: req.MemberID, epoch: req.MemberEpoch,
+				instance: req.InstanceID, clientID: r.ClientID, version: r.Version, catalog: snap}
+		} else if _, ok := r.Conn.Memo.(*consumerTicket); ok {
+			r.Conn.Memo = nil
+		}
+	}
+	return out.Response
+}
+
+// consumerTicket is a steady heartbeat's answer kept on its connection: the same request on it
+// gets the same answer without a round trip through the shard while the ticket holds on the
+// shard the group maps to now (runtime.Shard.Valid), which also moves the member's session
+// deadline. The request must be the same in everything the answer depends on: group, member,
+// epoch, instance id, client id and version, with every optional field null
+// (consumer.SteadyRequest), and the same topic catalog snapshot (a topic change may change the
+// group's metadata hash).
+type consumerTicket struct {
+	out      consumer.HeartbeatOutput
+	group    string
+	member   string
+	epoch    int32
+	instance *string
+	clientID string
+	version  int16
+	catalog  *meta.Snapshot
+}
+
+func (tk *consumerTicket) answers(r *wire.Request, req *kmsg.ConsumerGroupHeartbeatRequest, snap *meta.Snapshot) bool {
+	return consumer.SteadyRequest(req) && req.MemberEpoch == tk.epoch && req.MemberID == tk.member && req.Group == tk.group &&
+		r.ClientID == tk.clientID && r.Version == tk.version && snap == tk.catalog &&
+		(req.InstanceID == nil) == (tk.instance == nil) && (req.InstanceID == nil || *req.InstanceID == *tk.instance)
+}
+
+// memo is the connection's handler memory (nil without a connection: direct calls in tests).
+func memo(r *wire.Request) any {
+	if r.Conn == nil {
+		return nil
+	}
+	return r.Conn.Memo
 }
 
 // newConsumerMemberID is a random 128-bit id in the text form of Kafka's Uuid (URL-safe base64

@@ -37,6 +37,10 @@ type Conn struct {
 	// host caches Host: the peer's address never changes, and working it out allocated
 	// several times per heartbeat (issue 12).
 	host atomic.Pointer[string]
+	// Memo is the handler's per-connection memory (a steady heartbeat's ticket, say). Only the
+	// connection's own goroutine touches it: the wire loop calls the handler one request at a
+	// time.
+	Memo any
 }
 
 // Host is the peer as Kafka names a client's host: "/" and the IP without the port (the whole

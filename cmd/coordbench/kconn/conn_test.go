@@ -105,8 +105,15 @@ func TestNegotiatesAndPicksCommonVersion(t *testing.T) {
 	if _, err := c.RequestCapped(ctx, kmsg.NewPtrMetadataRequest(), 4); err != nil || gotVersion != 4 {
 		t.Errorf("capped request: v%d, %v", gotVersion, err)
 	}
-	if _, err := c.Request(ctx, kmsg.NewPtrOffsetCommitRequest()); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("unadvertised API: %v, want ErrUnsupported", err)
+	// The version picked per key is remembered: a cap applies to its own request only, and
+	// an unusable key stays unusable.
+	if _, err := c.Request(ctx, kmsg.NewPtrMetadataRequest()); err != nil || gotVersion != 9 {
+		t.Errorf("request after a capped one: v%d, %v; want v9", gotVersion, err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := c.Request(ctx, kmsg.NewPtrOffsetCommitRequest()); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("unadvertised API (%d): %v, want ErrUnsupported", i, err)
+		}
 	}
 }
 

@@ -74,7 +74,7 @@ func dialConsumerGroup(ctx context.Context, env *Env, name string) (*consumerGro
 		return nil, err
 	}
 	for _, c := range conns {
-		g.members = append(g.members, &consumerMember{conn: c, id: randomID()})
+		g.members = append(g.members, &consumerMember{conn: c, id: randomID(), version: -1})
 	}
 	return g, nil
 }
@@ -90,6 +90,8 @@ type consumerMember struct {
 	id    string
 	epoch int32 // 0 until joined
 	owned []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic
+	// version is the ConsumerGroupHeartbeat version last noted in Info (-1: none yet).
+	version int16
 }
 
 // heartbeat sends m's heartbeat: the full join request at epoch 0, its owned partitions while
@@ -114,7 +116,11 @@ func (g *consumerGroup) heartbeat(ctx context.Context, m *consumerMember, steady
 	if err != nil {
 		return err
 	}
-	g.env.Info.Version(req)
+	if v := req.GetVersion(); v != m.version {
+		// Info is shared under a lock by every member: noted once per member, not per beat.
+		g.env.Info.Version(req)
+		m.version = v
+	}
 	r := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
 	if err := errorCode("consumer group heartbeat", r.ErrorCode); err != nil {
 		if r.ErrorMessage != nil {
@@ -139,7 +145,7 @@ func (g *consumerGroup) Teardown(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.members = append(g.members, &consumerMember{conn: c, id: randomID()})
+	g.members = append(g.members, &consumerMember{conn: c, id: randomID(), version: -1})
 	took, err := g.settle(ctx)
 	if err != nil {
 		return fmt.Errorf("one member joining %d: %w", len(g.members)-1, err)

@@ -244,6 +244,9 @@ func closeAll(conns []*kconn.Conn) {
 
 // ErrorCode turns a non-zero Kafka error code into an error.
 func errorCode(what string, code int16) error {
+	if code == 0 {
+		return nil // without kerr's map lookup: the timed operations' usual answer
+	}
 	if err := kerr.ErrorForCode(code); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

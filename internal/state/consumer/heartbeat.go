@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -107,6 +108,11 @@ type HeartbeatOutput struct {
 	Response *kmsg.ConsumerGroupHeartbeatResponse
 	Records  []log.Record
 	Timers   []TimerAction
+	// Ticket, when set, lets the caller answer a repeat of this exact request with Response,
+	// without the shard, while the group's shard finds Ticket valid (runtime.Shard.Valid with Session); set by the shard's
+	// operation for a steady heartbeat only.
+	Ticket  *runtime.Ticket
+	Session time.Duration
 
 	// groupEpoch is the group epoch the records leave.
 	groupEpoch int32
@@ -860,4 +866,27 @@ func sortedIDs[V any](m map[string]V) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// Steady reports whether a heartbeat of member that changed nothing is answered the same until
+// some other operation changes the shard, so its answer may be repeated off the shard (a
+// runtime.Ticket): the group's target is computed for its epoch (a target held back by the
+// assignment interval is released only by time, in the next heartbeat of any member), the
+// member speaks the consumer protocol, and no member subscribes by regex (a regex resolves
+// through the heartbeating client's topic ACLs, which change without any record here).
+func (s *State) Steady(group, member string) bool {
+	g := s.Groups[group]
+	if g == nil || g.Epoch != g.AssignmentEpoch || len(g.regexes) > 0 {
+		return false
+	}
+	m := g.Members[member]
+	return m != nil && m.Classic == nil && m.SubscribedTopicRegex == ""
+}
+
+// SteadyRequest reports whether req is a steady heartbeat: an established member's epoch and
+// nothing else (every field a member sends only when it changes is null). Only such a request
+// is answered from a ticket.
+func SteadyRequest(req *kmsg.ConsumerGroupHeartbeatRequest) bool {
+	return req.MemberEpoch > 0 && req.MemberID != "" && req.RackID == nil && req.RebalanceTimeoutMillis == -1 &&
+		req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil && req.ServerAssignor == nil && req.Topics == nil
 }

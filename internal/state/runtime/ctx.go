@@ -18,6 +18,7 @@ type Ctx[M Machine] struct {
 	promises     []*Promise // created by this operation
 	reads        []uint64   // hashes of the record keys named by Reads; nil: not named
 	readsAll     bool       // a ReadsScope the shard cannot resolve: wait for everything
+	steady       bool       // took a Ticket: changed nothing, so the shard's version stays
 }
 
 // Now is the time the operation started; use it instead of time.Now so that one operation sees
@@ -63,6 +64,9 @@ type timer[M Machine] struct {
 	// heartbeat) only records it: the fire at firesAt sets t again for the rest, so a group's
 	// heartbeats cost no timer work per beat.
 	deadline, firesAt time.Time
+	// lease, once a Ticket was taken on this timer, lets other goroutines push deadline back;
+	// it ends (lose) whenever the timer's operation or existence changes.
+	lease *lease
 }
 
 // Schedule arranges for op to run as a write operation after d, replacing any timer with the
@@ -72,6 +76,9 @@ func (c *Ctx[M]) Schedule(key string, d time.Duration, op WriteOp[M]) {
 	s := c.s
 	deadline := time.Now().Add(d)
 	if old := s.timers[key]; old != nil {
+		// A new operation: a ticket's lease on the old one must not extend it.
+		old.lease.lose()
+		old.lease = nil
 		if !old.firesAt.After(deadline) {
 			old.op, old.deadline = op, deadline
 			return
@@ -92,9 +99,13 @@ func (c *Ctx[M]) Extend(key string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	if !old.firesAt.After(deadline) {
 		old.deadline = deadline
+		if old.lease != nil {
+			old.lease.raise(deadline)
+		}
 		return true
 	}
 	old.t.Stop()
+	old.lease.lose() // brought forward: a fresh timer, whose ticket is taken anew
 	c.arm(key, d, deadline, old.op)
 	return true
 }
@@ -116,6 +127,7 @@ func (c *Ctx[M]) arm(key string, d time.Duration, deadline time.Time, op WriteOp
 func (c *Ctx[M]) Cancel(key string) {
 	if t := c.s.timers[key]; t != nil {
 		t.t.Stop()
+		t.lease.lose()
 		delete(c.s.timers, key)
 	}
 }

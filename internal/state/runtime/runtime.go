@@ -156,6 +156,11 @@ type Shard[M Machine] struct {
 
 	state atomic.Int32
 	lag   atomic.Int64 // appended - durableO, for the durable lag gauge
+	// ver moves with every write operation that did not take a Ticket, every append and every
+	// reload: a Ticket is valid only while it has not moved. base is the origin of leases'
+	// deadlines (monotonic).
+	ver  atomic.Uint64
+	base time.Time
 
 	// replySlots holds this shard's idle reply slots. Per shard rather than per process: a
 	// channel belongs to the synctest bubble that made it, and a shard and its callers share one.
@@ -288,6 +293,7 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 
 		replaying: -1,
 		keySeed:   maphash.MakeSeed(),
+		base:      time.Now(),
 	}
 	s.replySlots.New = func() any { return &replySlot{ch: make(chan outcome, 1)} }
 	s.setState(StateInitial)
@@ -532,10 +538,23 @@ func (s *Shard[M]) handle(e event[M]) {
 		if e.gen != s.gen || t == nil || t.seq != e.seq || s.State() != StateActive {
 			return // cancelled, replaced or from before a reload
 		}
-		if rest := time.Until(t.deadline); rest > 0 {
-			t.firesAt = t.deadline // pushed back since it was set: go off again for the rest
-			t.t.Reset(rest)
-			return
+		for {
+			deadline, v := t.deadline, int64(0)
+			if t.lease != nil {
+				// A ticket's holder may have pushed it back off the shard, and may still.
+				v = t.lease.at.Load()
+				if ld := s.base.Add(time.Duration(v)); ld.After(deadline) {
+					deadline = ld
+				}
+			}
+			if rest := time.Until(deadline); rest > 0 {
+				t.firesAt = deadline // pushed back since it was set: go off again for the rest
+				t.t.Reset(rest)
+				return
+			}
+			if t.lease == nil || t.lease.claim(v) {
+				break // no extension can come in between any more
+			}
 		}
 		delete(s.timers, e.key)
 		s.runWrite(t.op, replyTo{})
@@ -602,6 +621,9 @@ func reply(r replyTo, out outcome) {
 func (s *Shard[M]) runWrite(op WriteOp[M], done replyTo) {
 	c := &Ctx[M]{s: s, now: time.Now()}
 	res := op(c, s.spec)
+	if !c.steady || len(res.Records) > 0 {
+		s.ver.Add(1) // before anything of it is answered: no ticket from before it is valid
+	}
 	w := waiter{done: done, out: outcome{resp: res.Response, err: res.Err}, afterDurable: c.afterDurable}
 	if len(res.Records) > 0 {
 		batches := [][]log.Record{res.Records}
@@ -856,8 +878,10 @@ func (s *Shard[M]) abandon(err error) {
 	s.promises = nil
 	for _, t := range s.timers {
 		t.t.Stop()
+		t.lease.lose()
 	}
 	s.timers = nil
+	s.ver.Add(1) // the state tickets were taken on is gone
 	if s.asyncEnd != nil {
 		s.asyncEnd()
 	}
@@ -886,6 +910,7 @@ func (s *Shard[M]) closeLog() {
 // load opens the log and replays it into fresh machines, as a new generation.
 func (s *Shard[M]) load() {
 	s.setState(StateLoading)
+	s.ver.Add(1)
 	s.gen++
 	gen := s.gen
 	start := time.Now()

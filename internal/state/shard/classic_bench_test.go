@@ -67,7 +67,7 @@ func BenchmarkClassicHeartbeat(b *testing.B) {
 			cpu := processCPU()
 			for i := 0; i < b.N; i++ {
 				v, err := s.Write(ctx, ops[i%n])
-				if err != nil || v.(int16) != 0 {
+				if err != nil || v.(HeartbeatResult).Code != 0 {
 					b.Fatalf("heartbeat: %v %v", v, err)
 				}
 			}

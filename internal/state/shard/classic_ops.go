@@ -178,15 +178,32 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 			res := m.Streams.ClassicHeartbeat(group, member, instance, generation, c.Scheduled)
 			applyStreamsTimers(c, res.Timers, m.streamsConfigFor(group, m.streamsBase()))
 			groupReads(c, group) // no records: only the session timer moves
-			return runtime.Result{Response: res.Code}
+			return runtime.Result{Response: HeartbeatResult{Code: res.Code}}
 		}
 		if m.Consumer.Owns(group) {
 			return m.consumerClassicHeartbeat(c, group, member, instance, generation)
 		}
 		tx := m.Classic.Heartbeat(cfg, c.Now(), group, member, instance, generation)
 		recs, _, _ := m.applyClassic(c, tx)
-		return runtime.Result{Records: recs, Response: tx.Code}
+		out := HeartbeatResult{Code: tx.Code}
+		if g := tx.Group(); len(recs) == 0 && tx.Code == 0 && g != nil && g.State == classic.Stable &&
+			len(tx.Timers) == 1 && tx.Timers[0].Kind == classic.TimerSession && !tx.Timers[0].Cancel &&
+			len(tx.Answers) == 0 && len(tx.Removed) == 0 {
+			// A Stable group's member whose heartbeat only moved its session deadline: the same
+			// heartbeat gets the same answer until another operation runs on this shard.
+			out.Ticket, out.Session = c.Ticket(tx.Timers[0].Key()), tx.Timers[0].Delay
+		}
+		return runtime.Result{Records: recs, Response: out}
 	}
+}
+
+// HeartbeatResult is a classic Heartbeat's outcome. Ticket, when set, lets the caller answer a
+// repeat of the same heartbeat (group, member, instance id, generation) with Code without the
+// shard while the group's shard finds Ticket valid (runtime.Shard.Valid with Session).
+type HeartbeatResult struct {
+	Code    int16
+	Ticket  *runtime.Ticket
+	Session time.Duration
 }
 
 // LeaveResult is a LeaveGroup's outcome: a request-wide code and one code per member.

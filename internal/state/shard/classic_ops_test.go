@@ -154,7 +154,7 @@ func (h *classicHarness) heartbeat(group, member string, instance *string, gen i
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return v.(int16)
+	return v.(HeartbeatResult).Code
 }
 
 func (h *classicHarness) leave(group string, members ...classic.LeaveMember) LeaveResult {
@@ -1156,7 +1156,7 @@ func TestClassicHeartbeatWaitsOnlyForItsOwnGroup(t *testing.T) {
 					ch <- -100
 					return
 				}
-				ch <- v.(int16)
+				ch <- v.(HeartbeatResult).Code
 			}()
 			return ch
 		}

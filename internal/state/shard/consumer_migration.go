@@ -165,7 +165,7 @@ func (m *Machine) consumerClassicHeartbeat(c *runtime.Ctx[*Machine], group, memb
 	code, timers := m.Consumer.ClassicHeartbeat(group, member, instance, generation)
 	applyConsumerTimers(c, timers, m.consumerConfigFor(group, m.consumerBase()))
 	groupReads(c, group) // no records: only the session timer moves
-	return runtime.Result{Response: code}
+	return runtime.Result{Response: HeartbeatResult{Code: code}}
 }
 
 // consumerDowngrade replaces the records of a removal (removed members) that leaves only

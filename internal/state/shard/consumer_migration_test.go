@@ -57,7 +57,7 @@ func (h *consumerHarness) cbeat(member string, gen int32) int16 {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return v.(int16)
+	return v.(HeartbeatResult).Code
 }
 
 func decodeAssignment(t *testing.T, b []byte) []int32 {

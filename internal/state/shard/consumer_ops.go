@@ -32,6 +32,13 @@ func ConsumerHeartbeat(in consumer.HeartbeatInput) runtime.WriteOp[*Machine] {
 			// A steady heartbeat only moves the member's session deadline (a timer, never a
 			// record): its answer waits for its own group's pending writes, not the shard's.
 			groupReads(c, in.Req.Group)
+			if !upgraded && consumer.SteadyRequest(in.Req) && out.Response.ErrorCode == 0 && out.Response.Assignment == nil &&
+				len(out.Timers) == 1 && out.Timers[0].Kind == consumer.SessionTimer && !out.Timers[0].Cancel &&
+				m.Consumer.Steady(in.Req.Group, in.Req.MemberID) {
+				// Nothing changed and nothing but the session deadline moved: the same request
+				// gets the same answer until another operation runs on this shard.
+				out.Ticket, out.Session = c.Ticket(out.Timers[0].Key()), out.Timers[0].After
+			}
 		}
 		return runtime.Result{Records: out.Records, Response: out}
 	}

@@ -243,7 +243,7 @@ func (h *migrationHarness) cbeat(c classicStreamsMember, gen int32) int16 {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return v.(int16)
+	return v.(HeartbeatResult).Code
 }
 
 func joinC() *kmsg.StreamsGroupHeartbeatRequest {
@@ -940,7 +940,7 @@ func TestMigrationStaticUpgrade(t *testing.T) {
 			t.Fatalf("B must not be disturbed: %v", kerr.ErrorForCode(c))
 		}
 		v, err := h.s.Write(context.Background(), Heartbeat(h.ccfg, "app", "A", &inst, 23))
-		if err != nil || v.(int16) != kerr.FencedInstanceID.Code {
+		if err != nil || v.(HeartbeatResult).Code != kerr.FencedInstanceID.Code {
 			t.Fatalf("old classic incarnation: %v %v", err, v)
 		}
 	})
@@ -993,8 +993,8 @@ func TestMigrationClassicJoinsIntoMixedGroup(t *testing.T) {
 			t.Fatal("the new incarnation must replace B")
 		}
 		v, _ = h.s.Write(context.Background(), Heartbeat(h.ccfg, "app", "B", &inst, 23))
-		if v.(int16) != kerr.FencedInstanceID.Code {
-			t.Fatalf("old incarnation: %v", kerr.ErrorForCode(v.(int16)))
+		if v.(HeartbeatResult).Code != kerr.FencedInstanceID.Code {
+			t.Fatalf("old incarnation: %v", kerr.ErrorForCode(v.(HeartbeatResult).Code))
 		}
 	})
 }
