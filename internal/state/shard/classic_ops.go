@@ -191,7 +191,7 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 			len(tx.Answers) == 0 && len(tx.Removed) == 0 {
 			// A Stable group's member whose heartbeat only moved its session deadline: the same
 			// heartbeat gets the same answer until another operation runs on this shard.
-			out.Ticket, out.Session = c.Ticket(tx.Timers[0].Key()), tx.Timers[0].Delay
+			out.Ticket, out.Session = c.Ticket(tx.Timers[0].Key(), group), tx.Timers[0].Delay
 		}
 		return runtime.Result{Records: recs, Response: out}
 	}

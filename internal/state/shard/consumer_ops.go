@@ -37,7 +37,7 @@ func ConsumerHeartbeat(in consumer.HeartbeatInput) runtime.WriteOp[*Machine] {
 				m.Consumer.Steady(in.Req.Group, in.Req.MemberID) {
 				// Nothing changed and nothing but the session deadline moved: the same request
 				// gets the same answer until another operation runs on this shard.
-				out.Ticket, out.Session = c.Ticket(out.Timers[0].Key()), out.Timers[0].After
+				out.Ticket, out.Session = c.Ticket(out.Timers[0].Key(), in.Req.Group), out.Timers[0].After
 			}
 		}
 		return runtime.Result{Records: out.Records, Response: out}

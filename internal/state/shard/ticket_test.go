@@ -28,7 +28,7 @@ func TestTicketNotValidOnceTheShardIsNoLongerServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := sh.Write(ctx, func(c *runtime.Ctx[*Machine], _ *Machine) runtime.Result {
-		return runtime.Result{Response: c.Ticket("session")}
+		return runtime.Result{Response: c.Ticket("session", "g")}
 	})
 	if err != nil {
 		t.Fatal(err)
