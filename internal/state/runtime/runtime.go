@@ -203,7 +203,7 @@ type Shard[M Machine] struct {
 	// (Ctx.Scoped moves only its scope's). Tickets read the counters from any goroutine; the
 	// map itself only the shard goroutine, which drops it whenever ver moves (every ticket of
 	// before is invalid then), so it never holds more than the scopes of current tickets.
-	scopes map[string]*atomic.Uint64
+	scopes   map[string]*atomic.Uint64
 	promises map[*Promise]struct{}
 	asyncCtx context.Context
 	asyncEnd context.CancelFunc
