@@ -18,16 +18,23 @@ func bubbleShard() *Shard[*counters] {
 	return s
 }
 
+// timersShard is bubbleShard with a 10 s timer armed under each key, for tickets to lease.
+func timersShard(keys ...string) *Shard[*counters] {
+	s := bubbleShard()
+	s.Write(context.Background(), func(c *Ctx[*counters], _ *counters) Result {
+		for i, k := range keys {
+			c.Schedule(k, 10*time.Second, set("fenced", int64(i+1)))
+		}
+		return Result{}
+	})
+	return s
+}
+
 // A ticket stays valid while only reads and other ticket-taking (steady) operations run, and
 // stops being valid once any other write runs, including one that took a ticket but appended.
 func TestTicketValidUntilAnotherWriteRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, ctx := bubbleShard(), context.Background()
-		s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
-			c.Schedule("session", 10*time.Second, set("fenced", 1))
-			c.Schedule("other", 10*time.Second, set("fenced", 2))
-			return Result{}
-		})
+		s, ctx := timersShard("session", "other"), context.Background()
 		ticket := func(key string, recs bool) *Ticket {
 			v, _ := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
 				r := Result{Response: c.Ticket(key, "")}
@@ -134,12 +141,7 @@ func TestTicketLeaseDelaysTimerAndEndsWithIt(t *testing.T) {
 // that declared nothing ends both.
 func TestScopedWriteEndsOnlyItsScopesTickets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, ctx := bubbleShard(), context.Background()
-		s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result {
-			c.Schedule("a/session", 10*time.Second, set("fenced", 1))
-			c.Schedule("b/session", 10*time.Second, set("fenced", 2))
-			return Result{}
-		})
+		s, ctx := timersShard("a/session", "b/session"), context.Background()
 		ticket := func(key, scope string) *Ticket {
 			v, _ := s.Write(ctx, func(c *Ctx[*counters], _ *counters) Result { return Result{Response: c.Ticket(key, scope)} })
 			return v.(*Ticket)
