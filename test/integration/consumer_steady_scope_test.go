@@ -32,29 +32,12 @@ func TestConsumerSteadyAnswerBesideAnotherGroupsCommits(t *testing.T) {
 	t.Parallel()
 	const shards = 8
 	d := startDaemon(t, append([]string{fmt.Sprintf("offsets.topic.num.partitions=%d", shards)}, consumerKeys...)...)
-	adm := kadm.NewClient(d.client())
-	if _, err := adm.CreateTopic(ctxT(t), 1, 1, nil, "scoped-commits"); err != nil {
-		t.Fatal(err)
-	}
-	group, committer := sameShardGroups(t, "steady-scope", shards)
+	group, other := sameShardGroups(t, "steady-scope", shards)
+	busy := committer(t, d, other)
 	const a, b = "member-a-0000000011", "member-b-0000000012"
-	var at int64
-	commit := func() {
-		t.Helper()
-		at++
-		offs := kadm.Offsets{}
-		offs.AddOffset("scoped-commits", 0, at, -1)
-		res, err := adm.CommitOffsets(ctxT(t), committer, offs)
-		if err == nil {
-			err = res.Error()
-		}
-		if err != nil {
-			t.Fatalf("commit %d of %s: %v", at, committer, err)
-		}
-	}
 	first, e := joinCG(t, d, group, a)
 	for i := 0; i < 5; i++ {
-		commit()
+		busy.commit()
 		resp := first.heartbeat(group, a, e, false)
 		wantCGCode(t, "steady heartbeat beside the other group's commits", resp, 0)
 		if resp.MemberEpoch != e {
@@ -68,23 +51,80 @@ func TestConsumerSteadyAnswerBesideAnotherGroupsCommits(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("member a stayed at epoch %d after a second member joined", e)
 		}
-		commit()
+		busy.commit()
 		resp := second.heartbeat(group, a, moved, false)
 		wantCGCode(t, "heartbeat on the second connection", resp, 0)
 		moved = resp.MemberEpoch
 		time.Sleep(50 * time.Millisecond)
 	}
-	commit()
+	busy.commit()
 	wantCGCode(t, "heartbeat at the old epoch on the first connection", first.heartbeat(group, a, e, false), kerr.FencedMemberEpoch.Code)
 	for i := 0; i < 3; i++ {
-		commit()
+		busy.commit()
 		wantCGCode(t, "heartbeat at the new epoch on the first connection", first.heartbeat(group, a, moved, false), 0)
 	}
-	fetched, err := adm.FetchOffsets(ctxT(t), committer)
-	if err != nil {
+	busy.stored()
+}
+
+// otherGroup commits offsets of one group back to back (standalone: generation -1) on a topic
+// of its own, as another application sharing the shard would.
+type otherGroup struct {
+	t     *testing.T
+	adm   *kadm.Client
+	group string
+	at    int64
+}
+
+func committer(t *testing.T, d *daemon, group string) *otherGroup {
+	t.Helper()
+	adm := kadm.NewClient(d.client())
+	if _, err := adm.CreateTopic(ctxT(t), 1, 1, nil, "scoped-commits"); err != nil {
 		t.Fatal(err)
 	}
-	if o, ok := fetched.Lookup("scoped-commits", 0); !ok || o.Err != nil || o.At != at {
-		t.Fatalf("the other group's last commit: %+v (found %v), want offset %d", o, ok, at)
+	return &otherGroup{t: t, adm: adm, group: group}
+}
+
+func (o *otherGroup) commit() {
+	o.t.Helper()
+	o.at++
+	offs := kadm.Offsets{}
+	offs.AddOffset("scoped-commits", 0, o.at, -1)
+	res, err := o.adm.CommitOffsets(ctxT(o.t), o.group, offs)
+	if err == nil {
+		err = res.Error()
 	}
+	if err != nil {
+		o.t.Fatalf("commit %d of %s: %v", o.at, o.group, err)
+	}
+}
+
+// stored checks that the last commit is what the group's offsets show.
+func (o *otherGroup) stored() {
+	o.t.Helper()
+	fetched, err := o.adm.FetchOffsets(ctxT(o.t), o.group)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	if got, ok := fetched.Lookup("scoped-commits", 0); !ok || got.Err != nil || got.At != o.at {
+		o.t.Fatalf("the other group's last commit: %+v (found %v), want offset %d", got, ok, o.at)
+	}
+}
+
+// The classic side of the same: a Stable group's member whose connection holds its steady
+// Heartbeat answer keeps it while another group of the shard commits, and still learns of the
+// rebalance a second member starts.
+func TestClassicSteadyAnswerBesideAnotherGroupsCommits(t *testing.T) {
+	t.Parallel()
+	const shards = 8
+	d := startDaemon(t, "group.initial.rebalance.delay.ms=0", fmt.Sprintf("offsets.topic.num.partitions=%d", shards))
+	group, other := sameShardGroups(t, "steady-scope-classic", shards)
+	busy := committer(t, d, other)
+	member, gen := stableRaw(t, d, group, nil)
+	c := &hbConn{rawConn: dialRaw(t, d.Addr)}
+	for i := 0; i < 5; i++ {
+		busy.commit()
+		wantCode(t, "steady heartbeat beside the other group's commits", c.heartbeat(group, member, gen), 0)
+	}
+	c.rebalanceSeen(t, d, group, member, gen, busy.commit)
+	busy.stored()
 }
