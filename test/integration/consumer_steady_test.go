@@ -160,15 +160,23 @@ func TestClassicSteadyAnswerNotReusedAfterRebalanceStarts(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		wantCode(t, "steady heartbeat", c.heartbeat(group, member, gen), 0)
 	}
-	// A second member joins; its JoinGroup is parked until the rebalance ends, so it is sent
-	// and never read here.
+	c.rebalanceSeen(t, d, group, member, gen, func() {})
+}
+
+// rebalanceSeen has a second member join group and heartbeats as member on c, running before
+// ahead of each heartbeat, until the heartbeat reports REBALANCE_IN_PROGRESS.
+func (c *hbConn) rebalanceSeen(t *testing.T, d *daemon, group, member string, gen int32, before func()) {
+	t.Helper()
+	// The second member's JoinGroup is parked until the rebalance ends, so it is sent and never
+	// read here.
 	joiner := dialRaw(t, d.Addr)
 	joiner.write(frame(joinReq(group, "", nil), 3, 1, strp("sim"), nil))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		before()
 		code := c.heartbeat(group, member, gen)
 		if code == kerr.RebalanceInProgress.Code {
-			break
+			return
 		}
 		wantCode(t, "heartbeat before the join is seen", code, 0)
 		if time.Now().After(deadline) {

@@ -19,6 +19,8 @@ type Ctx[M Machine] struct {
 	reads        []uint64   // hashes of the record keys named by Reads; nil: not named
 	readsAll     bool       // a ReadsScope the shard cannot resolve: wait for everything
 	steady       bool       // took a Ticket: changed nothing, so the shard's version stays
+	scoped       bool       // declared by Scoped: moves scope's version instead of the shard's
+	scope        string
 }
 
 // Now is the time the operation started; use it instead of time.Now so that one operation sees

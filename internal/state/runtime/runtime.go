@@ -156,9 +156,9 @@ type Shard[M Machine] struct {
 
 	state atomic.Int32
 	lag   atomic.Int64 // appended - durableO, for the durable lag gauge
-	// ver moves with every write operation that did not take a Ticket, every append and every
-	// reload: a Ticket is valid only while it has not moved. base is the origin of leases'
-	// deadlines (monotonic).
+	// ver moves with every write operation that neither took a Ticket nor declared its scope
+	// (Ctx.Scoped), every unscoped append and every reload: a Ticket is valid only while it has
+	// not moved. base is the origin of leases' deadlines (monotonic).
 	ver  atomic.Uint64
 	base time.Time
 
@@ -199,6 +199,11 @@ type Shard[M Machine] struct {
 	waiters  []waiter
 	timers   map[string]*timer[M]
 	timerSeq uint64
+	// scopes holds the version of each scope a Ticket was taken in since ver last moved
+	// (Ctx.Scoped moves only its scope's). Tickets read the counters from any goroutine; the
+	// map itself only the shard goroutine, which drops it whenever ver moves (every ticket of
+	// before is invalid then), so it never holds more than the scopes of current tickets.
+	scopes   map[string]*atomic.Uint64
 	promises map[*Promise]struct{}
 	asyncCtx context.Context
 	asyncEnd context.CancelFunc
@@ -621,8 +626,15 @@ func reply(r replyTo, out outcome) {
 func (s *Shard[M]) runWrite(op WriteOp[M], done replyTo) {
 	c := &Ctx[M]{s: s, now: time.Now()}
 	res := op(c, s.spec)
-	if !c.steady || len(res.Records) > 0 {
-		s.ver.Add(1) // before anything of it is answered: no ticket from before it is valid
+	// Before anything of it is answered: no ticket from before it that it may have changed the
+	// answer of is valid.
+	switch {
+	case c.scoped:
+		if v := s.scopes[c.scope]; v != nil {
+			v.Add(1)
+		}
+	case !c.steady || len(res.Records) > 0:
+		s.moved()
 	}
 	w := waiter{done: done, out: outcome{resp: res.Response, err: res.Err}, afterDurable: c.afterDurable}
 	if len(res.Records) > 0 {
@@ -881,7 +893,7 @@ func (s *Shard[M]) abandon(err error) {
 		t.lease.lose()
 	}
 	s.timers = nil
-	s.ver.Add(1) // the state tickets were taken on is gone
+	s.moved() // the state tickets were taken on is gone
 	if s.asyncEnd != nil {
 		s.asyncEnd()
 	}
@@ -910,7 +922,7 @@ func (s *Shard[M]) closeLog() {
 // load opens the log and replays it into fresh machines, as a new generation.
 func (s *Shard[M]) load() {
 	s.setState(StateLoading)
-	s.ver.Add(1)
+	s.moved()
 	s.gen++
 	gen := s.gen
 	start := time.Now()

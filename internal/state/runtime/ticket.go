@@ -12,9 +12,13 @@ import (
 //
 // An operation takes a ticket (Ctx.Ticket) when it changed nothing and its answer would be the
 // same for the same request until something else runs on the shard. The ticket is valid while
-// no other write operation has run since (every write that does not take a ticket, every timer
-// operation, every append and every reload moves the shard's version), the shard is ACTIVE and
-// it is still the shard the request is routed to (Shard.Valid).
+// no write operation that may change its answer has run since, the shard is ACTIVE and it is
+// still the shard the request is routed to (Shard.Valid). Every write that does not take a
+// ticket, every timer operation, every append and every reload moves the shard's version and
+// ends every ticket of the shard; the exception is a write that declared its scope
+// (Ctx.Scoped: an OffsetCommit changes only its group's offsets), which moves only its scope's
+// version, ending the tickets taken in that scope and no other (issue 12: a group's commits
+// must not send the heartbeats of the other groups of its shard through the shard goroutine).
 // Its answer was released only after everything it read was durable, so an answer repeated from
 // a valid ticket shows durable state only: the same answer the shard would have given had the
 // request been ordered before whatever runs next. Nothing of the machine is read off the shard.
@@ -26,6 +30,8 @@ import (
 type Ticket struct {
 	ver   *atomic.Uint64
 	at    uint64
+	scope *atomic.Uint64 // the version of the scope it was taken in; nil: none
+	scAt  uint64
 	state *atomic.Int32
 	lease *lease
 }
@@ -37,7 +43,8 @@ type Ticket struct {
 // placeholder while its old runtime still closes, or behind a closed serving gate) answers
 // nothing from its tickets.
 func (s *Shard[M]) Valid(t *Ticket, d time.Duration) bool {
-	if t == nil || t.ver != &s.ver || State(t.state.Load()) != StateActive || t.ver.Load() != t.at {
+	if t == nil || t.ver != &s.ver || State(t.state.Load()) != StateActive || t.ver.Load() != t.at ||
+		(t.scope != nil && t.scope.Load() != t.scAt) {
 		return false
 	}
 	return t.lease.extend(d)
@@ -97,18 +104,52 @@ func (l *lease) lose() {
 }
 
 // Ticket hands out a ticket for this operation's answer (see Ticket), with a lease on the timer
-// armed under key; nil when no timer is armed under it. Taking one tells the shard that the
-// operation changed nothing, so it does not move the shard's version; an operation that returns
-// records moves it anyway, and the ticket it took is then never valid.
-func (c *Ctx[M]) Ticket(key string) *Ticket {
-	t := c.s.timers[key]
+// armed under key; nil when no timer is armed under it. scope names what the answer reads (a
+// group id): a write declared Scoped to another scope leaves the ticket valid; "" names none,
+// and only shard-wide moves end the ticket. Taking one tells the shard that the operation
+// changed nothing, so it does not move the shard's version; an operation that returns records
+// moves it anyway, and the ticket it took is then never valid.
+func (c *Ctx[M]) Ticket(key, scope string) *Ticket {
+	s := c.s
+	t := s.timers[key]
 	if t == nil {
 		return nil
 	}
 	c.steady = true
 	if t.lease == nil {
-		t.lease = &lease{base: c.s.base}
-		t.lease.at.Store(int64(t.deadline.Sub(c.s.base)))
+		t.lease = &lease{base: s.base}
+		t.lease.at.Store(int64(t.deadline.Sub(s.base)))
 	}
-	return &Ticket{ver: &c.s.ver, at: c.s.ver.Load(), state: &c.s.state, lease: t.lease}
+	tk := &Ticket{ver: &s.ver, at: s.ver.Load(), state: &s.state, lease: t.lease}
+	if scope != "" {
+		v := s.scopes[scope]
+		if v == nil {
+			// Made here, on the shard goroutine, and published to other goroutines only inside
+			// the ticket, which reaches them through the operation's reply.
+			v = new(atomic.Uint64)
+			if s.scopes == nil {
+				s.scopes = make(map[string]*atomic.Uint64)
+			}
+			s.scopes[scope] = v
+		}
+		tk.scope, tk.scAt = v, v.Load()
+	}
+	return tk
+}
+
+// Scoped declares that the operation changes nothing that the answer of a ticket taken in
+// another scope depends on: only scope's tickets end, not the shard's. Declare it only for an
+// operation whose every possible change was read to be within scope (what it appends and
+// replays, the timers it arranges, the state any ticket-taking operation of another scope
+// reads); anything undeclared ends every ticket of the shard. An operation that declared it and
+// took a ticket itself never finds that ticket valid when its scope is the ticket's.
+func (c *Ctx[M]) Scoped(scope string) { c.scoped, c.scope = true, scope }
+
+// moved ends every ticket of the shard: the shard's version moves, and the scopes' versions,
+// which only matter while it stays, are dropped.
+func (s *Shard[M]) moved() {
+	s.ver.Add(1)
+	if len(s.scopes) > 0 {
+		s.scopes = nil
+	}
 }

@@ -190,8 +190,9 @@ func Heartbeat(cfg classic.Config, group, member string, instance *string, gener
 			len(tx.Timers) == 1 && tx.Timers[0].Kind == classic.TimerSession && !tx.Timers[0].Cancel &&
 			len(tx.Answers) == 0 && len(tx.Removed) == 0 {
 			// A Stable group's member whose heartbeat only moved its session deadline: the same
-			// heartbeat gets the same answer until another operation runs on this shard.
-			out.Ticket, out.Session = c.Ticket(tx.Timers[0].Key()), tx.Timers[0].Delay
+			// heartbeat gets the same answer until another operation runs on this shard, other
+			// than one scoped to another group (the ticket is taken for this group's scope).
+			out.Ticket, out.Session = c.Ticket(tx.Timers[0].Key(), group), tx.Timers[0].Delay
 		}
 		return runtime.Result{Records: recs, Response: out}
 	}

@@ -36,8 +36,9 @@ func ConsumerHeartbeat(in consumer.HeartbeatInput) runtime.WriteOp[*Machine] {
 				len(out.Timers) == 1 && out.Timers[0].Kind == consumer.SessionTimer && !out.Timers[0].Cancel &&
 				m.Consumer.Steady(in.Req.Group, in.Req.MemberID) {
 				// Nothing changed and nothing but the session deadline moved: the same request
-				// gets the same answer until another operation runs on this shard.
-				out.Ticket, out.Session = c.Ticket(out.Timers[0].Key()), out.Timers[0].After
+				// gets the same answer until another operation runs on this shard, other than
+				// one scoped to another group (the ticket is taken for this group's scope).
+				out.Ticket, out.Session = c.Ticket(out.Timers[0].Key(), in.Req.Group), out.Timers[0].After
 			}
 		}
 		return runtime.Result{Records: out.Records, Response: out}

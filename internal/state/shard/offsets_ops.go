@@ -69,6 +69,15 @@ func CommitOffsets(r CommitRequest) runtime.WriteOp[*Machine] {
 				CommitTimestamp: now, ExpireTimestamp: expire, TopicID: p.TopicID,
 			}))
 		}
+		if m.Offsets.HasCommitted(r.Group) {
+			// Its records change only this group's committed offsets, validation at most notes
+			// the committing member of this group alive (classic Touch), and the op arranges no
+			// timer: no heartbeat of another group reads any of it (RecordScope), so their
+			// tickets stay valid; this group's own end, conservatively. A first commit
+			// creates the group's offsets entry (a simple group, in ListGroups and
+			// DescribeGroups): unscoped, like anything not read to be within one group.
+			c.Scoped(r.Group)
+		}
 		return runtime.Result{Records: recs, Response: codes}
 	}
 }
