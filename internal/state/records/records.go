@@ -183,7 +183,7 @@ func ReadValue(value []byte) (uint16, *Reader, error) {
 	return binary.BigEndian.Uint16(value), &Reader{r: kbin.Reader{Src: value[2:]}}, nil
 }
 
-func (r *Reader) String() string          { return r.r.CompactString() }
+func (r *Reader) String() string { return r.r.CompactString() }
 
 // UnsafeString reads a string that aliases the record's bytes: valid only while they are not
 // changed, so only for looking up (a map key must be a copy).
