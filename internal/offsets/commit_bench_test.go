@@ -1,6 +1,11 @@
 package offsets
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+)
 
 // BenchmarkCommitEncodeReplay is what the shard does per partition of a steady OffsetCommit:
 // encode the record, then apply it to the speculative state (a group and topic that already
@@ -34,5 +39,32 @@ func TestReplayKeepsNamesApartFromRecordBytes(t *testing.T) {
 	}
 	if !s.HasGroup("group-a") {
 		t.Fatal("group-a is gone after the record's bytes changed")
+	}
+}
+
+// The records of one OffsetCommit share a buffer: each must read back as its own commit,
+// whether the buffer was sized for all of them or had to grow.
+func TestCommitRecordsSharingABufferReadBackApart(t *testing.T) {
+	for _, size := range []int{0, 7, 4096} {
+		buf := make([]byte, 0, size)
+		var recs []log.Record
+		for p := range int32(4) {
+			meta := strings.Repeat("m", int(p)*3)
+			var rec log.Record
+			rec, buf = AppendCommitRecord(buf, "g", TopicPartition{Topic: "t", Partition: p}, Committed{Offset: int64(100 + p), LeaderEpoch: p, Metadata: meta, ExpireTimestamp: -1})
+			recs = append(recs, rec)
+		}
+		s := New()
+		for i, rec := range recs {
+			if err := s.Replay(int64(i), rec); err != nil {
+				t.Fatalf("buffer of %d bytes: record %d: %v", size, i, err)
+			}
+		}
+		for p := range int32(4) {
+			c, ok := s.Get("g", "t", p)
+			if !ok || c.Offset != int64(100+p) || c.LeaderEpoch != p || c.Metadata != strings.Repeat("m", int(p)*3) {
+				t.Fatalf("buffer of %d bytes: partition %d read back as %+v, %v", size, p, c, ok)
+			}
+		}
 	}
 }

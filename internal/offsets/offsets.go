@@ -228,15 +228,28 @@ const (
 // CommitRecord encodes a commit. Key and value share one buffer sized up front: a commit of n
 // partitions is n records on the hot path, and growing two builders cost four allocations each.
 func CommitRecord(groupID string, tp TopicPartition, c Committed) log.Record {
+	rec, _ := AppendCommitRecord(make([]byte, 0, CommitRecordSize(groupID, tp, c)), groupID, tp, c)
+	return rec
+}
+
+// CommitRecordSize bounds the bytes of CommitRecord's key and value, so that the records of
+// one OffsetCommit can share one buffer.
+func CommitRecordSize(groupID string, tp TopicPartition, c Committed) int {
 	// kind, two strings (each at most a 5-byte length), a varint partition; then version, three
 	// varlongs, a varint, a string and a UUID.
-	buf := make([]byte, 0, 2+5+len(groupID)+5+len(tp.Topic)+5+2+3*10+5+5+len(c.Metadata)+16)
+	return 2 + 5 + len(groupID) + 5 + len(tp.Topic) + 5 + 2 + 3*10 + 5 + 5 + len(c.Metadata) + 16
+}
+
+// AppendCommitRecord encodes a commit at the end of buf and returns the record and buf after
+// it. The record's key and value are capped at their length: appending to buf never writes
+// into them.
+func AppendCommitRecord(buf []byte, groupID string, tp TopicPartition, c Committed) (log.Record, []byte) {
 	kb := records.AppendKey(buf, records.KindOffsetCommit)
-	full := kb.String(groupID).String(tp.Topic).Int32(tp.Partition).Build()
-	vb := records.AppendValue(full[len(full):], commitValueV2) // after the key, never into it
+	key := kb.String(groupID).String(tp.Topic).Int32(tp.Partition).Build()
+	vb := records.AppendValue(key[len(key):], commitValueV2)
 	value := vb.Int64(c.Offset).Int32(c.LeaderEpoch).String(c.Metadata).Int64(c.CommitTimestamp).
 		Int64(c.ExpireTimestamp).UUID(c.TopicID).Build()
-	return log.Record{Key: full[:len(full):len(full)], Value: value}
+	return log.Record{Key: key[len(buf):len(key):len(key)], Value: value[:len(value):len(value)]}, value[len(value):]
 }
 
 // materializedRecord encodes a committed transactional offset: it carries the log position of

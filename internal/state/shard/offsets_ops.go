@@ -51,6 +51,14 @@ func CommitOffsets(r CommitRequest) runtime.WriteOp[*Machine] {
 		}
 		now := c.Now().UnixMilli()
 		recs := make([]log.Record, 0, len(r.Partitions))
+		size := 0
+		for _, p := range r.Partitions {
+			size += offsets.CommitRecordSize(r.Group, p.TopicPartition, offsets.Committed{})
+			if p.Metadata != nil {
+				size += len(*p.Metadata)
+			}
+		}
+		buf := make([]byte, 0, size) // every record of the commit in one allocation
 		for i, p := range r.Partitions {
 			meta := ""
 			if p.Metadata != nil {
@@ -64,10 +72,12 @@ func CommitOffsets(r CommitRequest) runtime.WriteOp[*Machine] {
 			if p.RetentionMs >= 0 {
 				expire = now + p.RetentionMs
 			}
-			recs = append(recs, offsets.CommitRecord(r.Group, p.TopicPartition, offsets.Committed{
+			var rec log.Record
+			rec, buf = offsets.AppendCommitRecord(buf, r.Group, p.TopicPartition, offsets.Committed{
 				Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: meta,
 				CommitTimestamp: now, ExpireTimestamp: expire, TopicID: p.TopicID,
-			}))
+			})
+			recs = append(recs, rec)
 		}
 		return runtime.Result{Records: recs, Response: codes}
 	}
