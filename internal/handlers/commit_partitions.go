@@ -24,9 +24,17 @@ const pendingCode = -2
 // A topic denied (TOPIC READ) answers TOPIC_AUTHORIZATION_FAILED before its existence is
 // looked at, as Kafka's; by id, an unknown id is UNKNOWN_TOPIC_ID first since it has no name.
 func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16, byID bool, topics []commitTopic, denied func(topic string) bool) (codes [][]int16, commit []shard.CommitPartition) {
+	// One array for every code and one for the partitions passed on: per-topic slices and an
+	// appended commit list were several allocations per request on the commit hot path.
+	total := 0
+	for _, ct := range topics {
+		total += len(ct.parts)
+	}
 	codes = make([][]int16, len(topics))
+	flat := make([]int16, total)
+	commit = make([]shard.CommitPartition, 0, total)
 	for i, ct := range topics {
-		codes[i] = make([]int16, len(ct.parts))
+		codes[i], flat = flat[:len(ct.parts):len(ct.parts)], flat[len(ct.parts):]
 		var (
 			topic *meta.Topic
 			code  int16

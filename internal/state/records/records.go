@@ -121,6 +121,17 @@ func NewValue(version uint16) *Builder {
 	return &Builder{b: binary.BigEndian.AppendUint16(make([]byte, 0, 32), version)}
 }
 
+// AppendKey starts a key of the given kind at the end of buf, so that a caller who knows the
+// size can build a record in one allocation.
+func AppendKey(buf []byte, k Kind) Builder {
+	return Builder{b: binary.BigEndian.AppendUint16(buf, uint16(k))}
+}
+
+// AppendValue starts a value of the given version at the end of buf.
+func AppendValue(buf []byte, version uint16) Builder {
+	return Builder{b: binary.BigEndian.AppendUint16(buf, version)}
+}
+
 func (b *Builder) String(s string) *Builder { b.b = kbin.AppendCompactString(b.b, s); return b }
 func (b *Builder) Bytes(p []byte) *Builder  { b.b = kbin.AppendCompactNullableBytes(b.b, p); return b }
 func (b *Builder) Int16(v int16) *Builder   { b.b = kbin.AppendInt16(b.b, v); return b }
@@ -144,14 +155,24 @@ type Reader struct {
 
 // ReadKey checks the kind and positions a reader after it.
 func ReadKey(key []byte, want Kind) (*Reader, error) {
-	k, err := KindOf(key)
+	r, err := OpenKey(key, want)
 	if err != nil {
 		return nil, err
 	}
-	if k != want {
-		return nil, fmt.Errorf("record kind %s, want %s", k, want)
+	return &r, nil
+}
+
+// OpenKey is ReadKey returning the reader itself, which can stay on the caller's stack: for
+// the records replayed on every commit.
+func OpenKey(key []byte, want Kind) (Reader, error) {
+	k, err := KindOf(key)
+	if err != nil {
+		return Reader{}, err
 	}
-	return &Reader{r: kbin.Reader{Src: key[2:]}}, nil
+	if k != want {
+		return Reader{}, fmt.Errorf("record kind %s, want %s", k, want)
+	}
+	return Reader{r: kbin.Reader{Src: key[2:]}}, nil
 }
 
 // ReadValue returns the value's version and a reader after it.
@@ -162,7 +183,12 @@ func ReadValue(value []byte) (uint16, *Reader, error) {
 	return binary.BigEndian.Uint16(value), &Reader{r: kbin.Reader{Src: value[2:]}}, nil
 }
 
-func (r *Reader) String() string          { return r.r.CompactString() }
+func (r *Reader) String() string { return r.r.CompactString() }
+
+// UnsafeString reads a string that aliases the record's bytes: valid only while they are not
+// changed, so only for looking up (a map key must be a copy).
+func (r *Reader) UnsafeString() string { return r.r.UnsafeCompactString() }
+
 func (r *Reader) Bytes() []byte           { return r.r.CompactNullableBytes() }
 func (r *Reader) Int16() int16            { return r.r.Int16() }
 func (r *Reader) Int32() int32            { return r.r.Varint() }

@@ -639,7 +639,8 @@ func (s *Shard[M]) runWrite(op WriteOp[M], done replyTo) {
 	w := waiter{done: done, out: outcome{resp: res.Response, err: res.Err}, afterDurable: c.afterDurable}
 	if len(res.Records) > 0 {
 		batches := [][]log.Record{res.Records}
-		if bc, ok := s.log.(log.BatchChecker); ok {
+		// splitBatches only when the batch is refused: it allocates its answer.
+		if bc, ok := s.log.(log.BatchChecker); ok && bc.CheckBatch(res.Records) != nil {
 			var err error
 			if batches, err = splitBatches(bc, res.Records, res.Units); err != nil {
 				// Refused before anything changed: only this operation fails, and a response it
@@ -838,8 +839,7 @@ func (s *Shard[M]) markDurable(offset int64) {
 		}
 	}
 	s.replaying = -1
-	clear(s.pending[:i])
-	s.pending = s.pending[i:]
+	s.pending = dropFront(s.pending, i)
 	s.durableO = offset
 	if i > 0 && s.opts.OnDurable != nil {
 		s.opts.OnDurable(s.durable)
@@ -858,8 +858,15 @@ func (s *Shard[M]) markDurable(offset int64) {
 		s.m.durableWait.Observe(now.Sub(w.appendedAt).Seconds())
 		reply(w.done, w.out)
 	}
-	clear(s.waiters[:j])
-	s.waiters = s.waiters[j:]
+	s.waiters = dropFront(s.waiters, j)
+}
+
+// dropFront removes the first n elements of q and keeps its array: re-slicing past them made
+// every append after a few durable reports reallocate (growslice on each commit).
+func dropFront[T any](q []T, n int) []T {
+	k := copy(q, q[n:])
+	clear(q[k:])
+	return q[:k]
 }
 
 // storageFailed answers every waiting operation with a retriable error and drops speculative

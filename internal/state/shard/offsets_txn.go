@@ -67,10 +67,8 @@ func TxnCommitOffsets(r TxnCommitRequest) runtime.WriteOp[*Machine] {
 // members, so anything claiming membership is UNKNOWN_MEMBER_ID.
 func (m *Machine) validateTxnCommit(r CommitRequest) int16 {
 	r.Transactional = true
-	for _, v := range m.commitValidators() {
-		if code, owned := v(r); owned {
-			return code
-		}
+	if code, owned := m.ownerCode(r); owned {
+		return code
 	}
 	if !m.Offsets.HasGroup(r.Group) {
 		if r.Generation < 0 {

@@ -134,6 +134,9 @@ func (m *Machine) streamsForeign(group string) (owned, convertible bool, tombsto
 }
 
 func (m *Machine) validateStreamsCommit(r CommitRequest) (int16, bool) {
+	if m.Streams.Groups[r.Group] == nil {
+		return 0, false // not a streams group: no copy of the partitions to find that out
+	}
 	parts := make([]streams.CommitPartition, len(r.Partitions))
 	for i, p := range r.Partitions {
 		parts[i] = streams.CommitPartition{Topic: p.Topic, Partition: p.Partition}
