@@ -53,7 +53,7 @@ func consumerConfig(cfg *config.Config) consumer.Config {
 	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
 	return consumer.Config{
 		SessionTimeout: ms(s.SessionTimeoutMs), HeartbeatInterval: ms(s.HeartbeatIntervalMs), MaxSize: s.MaxSize,
-		AssignmentInterval: ms(s.AssignmentIntervalMs), Assignors: s.Assignors,
+		AssignmentInterval: ms(s.AssignmentIntervalMs), AssignmentQuiet: ms(s.AssignmentQuietMs), Assignors: s.Assignors,
 		MinAssignmentIntervalMs: s.MinAssignmentIntervalMs, MaxAssignmentIntervalMs: s.MaxAssignmentIntervalMs,
 		MinSessionTimeoutMs: s.MinSessionTimeoutMs, MaxSessionTimeoutMs: s.MaxSessionTimeoutMs,
 		MinHeartbeatIntervalMs: s.MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs: s.MaxHeartbeatIntervalMs,

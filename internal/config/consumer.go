@@ -13,6 +13,7 @@ type ConsumerGroupConfig struct {
 	SessionTimeoutMs, MinSessionTimeoutMs, MaxSessionTimeoutMs             int32
 	HeartbeatIntervalMs, MinHeartbeatIntervalMs, MaxHeartbeatIntervalMs    int32
 	AssignmentIntervalMs, MinAssignmentIntervalMs, MaxAssignmentIntervalMs int32
+	AssignmentQuietMs                                                      int32
 	MaxSize                                                                int32
 	AssignorOffloadEnable                                                  bool
 	// Assignors are short names (uniform, range); the first is the default.
@@ -51,6 +52,8 @@ var consumerKeys = []key{
 		func(s *ConsumerGroupConfig) *int32 { return &s.MaxHeartbeatIntervalMs }),
 	consumerInt("group.consumer.assignment.interval.ms", "1000", "Shortest time between two target assignments of a consumer group (Kafka 4.3+): a membership or metadata change meanwhile leaves the group Assigning until then, and the first assignment of a group is immediate.", 0,
 		func(s *ConsumerGroupConfig) *int32 { return &s.AssignmentIntervalMs }),
+	consumerInt("group.consumer.assignment.quiet.ms", "100", "Beyond Kafka: a consumer group that has seen no membership change and no assignment for this long is assigned at the next heartbeat that changes nothing, without waiting for the rest of group.consumer.assignment.interval.ms; a member joining a settled group gets partitions in about this time instead of the interval. 0 keeps Kafka's behaviour. See consumer-groups.md.", 0,
+		func(s *ConsumerGroupConfig) *int32 { return &s.AssignmentQuietMs }),
 	consumerInt("group.consumer.min.assignment.interval.ms", "0", "Lowest allowed consumer group assignment interval.", 0,
 		func(s *ConsumerGroupConfig) *int32 { return &s.MinAssignmentIntervalMs }),
 	consumerInt("group.consumer.max.assignment.interval.ms", "15000", "Highest allowed consumer group assignment interval.", 0,

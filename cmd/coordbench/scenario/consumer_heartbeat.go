@@ -36,8 +36,9 @@ func (consumerHeartbeat) Description() string {
 		"every partition is owned by exactly one member (members heartbeat every %s while settling, reporting "+
 		"what they own and adopting each assignment at once). The timed operation is a steady-state heartbeat "+
 		"(member epoch only). After the window one member more joins and `rejoin_stable_ms` is the time until "+
-		"all N+1 are settled again. Kafka 4.3+ and coordinatord compute a target at most once per "+
-		"`group.consumer.assignment.interval.ms` (1 s), so settle times include that interval.", consumerPartitions, settleProbeInterval)
+		"all N+1 are settled again. Kafka 4.3+ computes a target at most once per "+
+		"`group.consumer.assignment.interval.ms` (1 s), so its settle times include that interval; "+
+		"coordinatord computes one sooner once the group has been quiet for `group.consumer.assignment.quiet.ms` (100 ms).", consumerPartitions, settleProbeInterval)
 }
 func (consumerHeartbeat) Needs() []int16        { return []int16{10, 68} }
 func (consumerHeartbeat) DefaultClients() []int { return []int{100, 1000} } // issue 17 measures 100- and 1000-member groups

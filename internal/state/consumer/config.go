@@ -14,7 +14,11 @@ type Config struct {
 	// (group.consumer.assignment.interval.ms, Kafka 4.3+); a group epoch bumped meanwhile
 	// waits for it (state Assigning).
 	AssignmentInterval time.Duration
-	MaxSize            int32
+	// AssignmentQuiet lets a quiet group be assigned before the interval is over
+	// (group.consumer.assignment.quiet.ms, beyond Kafka; 0 keeps Kafka's behaviour): see
+	// assignmentDue.
+	AssignmentQuiet time.Duration
+	MaxSize         int32
 	// Assignors are the server-side assignor names; the first is the default.
 	Assignors []string
 	// Bounds of the group-level overrides (consumer.* GROUP configs).
@@ -34,10 +38,14 @@ func (c Config) Policy() string {
 	return c.MigrationPolicy
 }
 
-// DefaultConfig is Kafka 4.4's defaults.
+// DefaultAssignmentQuiet is group.consumer.assignment.quiet.ms's default: long enough for the
+// members of a rolling start to arrive together, short beside Kafka's 1 s interval.
+const DefaultAssignmentQuiet = 100 * time.Millisecond
+
+// DefaultConfig is Kafka 4.4's defaults, with the quiet assignment of coordinatord.
 func DefaultConfig() Config {
 	return Config{
-		SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second, AssignmentInterval: time.Second, MaxSize: 1<<31 - 1,
+		SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second, AssignmentInterval: time.Second, AssignmentQuiet: DefaultAssignmentQuiet, MaxSize: 1<<31 - 1,
 		Assignors:           []string{"uniform", "range"},
 		MinSessionTimeoutMs: 45000, MaxSessionTimeoutMs: 60000,
 		MinHeartbeatIntervalMs: 5000, MaxHeartbeatIntervalMs: 15000,

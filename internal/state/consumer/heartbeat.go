@@ -459,18 +459,19 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 	}
 	groupEpoch := g.Epoch
 	var groupRec []log.Record
+	now := in.Now.UnixMilli()
 	if bump {
 		groupEpoch++
 		groupRec = append(groupRec, GroupMetadataRecord(g.ID, groupEpoch, hash))
+		g.changedAt = now
 	}
 
-	// Target assignment, at most once per assignment interval (the first one at once). As in
-	// Kafka, a target held back is computed by the first heartbeat after the interval, of any
-	// member; nothing computes it without one.
+	// Target assignment, at most once per assignment interval (the first one at once), or
+	// sooner once the group has been quiet (see assignmentDue). As in Kafka, a target held back
+	// is computed by a later heartbeat, of any member; nothing computes it without one.
 	targetEpoch := g.AssignmentEpoch
 	target := view.target(m.ID)
 	var targetRecs []log.Record
-	now := in.Now.UnixMilli()
 	if groupEpoch > g.AssignmentEpoch && !in.keepTarget && assignmentDue(g, cfg, now) {
 		members := view.members()
 		targets, err := computeTargets(members, view.targets(), preferredAssignor(members, cfg), in.Catalog, g, s)
@@ -594,9 +595,22 @@ func sameSortedNames(names, have []string) bool {
 	return true
 }
 
-// assignmentDue reports whether the group may compute a target now.
+// assignmentDue reports whether the group may compute a target now. Kafka waits for the
+// assignment interval (1 s by default) after every assignment, so one member joining a group
+// that was just assigned waits that long to get partitions. A heartbeat that itself changes
+// nothing, arriving once the group has seen no change and no assignment for the quiet time,
+// computes at once: a burst of joins still gets a single assignment after it settles (each
+// join pushes the moment back, and a join sets changedAt before it asks), while a group that
+// changes without pause is held to the interval as in Kafka.
 func assignmentDue(g *Group, cfg Config, now int64) bool {
-	return g.AssignmentTime == 0 || cfg.AssignmentInterval <= 0 || now >= g.AssignmentTime+cfg.AssignmentInterval.Milliseconds()
+	switch {
+	case g.AssignmentTime == 0 || cfg.AssignmentInterval <= 0:
+		return true
+	case now >= g.AssignmentTime+cfg.AssignmentInterval.Milliseconds():
+		return true
+	}
+	quiet := cfg.AssignmentQuiet.Milliseconds()
+	return quiet > 0 && now >= g.AssignmentTime+quiet && now >= g.changedAt+quiet
 }
 
 func dedup(sorted []string) []string {

@@ -415,7 +415,7 @@ func TestValidateCommitAndFetch(t *testing.T) {
 // computes the new one.
 func TestAssignmentInterval(t *testing.T) {
 	w := newWorld(t, topics("t", 4))
-	w.cfg.AssignmentInterval = time.Second
+	w.cfg.AssignmentInterval, w.cfg.AssignmentQuiet = time.Second, 0
 	w.hb(join("g", "a", "t")) // the first assignment is immediate
 	b := w.hb(join("g", "b", "t"))
 	if w.s.ListedState("g") != "Assigning" || b.Response.MemberEpoch != 2 {
@@ -430,6 +430,91 @@ func TestAssignmentInterval(t *testing.T) {
 	if g := w.s.Groups["g"]; g.AssignmentEpoch != 3 || len(fromWire(a.Response.Assignment)) != 2 || w.s.ListedState("g") != "Reconciling" {
 		t.Fatalf("after the interval: target epoch %d, a %v, state %s", g.AssignmentEpoch, fromWire(a.Response.Assignment), w.s.ListedState("g"))
 	}
+}
+
+// TestAssignmentQuiet: with a quiet time, a group that has settled is assigned at the next
+// heartbeat that changes nothing, before the interval is over; a burst of joins gets one
+// assignment after it settles, a group changing without pause waits for the interval, and a
+// heartbeat that itself changes the group never computes early.
+func TestAssignmentQuiet(t *testing.T) {
+	const quiet = 100 * time.Millisecond
+	newQuiet := func() *world {
+		w := newWorld(t, topics("t", 6))
+		w.cfg.AssignmentInterval, w.cfg.AssignmentQuiet = time.Second, quiet
+		w.hb(join("g", "a", "t")) // the first assignment is immediate
+		return w
+	}
+	assignedAt := func(w *world) int32 { return w.s.Groups["g"].AssignmentEpoch }
+	first := assignedAt(newQuiet()) // a's epoch after its join
+
+	t.Run("burst", func(t *testing.T) {
+		w := newQuiet()
+		for _, id := range []string{"b", "c", "d"} {
+			w.now = w.now.Add(30 * time.Millisecond)
+			w.hb(join("g", id, "t"))
+		}
+		w.now = w.now.Add(quiet - time.Millisecond)
+		w.hb(beat("g", "a", first, nil))
+		if assignedAt(w) != first {
+			t.Fatalf("assigned %v after the last join: target epoch %d", quiet-time.Millisecond, assignedAt(w))
+		}
+		w.now = w.now.Add(time.Millisecond)
+		w.hb(beat("g", "a", first, nil))
+		if got, want := assignedAt(w), w.s.Groups["g"].Epoch; got != want || want != first+3 {
+			t.Fatalf("quiet for %v: target epoch %d, group epoch %d (want one assignment covering every join)", quiet, got, want)
+		}
+	})
+	t.Run("trickle waits for the interval", func(t *testing.T) {
+		w := newQuiet()
+		// A join every 90 ms: never quiet for 100 ms, so Kafka's interval rules.
+		for i := 0; i < 11; i++ {
+			w.now = w.now.Add(90 * time.Millisecond)
+			w.hb(join("g", fmt.Sprintf("m%02d", i), "t"))
+			w.now = w.now.Add(time.Millisecond)
+			w.hb(beat("g", "a", first, nil))
+			if elapsed := time.Duration(i+1) * 91 * time.Millisecond; elapsed < time.Second && assignedAt(w) != first {
+				t.Fatalf("assigned after %v of constant change", elapsed)
+			}
+		}
+		if assignedAt(w) == first {
+			t.Fatalf("no assignment after the interval")
+		}
+	})
+	t.Run("the changing heartbeat waits", func(t *testing.T) {
+		w := newQuiet()
+		w.now = w.now.Add(5 * quiet) // quiet since the first assignment
+		w.hb(join("g", "b", "t"))
+		if assignedAt(w) != first {
+			t.Fatalf("a join computed the target itself (target epoch %d)", assignedAt(w))
+		}
+		w.now = w.now.Add(quiet)
+		w.hb(beat("g", "b", first, nil))
+		if assignedAt(w) != first+1 {
+			t.Fatalf("b's steady heartbeat %v after its join: target epoch %d", quiet, assignedAt(w))
+		}
+	})
+	t.Run("after a load", func(t *testing.T) {
+		w := newQuiet()
+		w.hb(join("g", "b", "t"))
+		loaded := New()
+		for _, r := range w.log {
+			if err := loaded.Replay(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.s = loaded
+		// The loaded group forgets when b joined but not when it was last assigned.
+		w.now = w.now.Add(quiet - time.Millisecond)
+		w.hb(beat("g", "a", first, nil))
+		if assignedAt(w) != first {
+			t.Fatalf("assigned %v after the last assignment", quiet-time.Millisecond)
+		}
+		w.now = w.now.Add(time.Millisecond)
+		w.hb(beat("g", "a", first, nil))
+		if assignedAt(w) != first+1 {
+			t.Fatalf("a loaded group quiet since its last assignment: target epoch %d", assignedAt(w))
+		}
+	})
 }
 
 // TestClassicLeave: a classic LeaveGroup removes consumer-protocol members by id or by

@@ -181,6 +181,11 @@ type Group struct {
 	// tell it is stale.
 	subscriptionsGen uint64
 
+	// changedAt is when a heartbeat last bumped the group epoch (Unix ms, 0 after a load):
+	// the quiet-assignment rule waits for it (assignmentDue). Kept in memory only, as losing
+	// it on a restart only lets one assignment come sooner.
+	changedAt int64
+
 	hasMetadata bool
 	soft        soft
 	// describable is the running heartbeat's topic filter (HeartbeatInput.Describable), set
