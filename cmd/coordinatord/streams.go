@@ -30,7 +30,7 @@ func streamsConfig(cfg *config.Config) streams.Config {
 		SessionTimeout: ms(s.SessionTimeoutMs), HeartbeatInterval: ms(s.HeartbeatIntervalMs), MaxSize: s.MaxSize,
 		ReconcilingHeartbeatInterval: ms(s.ReconciliationHeartbeatIntervalMs),
 		NumStandbyReplicas:           s.NumStandbyReplicas, InitialRebalanceDelay: ms(s.InitialRebalanceDelayMs),
-		AssignmentInterval: ms(s.AssignmentIntervalMs), Assignors: s.Assignors, RackAwareTags: s.RackAwareAssignmentTags,
+		AssignmentInterval: ms(s.AssignmentIntervalMs), AssignmentQuiet: ms(s.AssignmentQuietMs), Assignors: s.Assignors, RackAwareTags: s.RackAwareAssignmentTags,
 		TaskOffsetInterval: ms(s.TaskOffsetIntervalMs), NumWarmupReplicas: s.NumWarmupReplicas,
 		AcceptableRecoveryLag: s.AcceptableRecoveryLag, Lookup: lookupAssignor,
 		TopologyDescriptionPlugin: cfg.TopologyPlugin.Class != "",

@@ -524,6 +524,7 @@ type StreamsGroupConfig struct {
 	NumStandbyReplicas, MaxStandbyReplicas                                 int32
 	InitialRebalanceDelayMs                                                int32
 	AssignmentIntervalMs, MinAssignmentIntervalMs, MaxAssignmentIntervalMs int32
+	AssignmentQuietMs                                                      int32
 	Assignors                                                              []string
 	RackAwareAssignmentTags                                                []string
 	AssignorOffloadEnable                                                  bool
@@ -584,6 +585,8 @@ var streamsKeys = []key{
 		func(s *StreamsGroupConfig) *int32 { return &s.InitialRebalanceDelayMs }),
 	streamsInt("group.streams.assignment.interval.ms", "1000", "Shortest time between two target assignment computations of a streams group (status ASSIGNMENT_DELAYED meanwhile).", 0,
 		func(s *StreamsGroupConfig) *int32 { return &s.AssignmentIntervalMs }),
+	streamsInt("group.streams.assignment.quiet.ms", "100", "Beyond Kafka: a streams group that has seen no membership change and no assignment for this long is assigned at the next heartbeat that changes nothing, without waiting for the rest of group.streams.assignment.interval.ms; a member joining a settled group gets tasks in about this time instead of the interval. 0 keeps Kafka's behaviour. See conformance.md (Streams groups).", 0,
+		func(s *StreamsGroupConfig) *int32 { return &s.AssignmentQuietMs }),
 	streamsInt("group.streams.min.assignment.interval.ms", "0", "Lowest allowed streams assignment interval.", 0,
 		func(s *StreamsGroupConfig) *int32 { return &s.MinAssignmentIntervalMs }),
 	streamsInt("group.streams.max.assignment.interval.ms", "15000", "Highest allowed streams assignment interval.", 0,

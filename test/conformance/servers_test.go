@@ -254,9 +254,10 @@ func startCoordinatord(tmp, upstream string, sets []string) (*coordinatord, erro
 		// Kafka answers every heartbeat with the configured interval; coordinatord's default
 		// answers a shorter one during a hand-over (docs/conformance.md).
 		"--set", "group.streams.reconciliation.heartbeat.interval.ms=0",
-		// Kafka computes a consumer group's target once per assignment interval; coordinatord's
+		// Kafka computes a group's target once per assignment interval; coordinatord's
 		// default computes sooner for a quiet group (docs/conformance.md).
 		"--set", "group.consumer.assignment.quiet.ms=0",
+		"--set", "group.streams.assignment.quiet.ms=0",
 		// kafka.sh runs Kafka's in-memory topology description plugin (KIP-1331).
 		"--set", "group.streams.topology.description.plugin.class=memory",
 	)

@@ -57,7 +57,8 @@ func (s streamsHeartbeat) Description() string {
 		"assignment at once). The timed operation is a steady-state heartbeat (member epoch only; every other "+
 		"field null, i.e. unchanged). After the window one member more joins and `rejoin_stable_ms` is the time "+
 		"until all N+1 are settled again. Kafka delays assignments by `group.streams.assignment.interval.ms`, "+
-		"so its settle times include that interval.", streamsPartitions, settleProbeInterval)
+		"so its settle times include that interval; coordinatord computes one sooner once the group has been quiet "+
+		"for `group.streams.assignment.quiet.ms` (100 ms).", streamsPartitions, settleProbeInterval)
 }
 func (streamsHeartbeat) Needs() []int16 { return []int16{10, 88} }
 func (s streamsHeartbeat) DefaultClients() []int {

@@ -170,6 +170,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicResult {
 	if bump {
 		groupEpoch++
 		recs = append(recs, GroupMetadataRecord(g, groupEpoch, g.MetadataHash, g.ValidatedTopologyEpoch, g.AssignmentConfigs))
+		g.soft.changedAt = in.Now.UnixMilli()
 	}
 	offsets := map[Task]int64{}
 	if configured.Ready() {
@@ -187,7 +188,7 @@ func (s *State) ClassicJoin(in ClassicJoinInput) ClassicResult {
 	delayPending := in.Scheduled != nil && in.Scheduled(TimerKey(InitialDelayTimer, g.ID, ""))
 	switch {
 	case g.AssignmentEpoch >= groupEpoch || delayPending:
-	case g.AssignmentTimestamp != 0 && cfg.AssignmentInterval > 0 && now < g.AssignmentTimestamp+cfg.AssignmentInterval.Milliseconds():
+	case assignmentHeld(g, cfg, now):
 	default:
 		members := view.members()
 		newTargets, err := computeTargets(members, configured, cfg, assignConfigs(cfg), view.taskOffsets(), view.taskEndOffsets())

@@ -21,6 +21,10 @@ type Config struct {
 	NumStandbyReplicas           int32
 	InitialRebalanceDelay        time.Duration
 	AssignmentInterval           time.Duration
+	// AssignmentQuiet lets a quiet group be assigned before the interval is over
+	// (group.streams.assignment.quiet.ms, beyond Kafka; 0, the default here, is Kafka's
+	// timing): see assignmentHeld.
+	AssignmentQuiet time.Duration
 	// Assignors are the registered assignor names; the first is the default (KIP-1357).
 	Assignors             []string
 	RackAwareTags         []string

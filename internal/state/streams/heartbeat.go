@@ -567,9 +567,11 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	}
 	groupEpoch := g.Epoch
 	var groupRec []log.Record
+	now := in.Now.UnixMilli()
 	if bump {
 		groupEpoch++
 		groupRec = append(groupRec, GroupMetadataRecord(g, groupEpoch, hash, validated, acfg))
+		g.soft.changedAt = now
 	}
 
 	// Initial rebalance delay (spec §4.6).
@@ -584,13 +586,12 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	targetEpoch := g.AssignmentEpoch
 	target := view.target(m.ID)
 	var targetRecs []log.Record
-	now := in.Now.UnixMilli()
 	switch {
 	case delayPending:
 		target = Roles{}
 		statuses = append(statuses, Status{StatusAssignmentDelayed, "Assignment delayed due to the configured initial rebalance delay."})
 	case g.AssignmentEpoch >= groupEpoch:
-	case g.AssignmentTimestamp != 0 && cfg.AssignmentInterval > 0 && now < g.AssignmentTimestamp+cfg.AssignmentInterval.Milliseconds():
+	case assignmentHeld(g, cfg, now):
 		statuses = append(statuses, Status{StatusAssignmentDelayed, "Assignment delayed due to the configured assignment interval."})
 	default:
 		members := view.members()
@@ -1061,4 +1062,19 @@ func sortedKeysInt(m map[string]int32) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// assignmentHeld reports whether the assignment interval still holds back a new target. Kafka
+// computes at most one per interval (1 s by default), so one member joining a group that was
+// just assigned waits that long for tasks. With a quiet time, a heartbeat that changes
+// nothing, arriving once the group has seen no epoch bump and no assignment for that long,
+// computes at once: a burst of joins still gets one assignment after it settles (each join
+// sets changedAt before it asks), while a group changing without pause stays on Kafka's
+// interval.
+func assignmentHeld(g *Group, cfg Config, now int64) bool {
+	if g.AssignmentTimestamp == 0 || cfg.AssignmentInterval <= 0 || now >= g.AssignmentTimestamp+cfg.AssignmentInterval.Milliseconds() {
+		return false
+	}
+	quiet := cfg.AssignmentQuiet.Milliseconds()
+	return quiet <= 0 || now < g.AssignmentTimestamp+quiet || now < g.soft.changedAt+quiet
 }

@@ -576,6 +576,83 @@ func TestSpec12_38_AssignmentInterval(t *testing.T) {
 	}
 }
 
+// With group.streams.assignment.quiet.ms (beyond Kafka), a heartbeat that changes nothing
+// computes the held-back target once the group has been quiet that long; a join never
+// computes early, a burst of joins gets one assignment after the last, and a loaded group
+// counts as quiet since its last assignment.
+func TestAssignmentQuiet(t *testing.T) {
+	const quiet = 100 * time.Millisecond
+	start := func() (*env, time.Time) {
+		e := newEnv(t, topics("foo", 6, "bar", 3), roundRobin{"sticky"})
+		e.cfg.AssignmentInterval, e.cfg.AssignmentQuiet = 5*time.Second, quiet
+		t0 := e.now
+		mustOK(t, e.hb(join("fooup", "m1", fooBar))) // the first assignment is immediate
+		return e, t0
+	}
+	target := func(e *env) int32 { return e.s.Groups["fooup"].AssignmentEpoch }
+
+	t.Run("burst", func(t *testing.T) {
+		e, t0 := start()
+		for i, id := range []string{"m2", "m3", "m4"} {
+			e.now = t0.Add(time.Duration(i+1) * 60 * time.Millisecond)
+			if r := e.hb(join("fooup", id, fooBar)); len(r.Status) != 1 || r.Status[0].StatusDetail != "Assignment delayed due to the configured assignment interval." {
+				t.Fatalf("join of %s: %+v", id, r.Status)
+			}
+		}
+		last := e.now
+		e.now = last.Add(quiet - time.Millisecond)
+		mustOK(t, e.hb(beat("fooup", "m1", 2)))
+		if target(e) != 2 {
+			t.Fatalf("target epoch %d %v after the last join", target(e), quiet-time.Millisecond)
+		}
+		e.now = last.Add(quiet)
+		mustOK(t, e.hb(beat("fooup", "m1", 2)))
+		if g := e.s.Groups["fooup"]; target(e) != g.Epoch || g.Epoch != 5 {
+			t.Fatalf("quiet for %v: target epoch %d, group epoch %d (want one assignment covering every join)", quiet, target(e), g.Epoch)
+		}
+	})
+	t.Run("a join waits", func(t *testing.T) {
+		e, t0 := start()
+		e.now = t0.Add(time.Second) // quiet since the first assignment
+		mustOK(t, e.hb(join("fooup", "m2", fooBar)))
+		if target(e) != 2 {
+			t.Fatalf("the join computed the target itself (target epoch %d)", target(e))
+		}
+		e.now = e.now.Add(quiet)
+		mustOK(t, e.hb(beat("fooup", "m2", 2)))
+		if target(e) != 3 {
+			t.Fatalf("m2's steady heartbeat %v after its join: target epoch %d", quiet, target(e))
+		}
+	})
+	t.Run("after a load", func(t *testing.T) {
+		e, t0 := start()
+		mustOK(t, e.hb(join("fooup", "m2", fooBar)))
+		loaded := New()
+		for _, r := range e.log {
+			if err := loaded.Replay(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.s = loaded
+		e.shadow = New()
+		for _, r := range e.log {
+			if err := e.shadow.Replay(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.now = t0.Add(quiet - time.Millisecond)
+		mustOK(t, e.hb(beat("fooup", "m1", 2)))
+		if target(e) != 2 {
+			t.Fatalf("assigned %v after the last assignment", quiet-time.Millisecond)
+		}
+		e.now = t0.Add(quiet)
+		mustOK(t, e.hb(beat("fooup", "m1", 2)))
+		if target(e) != 3 {
+			t.Fatalf("a loaded group quiet since its last assignment: target epoch %d", target(e))
+		}
+	})
+}
+
 func TestSpec6_2_AssignorSelection(t *testing.T) {
 	e := newEnv(t, topics("foo", 6, "bar", 3), roundRobin{"sticky"})
 	e.cfg.Assignors = []string{"custom", "sticky"} // custom is not registered: the next one is used

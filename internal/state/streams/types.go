@@ -249,7 +249,11 @@ type soft struct {
 	taskOffsets    map[string]map[Task]int64
 	taskEndOffsets map[string]map[Task]int64
 	endpointEpoch  int32
-	shutdownBy     string
+	// changedAt is when a heartbeat last bumped the group epoch (Unix ms, 0 after a load): the
+	// quiet-assignment rule waits for it (assignmentHeld). Losing it on a restart only lets one
+	// assignment come sooner.
+	changedAt  int64
+	shutdownBy string
 	// shutdownSent are the classic members that received the shutdown assignment (§4.12 of
 	// online-migration): until then their heartbeats ask them to rejoin.
 	shutdownSent map[string]bool
