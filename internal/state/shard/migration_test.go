@@ -1143,3 +1143,45 @@ func TestMigrationShutdownRequestReachesClassicMembers(t *testing.T) {
 		}
 	})
 }
+
+// A classic member's rejoin into a streams group follows the quiet-assignment rule as the
+// streams heartbeat does: a join that bumps the epoch leaves the target held by the interval,
+// and a rejoin that changes nothing, once the group has been quiet for
+// group.streams.assignment.quiet.ms, computes it.
+func TestMigrationClassicRejoinAfterQuiet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, assign.Sticky{})
+		h.cfg.AssignmentInterval, h.cfg.AssignmentQuiet = 5*time.Second, 100*time.Millisecond
+		h.restart()
+		h.writeClassic(seedGroup(t))
+		if r := h.hb(joinC()); r.ErrorCode != 0 {
+			t.Fatalf("upgrade: %+v", r)
+		}
+		held := func() (int32, int32) {
+			var epoch, target int32
+			h.s.Write(context.Background(), func(_ *runtime.Ctx[*Machine], m *Machine) runtime.Result {
+				g := m.Streams.Groups["app"]
+				epoch, target = g.Epoch, g.AssignmentEpoch
+				return runtime.Result{}
+			})
+			return epoch, target
+		}
+		d := classicStreamsMember{id: "D", process: 0xd}
+		req := classic.JoinRequest{Group: "app", MemberID: d.id, ClientID: "d", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+			ProtocolType: "consumer", Protocols: d.protocols(t, nil, nil, nil), Version: 9}
+		time.Sleep(time.Second) // quiet since the upgrade's assignment
+		if v, _ := h.s.Write(context.Background(), JoinGroupWith(h.ccfg, req, h.sx())); v.(*classic.JoinResult).Code != 0 {
+			t.Fatalf("join: %+v", v)
+		}
+		if epoch, target := held(); target >= epoch {
+			t.Fatalf("the bumping join computed the target itself (epoch %d, target %d)", epoch, target)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if v, _ := h.s.Write(context.Background(), JoinGroupWith(h.ccfg, req, h.sx())); v.(*classic.JoinResult).Code != 0 {
+			t.Fatalf("rejoin: %+v", v)
+		}
+		if epoch, target := held(); target != epoch {
+			t.Fatalf("a quiet rejoin left the target held (epoch %d, target %d)", epoch, target)
+		}
+	})
+}
