@@ -13,7 +13,7 @@ func TestStreamsQuietGroupAssignedBeforeTheInterval(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, quiet, group string
-		early               bool
+		early              bool
 	}{{"quiet 100 ms", "100", "quiet-on", true}, {"quiet off", "0", "quiet-off", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
