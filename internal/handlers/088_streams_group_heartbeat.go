@@ -6,6 +6,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/acl"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
@@ -50,6 +51,11 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 	if err != nil {
 		return streams.ErrorResponse(availabilityCode(err), "")
 	}
+	if tk, ok := memo(r).(*streamsTicket); ok && tk.answers(r, req, snap) && (tk.out.TicketUntil == 0 || time.Now().UnixMilli() < tk.out.TicketUntil) &&
+		t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
+		resp := *tk.out.Response // the stored answer is shared: the caller sets the version
+		return &resp
+	}
 	if t.deps.JoinCreatesInternalTopics && req.MemberEpoch == 0 && req.Topology != nil {
 		snap = t.createInternalTopicsOfJoin(ctx, r, req, snap)
 	}
@@ -62,6 +68,16 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 		return streams.ErrorResponse(availabilityCode(err), "")
 	}
 	out := v.(streams.HeartbeatOutput)
+	if r.Conn != nil {
+		// A member that may still be asked for its topology description must get the question
+		// from a heartbeat that runs the rule (maybeSolicitTopologyDescription), not a repeat.
+		if out.Ticket != nil && t.descriptionSettled(r.Version, req, out) {
+			r.Conn.Memo = &streamsTicket{out: out, group: req.Group, member: req.MemberID, epoch: req.MemberEpoch,
+				endpointEpoch: req.EndpointInformationEpoch, instance: req.InstanceID, clientID: r.ClientID, version: r.Version, catalog: snap}
+		} else if _, ok := r.Conn.Memo.(*streamsTicket); ok {
+			r.Conn.Memo = nil
+		}
+	}
 	t.maybeSolicitTopologyDescription(ctx, r.Version, req, out)
 	if len(out.ToCreate) > 0 {
 		if denied := t.uncreatableTopics(r, out.ToCreate); len(denied) > 0 {
@@ -176,9 +192,7 @@ func errName(code int16) string {
 // happens here: only the group's epochs (from the heartbeat op) and the in-memory back-off.
 func (t *Table) maybeSolicitTopologyDescription(ctx context.Context, version int16, req *kmsg.StreamsGroupHeartbeatRequest, out streams.HeartbeatOutput) {
 	resp, d := out.Response, out.Description
-	switch {
-	case version < 1, !t.deps.Topology.Enabled(), req.MemberEpoch < 0, resp.ErrorCode != 0,
-		d.Topology < 0, d.Stored == d.Topology, d.Failed == d.Topology:
+	if t.descriptionSettled(version, req, out) {
 		return
 	}
 	for _, st := range resp.Status {
@@ -205,6 +219,40 @@ func (t *Table) maybeSolicitTopologyDescription(ctx context.Context, version int
 	// Kafka's wording (its system tests grep for it), with the fields for structured search.
 	t.log.Info(fmt.Sprintf("[GroupId %s] Requested topology description push at topology epoch %d.", req.Group, d.Topology),
 		zap.String("group", req.Group), zap.Int32("topology_epoch", d.Topology), zap.String("member", req.MemberID))
+}
+
+// descriptionSettled reports whether a heartbeat's answer can never ask for the topology
+// description, whatever time it is: the rule of maybeSolicitTopologyDescription stops before
+// its time-based back-off. What it reads besides the configuration is the group's durable
+// description epochs, which only a write moves.
+func (t *Table) descriptionSettled(version int16, req *kmsg.StreamsGroupHeartbeatRequest, out streams.HeartbeatOutput) bool {
+	d := out.Description
+	return version < 1 || !t.deps.Topology.Enabled() || req.MemberEpoch < 0 || out.Response.ErrorCode != 0 ||
+		d.Topology < 0 || d.Stored == d.Topology || d.Failed == d.Topology
+}
+
+// streamsTicket is a steady streams heartbeat's answer kept on its connection, as
+// consumerTicket is for the consumer protocol: the same request gets the same answer without
+// a round trip through the shard while the ticket holds (runtime.Shard.Valid), which also moves
+// the member's session deadline. The request must match in everything the answer depends on:
+// group, member, epoch, endpoint information epoch, instance id, client id and version, with
+// every optional field null (streams.SteadyRequest), and the same catalog snapshot.
+type streamsTicket struct {
+	out           streams.HeartbeatOutput
+	group         string
+	member        string
+	epoch         int32
+	endpointEpoch int32
+	instance      *string
+	clientID      string
+	version       int16
+	catalog       *meta.Snapshot
+}
+
+func (tk *streamsTicket) answers(r *wire.Request, req *kmsg.StreamsGroupHeartbeatRequest, snap *meta.Snapshot) bool {
+	return streams.SteadyRequest(req) && req.MemberEpoch == tk.epoch && req.MemberID == tk.member && req.Group == tk.group &&
+		req.EndpointInformationEpoch == tk.endpointEpoch && r.ClientID == tk.clientID && r.Version == tk.version && snap == tk.catalog &&
+		(req.InstanceID == nil) == (tk.instance == nil) && (req.InstanceID == nil || *req.InstanceID == *tk.instance)
 }
 
 // undescribableTopologyTopics lists the topics of a heartbeat's topology the principal may not

@@ -41,6 +41,13 @@ func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 			// A steady heartbeat only moves the member's session deadline (a timer, never a
 			// record): its answer waits for its own group's pending writes, not the shard's.
 			groupReads(c, in.Req.Group)
+			if steadyStreamsAnswer(in, out, c.Now().UnixMilli()) && m.Streams.Steady(in.Req.Group, in.Req.MemberID) {
+				// Nothing changed and nothing but the session deadline moved: the same request
+				// gets the same answer until another operation runs on this shard, other than
+				// one scoped to another group (the ticket is taken for this group's scope).
+				out.Ticket, out.Session = c.Ticket(out.Timers[0].Key(), in.Req.Group), out.Timers[0].After
+				out.TicketUntil = out.ShortIntervalUntil
+			}
 		}
 		return runtime.Result{Records: out.Records, Response: out}
 	}
@@ -482,4 +489,19 @@ func StreamsDescriptionToRelease(group string) runtime.ReadOp[*Machine] {
 	return func(m *Machine) (any, error) {
 		return m.Streams.Owns(group) && m.Streams.IsEmpty(group) && m.Streams.DescriptionHeld(group), nil
 	}
+}
+
+// steadyStreamsAnswer reports whether a heartbeat's answer stays the same for the same request
+// while nothing else runs on the shard: a steady request answered without an error, tasks,
+// statuses or endpoints, with only the session timer moved, nothing to create, no migration.
+// The shorter reconciliation interval is answered for a while after each assignment, so time
+// alone changes it: such an answer is repeated only until then (out.ShortIntervalUntil, later
+// than now); the plain interval, once answered, stays until some operation changes the group.
+func steadyStreamsAnswer(in streams.HeartbeatInput, out streams.HeartbeatOutput, now int64) bool {
+	r := out.Response
+	return streams.SteadyRequest(in.Req) && out.Upgrade == nil && out.Downgrade == nil && len(out.ToCreate) == 0 &&
+		r.ErrorCode == 0 && r.ActiveTasks == nil && r.StandbyTasks == nil && r.WarmupTasks == nil && len(r.Status) == 0 &&
+		r.PartitionsByUserEndpoint == nil && !r.TopologyDescriptionRequired &&
+		(r.HeartbeatIntervalMillis == int32(in.Config.HeartbeatInterval.Milliseconds()) || out.ShortIntervalUntil > now) &&
+		len(out.Timers) == 1 && out.Timers[0].Kind == streams.SessionTimer && !out.Timers[0].Cancel
 }

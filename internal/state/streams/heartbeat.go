@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"sort"
 	"strings"
 	"time"
@@ -91,6 +92,19 @@ type HeartbeatOutput struct {
 	Upgrade *Upgrade
 	// Downgrade is set when a leave left only classic members (converted or declined).
 	Downgrade *Downgrade
+	// Ticket, when set, lets the caller answer a repeat of this exact request with Response,
+	// without the shard, while the group's shard finds Ticket valid (runtime.Shard.Valid with
+	// Session); set by the shard's operation for a steady heartbeat (Steady, SteadyRequest).
+	Ticket  *runtime.Ticket
+	Session time.Duration
+	// ShortIntervalUntil, when the answer carries the reconciliation heartbeat interval, is the
+	// moment (Unix ms) until which time alone keeps it so: the window after an assignment ends
+	// then (a hand-over in progress may keep it short longer, but only a write changes that).
+	// A ticket for such an answer is valid only before it (TicketUntil).
+	ShortIntervalUntil int64
+	// TicketUntil, with Ticket, is when the ticket's answer stops being the answer (Unix ms;
+	// 0: only the shard ends it).
+	TicketUntil int64
 }
 
 // ErrorResponse is a heartbeat error response (spec §1.2).
@@ -664,9 +678,11 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	if len(targetRecs) > 0 {
 		assignedAt = now
 	}
+	var shortUntil int64
 	if r := cfg.ReconcilingHeartbeatInterval; r > 0 && r < cfg.HeartbeatInterval &&
 		(now < assignedAt+cfg.HeartbeatInterval.Milliseconds() || handingOver(g, n, view.gone, groupEpoch, targetEpoch, statuses)) {
 		resp.HeartbeatIntervalMillis = int32(r.Milliseconds())
+		shortUntil = assignedAt + cfg.HeartbeatInterval.Milliseconds()
 	}
 	resp.TaskOffsetIntervalMillis = int32(cfg.TaskOffsetInterval.Milliseconds())
 	resp.AcceptableRecoveryLag = cfg.AcceptableRecoveryLag
@@ -703,7 +719,7 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 	if created {
 		resp.EndpointInformationEpoch = 0
 	}
-	out := HeartbeatOutput{Response: resp, Records: recs, Timers: timers, Upgrade: upgrade}
+	out := HeartbeatOutput{Response: resp, Records: recs, Timers: timers, Upgrade: upgrade, ShortIntervalUntil: shortUntil}
 	out.Description = DescriptionEpochs{Topology: -1, Stored: g.StoredDescriptionEpoch, Failed: g.FailedDescriptionEpoch}
 	if topology != nil {
 		out.Description.Topology = topology.Epoch
@@ -1077,4 +1093,30 @@ func assignmentHeld(g *Group, cfg Config, now int64) bool {
 	}
 	quiet := cfg.AssignmentQuiet.Milliseconds()
 	return quiet <= 0 || now < g.AssignmentTimestamp+quiet || now < g.soft.changedAt+quiet
+}
+
+// SteadyRequest reports whether req is a steady heartbeat: an established member's epoch (with
+// its endpoint information epoch and instance id) and nothing else; every field a member sends
+// only when it changes is null. Only such a request is answered from a ticket.
+func SteadyRequest(req *kmsg.StreamsGroupHeartbeatRequest) bool {
+	return req.MemberEpoch > 0 && req.MemberID != "" && req.RackID == nil && req.RebalanceTimeoutMillis == -1 &&
+		req.Topology == nil && req.ActiveTasks == nil && req.StandbyTasks == nil && req.WarmupTasks == nil &&
+		req.ProcessID == nil && req.UserEndpoint == nil && req.ClientTags == nil &&
+		req.TaskOffsets == nil && req.TaskEndOffsets == nil && !req.ShutdownApplication
+}
+
+// Steady reports whether a heartbeat of member that changed nothing is answered the same until
+// some other operation runs on the shard, so its answer may be repeated off the shard (a
+// runtime.Ticket): the group's target is computed for its epoch (a target held back by the
+// assignment interval is released by time alone, in the next heartbeat of any member), and the
+// member is a streams-protocol member settled at that target. What the answer shows besides
+// (statuses, the heartbeat interval, tasks, endpoints) the shard's operation checks on the answer
+// itself (shard.StreamsHeartbeat).
+func (s *State) Steady(group, member string) bool {
+	g := s.Groups[group]
+	if g == nil || g.Epoch != g.AssignmentEpoch {
+		return false
+	}
+	m := g.Members[member]
+	return m != nil && m.Classic == nil && m.State == Stable && m.Epoch == g.AssignmentEpoch
 }
