@@ -63,8 +63,7 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 	out := v.(consumer.HeartbeatOutput)
 	if r.Conn != nil {
 		if out.Ticket != nil {
-			r.Conn.Memo = &consumerTicket{out: out, group: req.Group, member: req.MemberID, epoch: req.MemberEpoch,
-				instance: req.InstanceID, clientID: r.ClientID, version: r.Version, catalog: snap}
+			r.Conn.Memo = &consumerTicket{out: out, steadyKey: newSteadyKey(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)}
 		} else if _, ok := r.Conn.Memo.(*consumerTicket); ok {
 			r.Conn.Memo = nil
 		}
@@ -80,7 +79,18 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 // (consumer.SteadyRequest), and the same topic catalog snapshot (a topic change may change the
 // group's metadata hash).
 type consumerTicket struct {
-	out      consumer.HeartbeatOutput
+	out consumer.HeartbeatOutput
+	steadyKey
+}
+
+func (tk *consumerTicket) answers(r *wire.Request, req *kmsg.ConsumerGroupHeartbeatRequest, snap *meta.Snapshot) bool {
+	return consumer.SteadyRequest(req) && tk.matches(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)
+}
+
+// steadyKey is what a steady heartbeat's kept answer depends on besides the shard's state: the
+// request's group, member, epoch and instance id, the connection's client id and API version,
+// and the topic catalog snapshot the answer was computed against.
+type steadyKey struct {
 	group    string
 	member   string
 	epoch    int32
@@ -90,10 +100,13 @@ type consumerTicket struct {
 	catalog  *meta.Snapshot
 }
 
-func (tk *consumerTicket) answers(r *wire.Request, req *kmsg.ConsumerGroupHeartbeatRequest, snap *meta.Snapshot) bool {
-	return consumer.SteadyRequest(req) && req.MemberEpoch == tk.epoch && req.MemberID == tk.member && req.Group == tk.group &&
-		r.ClientID == tk.clientID && r.Version == tk.version && snap == tk.catalog &&
-		(req.InstanceID == nil) == (tk.instance == nil) && (req.InstanceID == nil || *req.InstanceID == *tk.instance)
+func newSteadyKey(r *wire.Request, group, member string, epoch int32, instance *string, snap *meta.Snapshot) steadyKey {
+	return steadyKey{group: group, member: member, epoch: epoch, instance: instance, clientID: r.ClientID, version: r.Version, catalog: snap}
+}
+
+func (k *steadyKey) matches(r *wire.Request, group, member string, epoch int32, instance *string, snap *meta.Snapshot) bool {
+	return epoch == k.epoch && member == k.member && group == k.group && r.ClientID == k.clientID && r.Version == k.version &&
+		snap == k.catalog && (instance == nil) == (k.instance == nil) && (instance == nil || *instance == *k.instance)
 }
 
 // memo is the connection's handler memory (nil without a connection: direct calls in tests).

@@ -72,8 +72,8 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 		// A member that may still be asked for its topology description must get the question
 		// from a heartbeat that runs the rule (maybeSolicitTopologyDescription), not a repeat.
 		if out.Ticket != nil && t.descriptionSettled(r.Version, req, out) {
-			r.Conn.Memo = &streamsTicket{out: out, group: req.Group, member: req.MemberID, epoch: req.MemberEpoch,
-				endpointEpoch: req.EndpointInformationEpoch, instance: req.InstanceID, clientID: r.ClientID, version: r.Version, catalog: snap}
+			r.Conn.Memo = &streamsTicket{out: out, endpointEpoch: req.EndpointInformationEpoch,
+				steadyKey: newSteadyKey(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)}
 		} else if _, ok := r.Conn.Memo.(*streamsTicket); ok {
 			r.Conn.Memo = nil
 		}
@@ -238,21 +238,14 @@ func (t *Table) descriptionSettled(version int16, req *kmsg.StreamsGroupHeartbea
 // group, member, epoch, endpoint information epoch, instance id, client id and version, with
 // every optional field null (streams.SteadyRequest), and the same catalog snapshot.
 type streamsTicket struct {
-	out           streams.HeartbeatOutput
-	group         string
-	member        string
-	epoch         int32
+	out streams.HeartbeatOutput
+	steadyKey
 	endpointEpoch int32
-	instance      *string
-	clientID      string
-	version       int16
-	catalog       *meta.Snapshot
 }
 
 func (tk *streamsTicket) answers(r *wire.Request, req *kmsg.StreamsGroupHeartbeatRequest, snap *meta.Snapshot) bool {
-	return streams.SteadyRequest(req) && req.MemberEpoch == tk.epoch && req.MemberID == tk.member && req.Group == tk.group &&
-		req.EndpointInformationEpoch == tk.endpointEpoch && r.ClientID == tk.clientID && r.Version == tk.version && snap == tk.catalog &&
-		(req.InstanceID == nil) == (tk.instance == nil) && (req.InstanceID == nil || *req.InstanceID == *tk.instance)
+	return streams.SteadyRequest(req) && req.EndpointInformationEpoch == tk.endpointEpoch &&
+		tk.matches(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)
 }
 
 // undescribableTopologyTopics lists the topics of a heartbeat's topology the principal may not

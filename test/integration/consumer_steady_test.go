@@ -51,12 +51,19 @@ func joinCG(t *testing.T, d *daemon, group, member string) (*cgConn, int32) {
 
 func wantCGCode(t *testing.T, what string, resp *kmsg.ConsumerGroupHeartbeatResponse, want int16) {
 	t.Helper()
-	if resp.ErrorCode != want {
+	wantErrorCode(t, what, resp.ErrorCode, resp.ErrorMessage, want)
+}
+
+// wantErrorCode fails the test unless an answer's error code is want, naming both and the
+// answer's message.
+func wantErrorCode(t testing.TB, what string, code int16, message *string, want int16) {
+	t.Helper()
+	if code != want {
 		msg := ""
-		if resp.ErrorMessage != nil {
-			msg = *resp.ErrorMessage
+		if message != nil {
+			msg = *message
 		}
-		t.Fatalf("%s: error %v (%s), want %v", what, kerr.ErrorForCode(resp.ErrorCode), msg, kerr.ErrorForCode(want))
+		t.Fatalf("%s: error %v (%s), want %v", what, kerr.ErrorForCode(code), msg, kerr.ErrorForCode(want))
 	}
 }
 

@@ -60,13 +60,23 @@ func (c *sgConn) owning(group, member string, epoch int32, active []kmsg.TaskIDs
 
 func wantSGCode(t testing.TB, what string, resp *kmsg.StreamsGroupHeartbeatResponse, want int16) {
 	t.Helper()
-	if resp.ErrorCode != want {
-		msg := ""
-		if resp.ErrorMessage != nil {
-			msg = *resp.ErrorMessage
-		}
-		t.Fatalf("%s: error %v (%s), want %v", what, kerr.ErrorForCode(resp.ErrorCode), msg, kerr.ErrorForCode(want))
+	wantErrorCode(t, what, resp.ErrorCode, resp.ErrorMessage, want)
+}
+
+// settledStreamsMember starts a daemon with the streams test settings and sets, creates topic's
+// first partition set, and joins member a to group on a connection of its own; a reports the
+// tasks it got (returned with its epoch), so it is settled.
+func settledStreamsMember(t *testing.T, group, topic string, partitions int32, sets ...string) (*daemon, *sgConn, int32, []kmsg.TaskIDs) {
+	t.Helper()
+	d := startStreamsDaemon(t, append([]string{"group.streams.initial.rebalance.delay.ms=0"}, sets...)...)
+	createStreamsTopics(t, d.Addr, partitions, topic+"-0")
+	c := dialSG(t, d)
+	joined := c.join(group, "a", topic)
+	if activeCount(joined.ActiveTasks) != int(partitions) {
+		t.Fatalf("a holds %d tasks after its join, want %d", activeCount(joined.ActiveTasks), partitions)
 	}
+	wantSGCode(t, "a reports its tasks", c.owning(group, "a", joined.MemberEpoch, joined.ActiveTasks), 0)
+	return d, c, joined.MemberEpoch, joined.ActiveTasks
 }
 
 func activeCount(l []kmsg.TaskIDs) int {
@@ -83,16 +93,9 @@ func activeCount(l []kmsg.TaskIDs) int {
 // member at its new epoch is served there again.
 func TestStreamsSteadyAnswerNotReusedAfterEpochMoved(t *testing.T) {
 	t.Parallel()
-	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.reconciliation.heartbeat.interval.ms=0")
 	const group, topic = "steady-streams-fence", "ssf-in"
-	createStreamsTopics(t, d.Addr, 4, topic+"-0")
-	first, second := dialSG(t, d), dialSG(t, d)
-	joined := first.join(group, "a", topic)
-	e, active := joined.MemberEpoch, joined.ActiveTasks
-	if activeCount(active) != 4 {
-		t.Fatalf("a holds %d tasks after its join, want 4", activeCount(active))
-	}
-	wantSGCode(t, "a reports its tasks", first.owning(group, "a", e, active), 0)
+	d, first, e, active := settledStreamsMember(t, group, topic, 4, "group.streams.reconciliation.heartbeat.interval.ms=0")
+	second := dialSG(t, d)
 	for i := 0; i < 3; i++ { // the first steady answer is kept on the connection, the others reuse it
 		resp := first.steady(group, "a", e)
 		wantSGCode(t, "steady heartbeat", resp, 0)
@@ -121,13 +124,8 @@ func TestStreamsSteadyAnswerNotReusedAfterEpochMoved(t *testing.T) {
 // timeouts, and a member that stops heartbeating is still removed when its session expires.
 func TestStreamsSessionExpiryWithSteadyHeartbeats(t *testing.T) {
 	t.Parallel()
-	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.session.timeout.ms=2000")
 	const group, topic = "steady-streams-session", "sss-in"
-	createStreamsTopics(t, d.Addr, 2, topic+"-0")
-	c := dialSG(t, d)
-	joined := c.join(group, "a", topic)
-	e := joined.MemberEpoch
-	wantSGCode(t, "a reports its tasks", c.owning(group, "a", e, joined.ActiveTasks), 0)
+	d, c, e, _ := settledStreamsMember(t, group, topic, 2, "group.streams.session.timeout.ms=2000")
 	// Three session timeouts of heartbeats every 100 ms: a session deadline the repeated answers
 	// did not move would fence the member after the first 2 s.
 	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
@@ -148,14 +146,9 @@ func TestStreamsSessionExpiryWithSteadyHeartbeats(t *testing.T) {
 // over (the window ends with time alone, nothing runs on the shard).
 func TestStreamsSteadyAnswerFollowsTheReconciliationWindow(t *testing.T) {
 	t.Parallel()
-	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.heartbeat.interval.ms=1500",
-		"group.streams.reconciliation.heartbeat.interval.ms=100")
 	const group, topic = "steady-streams-window", "ssw-in"
-	createStreamsTopics(t, d.Addr, 2, topic+"-0")
-	c := dialSG(t, d)
-	joined := c.join(group, "a", topic)
-	e := joined.MemberEpoch
-	wantSGCode(t, "a reports its tasks", c.owning(group, "a", e, joined.ActiveTasks), 0)
+	_, c, e, _ := settledStreamsMember(t, group, topic, 2, "group.streams.heartbeat.interval.ms=1500",
+		"group.streams.reconciliation.heartbeat.interval.ms=100")
 	var seen []int32
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		resp := c.steady(group, "a", e)
@@ -176,14 +169,9 @@ func TestStreamsSteadyAnswerFollowsTheReconciliationWindow(t *testing.T) {
 // time lets the first one after 100 ms do it, well before the 15 s interval).
 func TestStreamsSteadyAnswerNotKeptWhileTheTargetIsHeld(t *testing.T) {
 	t.Parallel()
-	d := startStreamsDaemon(t, "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=15000",
-		"group.streams.assignment.quiet.ms=100", "group.streams.session.timeout.ms=10000")
 	const group, topic = "steady-streams-held", "ssh-in"
-	createStreamsTopics(t, d.Addr, 4, topic+"-0")
-	c := dialSG(t, d)
-	joined := c.join(group, "a", topic)
-	e := joined.MemberEpoch
-	wantSGCode(t, "a reports its tasks", c.owning(group, "a", e, joined.ActiveTasks), 0)
+	d, c, e, _ := settledStreamsMember(t, group, topic, 4, "group.streams.assignment.interval.ms=15000",
+		"group.streams.assignment.quiet.ms=100", "group.streams.session.timeout.ms=10000")
 	for i := 0; i < 3; i++ {
 		wantSGCode(t, "steady heartbeat", c.steady(group, "a", e), 0)
 	}
