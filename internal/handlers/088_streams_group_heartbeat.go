@@ -51,7 +51,7 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 	if err != nil {
 		return streams.ErrorResponse(availabilityCode(err), "")
 	}
-	if tk, ok := memo(r).(*streamsTicket); ok && tk.answers(r, req, snap) && (tk.out.TicketUntil == 0 || time.Now().UnixMilli() < tk.out.TicketUntil) &&
+	if tk, ok := memo(r).(*streamsTicket); ok && tk.answers(r, req, snap) && (tk.out.ShortIntervalUntil == 0 || time.Now().UnixMilli() < tk.out.ShortIntervalUntil) &&
 		t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
 		resp := *tk.out.Response // the stored answer is shared: the caller sets the version
 		return &resp

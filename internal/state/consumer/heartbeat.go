@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"fmt"
+	"github.com/coordinatord/coordinatord/internal/state/assigntiming"
 	"hash/fnv"
 	"regexp"
 	"regexp/syntax"
@@ -595,22 +596,10 @@ func sameSortedNames(names, have []string) bool {
 	return true
 }
 
-// assignmentDue reports whether the group may compute a target now. Kafka waits for the
-// assignment interval (1 s by default) after every assignment, so one member joining a group
-// that was just assigned waits that long to get partitions. A heartbeat that itself changes
-// nothing, arriving once the group has seen no change and no assignment for the quiet time,
-// computes at once: a burst of joins still gets a single assignment after it settles (each
-// join pushes the moment back, and a join sets changedAt before it asks), while a group that
-// changes without pause is held to the interval as in Kafka.
+// assignmentDue reports whether the group may compute a target now (the interval, or the quiet
+// time of coordinatord: assigntiming).
 func assignmentDue(g *Group, cfg Config, now int64) bool {
-	switch {
-	case g.AssignmentTime == 0 || cfg.AssignmentInterval <= 0:
-		return true
-	case now >= g.AssignmentTime+cfg.AssignmentInterval.Milliseconds():
-		return true
-	}
-	quiet := cfg.AssignmentQuiet.Milliseconds()
-	return quiet > 0 && now >= g.AssignmentTime+quiet && now >= g.changedAt+quiet
+	return assigntiming.Due(g.AssignmentTime, g.changedAt, now, cfg.AssignmentInterval, cfg.AssignmentQuiet)
 }
 
 func dedup(sorted []string) []string {

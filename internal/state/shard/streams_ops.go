@@ -46,7 +46,6 @@ func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 				// gets the same answer until another operation runs on this shard, other than
 				// one scoped to another group (the ticket is taken for this group's scope).
 				out.Ticket, out.Session = c.Ticket(out.Timers[0].Key(), in.Req.Group), out.Timers[0].After
-				out.TicketUntil = out.ShortIntervalUntil
 			}
 		}
 		return runtime.Result{Records: out.Records, Response: out}

@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"github.com/coordinatord/coordinatord/internal/state/assigntiming"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"sort"
 	"strings"
@@ -100,11 +101,8 @@ type HeartbeatOutput struct {
 	// ShortIntervalUntil, when the answer carries the reconciliation heartbeat interval, is the
 	// moment (Unix ms) until which time alone keeps it so: the window after an assignment ends
 	// then (a hand-over in progress may keep it short longer, but only a write changes that).
-	// A ticket for such an answer is valid only before it (TicketUntil).
+	// A Ticket for such an answer is valid only before it (0: only the shard ends the ticket).
 	ShortIntervalUntil int64
-	// TicketUntil, with Ticket, is when the ticket's answer stops being the answer (Unix ms;
-	// 0: only the shard ends it).
-	TicketUntil int64
 }
 
 // ErrorResponse is a heartbeat error response (spec §1.2).
@@ -1080,19 +1078,10 @@ func sortedKeysInt(m map[string]int32) []string {
 	return ks
 }
 
-// assignmentHeld reports whether the assignment interval still holds back a new target. Kafka
-// computes at most one per interval (1 s by default), so one member joining a group that was
-// just assigned waits that long for tasks. With a quiet time, a heartbeat that changes
-// nothing, arriving once the group has seen no epoch bump and no assignment for that long,
-// computes at once: a burst of joins still gets one assignment after it settles (each join
-// sets changedAt before it asks), while a group changing without pause stays on Kafka's
-// interval.
+// assignmentHeld reports whether the assignment interval (or, shorter, coordinatord's quiet
+// time: assigntiming) still holds back a new target.
 func assignmentHeld(g *Group, cfg Config, now int64) bool {
-	if g.AssignmentTimestamp == 0 || cfg.AssignmentInterval <= 0 || now >= g.AssignmentTimestamp+cfg.AssignmentInterval.Milliseconds() {
-		return false
-	}
-	quiet := cfg.AssignmentQuiet.Milliseconds()
-	return quiet <= 0 || now < g.AssignmentTimestamp+quiet || now < g.soft.changedAt+quiet
+	return !assigntiming.Due(g.AssignmentTimestamp, g.soft.changedAt, now, cfg.AssignmentInterval, cfg.AssignmentQuiet)
 }
 
 // SteadyRequest reports whether req is a steady heartbeat: an established member's epoch (with
