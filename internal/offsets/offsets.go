@@ -52,7 +52,16 @@ type group struct {
 // topic returns the index of the topic's offsets, or where they would go, and whether they
 // are there.
 func (g *group) topic(name string) (int, bool) {
-	return slices.BinarySearchFunc(g.topics, name, func(t topicOffsets, name string) int { return strings.Compare(t.name, name) })
+	lo, hi := 0, len(g.topics)
+	for lo < hi { // slices.BinarySearchFunc would copy a topicOffsets per comparison
+		m := int(uint(lo+hi) >> 1)
+		if g.topics[m].name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(g.topics) && g.topics[lo].name == name
 }
 
 // topicOffsets is one topic's committed offsets in a group, sorted by partition. Committed
