@@ -65,12 +65,12 @@ func (g *group) topic(name string) (int, bool) {
 }
 
 // topicOffsets is one topic's committed offsets in a group, sorted by partition. Committed
-// offsets are most of a coordinator's memory (docs/storage.md, "Offsets in memory"), so an
-// offset is a 32-byte entry in a slice rather than a Committed in a map (72 bytes plus the
-// map's overhead): the topic id, the same for almost every entry of a topic, is kept once per
-// topic, and what many commits leave empty (metadata) or few set (an id other than the
-// topic's, an explicit expiry from OffsetCommit v1-v4) lives in extra, allocated only for a
-// topic that has any.
+// offsets are most of a coordinator's memory (docs/architecture.md, "Committed offsets in
+// memory"), so an offset is a 32-byte entry in a slice rather than a Committed in a map (72
+// bytes plus the map's overhead): the topic id, the same for almost every entry of a topic, is
+// kept once per topic, and what many commits leave empty (metadata) or few set (an id other
+// than the topic's, an explicit expiry from OffsetCommit v1-v4) lives in extra, allocated only
+// for a topic that has any.
 type topicOffsets struct {
 	name    string   // shared by every group's offsets of the topic (State.names)
 	id      [16]byte // the topic id of every entry without an own one in extra.rare
