@@ -100,8 +100,9 @@ type topicExtra struct {
 	metadata     []string
 	withMetadata int
 	rare         map[int32]rareFields
-	// foreign counts the entries of rare whose topic id is not the topic's: when most are,
-	// the topic's id is switched (a topic re-created under a new id, committed again).
+	// foreign counts the entries of rare whose topic id is not the topic's: when three
+	// quarters of the topic's entries are, the topic's id is switched (a topic re-created
+	// under a new id, committed again).
 	foreign int
 }
 
