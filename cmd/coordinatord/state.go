@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,8 @@ type state struct {
 	peerOutcome atomic.Pointer[func(ctx context.Context, pid int64, epoch int16, commit bool) map[int32]int16]
 	// announced is, per group shard, the runtime whose load onGroupLoaded was told of last.
 	announced []atomic.Pointer[rt.Shard[*shard.Machine]]
+	// releasing is set while the heap freed by a finished wave of loads goes back to the OS.
+	releasing atomic.Bool
 }
 
 // groupOwner is the node owning a group shard, for FindCoordinator.
@@ -180,6 +183,7 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 				(*f)(c.ShardID())
 			}
 			s.announced[c.ShardID()].Store(s.groups.Shard(c.ShardID()))
+			s.releaseAfterLoads(log)
 		},
 	})
 	// The catalog loads first: group requests validate topics against it.
@@ -195,6 +199,32 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 		}
 	}()
 	return s, nil
+}
+
+// releaseAfterLoads gives the heap that loading the group shards freed back to the OS once no
+// group shard is loading any more (the last one of a start, or of a wave of gained shards with
+// log.backend=kafka). A load replays the whole log: the decoded batches and the slices that
+// grew while the state was built are garbage by the end, and the Go heap only ever grows to
+// about twice its live data before collecting, so without this the resident memory after a
+// start of 1M offsets was two to three times the state itself (docs/benchmarks-storage.md,
+// "Restart with 1M committed offsets"). It costs one forced collection per wave of loads, off
+// the shard goroutines; the memory the heap later grows into under traffic is the runtime's
+// ordinary headroom (GOGC, or a GOMEMLIMIT the operator sets).
+func (s *state) releaseAfterLoads(log *zap.Logger) {
+	for i := int32(0); i < s.groups.Count(); i++ {
+		if st := s.groups.Shard(i).State(); st == rt.StateLoading || st == rt.StateInitial {
+			return // the last shard to finish releases for all
+		}
+	}
+	if !s.releasing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.releasing.Store(false)
+		start := time.Now()
+		debug.FreeOSMemory()
+		log.Debug("returned the heap freed by shard loads to the OS", zap.Duration("took", time.Since(start)))
+	}()
 }
 
 // waitCatalog blocks until the metadata shard has loaded (or failed), so that no client is

@@ -23,19 +23,22 @@ func BenchmarkCommitEncodeReplay(b *testing.B) {
 	}
 }
 
-// Replay looks names up without copying them from the record; the group and topic it keeps
-// must still be its own: the log's buffer that held the record is reused later.
+// Replay looks names up without copying them from the record; the group, topic and metadata
+// it keeps must still be its own: the log's buffer that held the record is reused later.
 func TestReplayKeepsNamesApartFromRecordBytes(t *testing.T) {
 	s := New()
-	rec := CommitRecord("group-a", TopicPartition{Topic: "topic-a", Partition: 0}, Committed{Offset: 5, LeaderEpoch: -1, ExpireTimestamp: -1})
+	rec := CommitRecord("group-a", TopicPartition{Topic: "topic-a", Partition: 0}, Committed{Offset: 5, LeaderEpoch: -1, Metadata: "meta-a", ExpireTimestamp: -1})
 	if err := s.Replay(0, rec); err != nil {
 		t.Fatal(err)
 	}
 	for i := range rec.Key[2:] {
 		rec.Key[2+i] = 'x'
 	}
-	if c, ok := s.Get("group-a", "topic-a", 0); !ok || c.Offset != 5 {
-		t.Fatalf("after the record's bytes changed: Get = %+v, %v; want offset 5", c, ok)
+	for i := range rec.Value[2:] {
+		rec.Value[2+i] = 'x'
+	}
+	if c, ok := s.Get("group-a", "topic-a", 0); !ok || c.Offset != 5 || c.Metadata != "meta-a" {
+		t.Fatalf("after the record's bytes changed: Get = %+v, %v; want offset 5, metadata meta-a", c, ok)
 	}
 	if !s.HasGroup("group-a") {
 		t.Fatal("group-a is gone after the record's bytes changed")

@@ -42,30 +42,68 @@ type TopicPartition struct {
 	Partition int32
 }
 
-// group holds one group's committed offsets.
+// group holds one group's committed offsets, one topicOffsets per topic sorted by name. A
+// group commits to a few topics, so a sorted slice finds one in a few comparisons and costs a
+// fraction of a map's buckets (most groups are small: the per-group cost is per offset there).
 type group struct {
-	topics map[string]*topicOffsets
+	topics []topicOffsets
+}
+
+// topic returns the index of the topic's offsets, or where they would go, and whether they
+// are there.
+func (g *group) topic(name string) (int, bool) {
+	lo, hi := 0, len(g.topics)
+	for lo < hi { // slices.BinarySearchFunc would copy a topicOffsets per comparison
+		m := int(uint(lo+hi) >> 1)
+		if g.topics[m].name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(g.topics) && g.topics[lo].name == name
 }
 
 // topicOffsets is one topic's committed offsets in a group, sorted by partition. Committed
-// offsets are most of a coordinator's memory, so an offset is a compact entry in a slice rather
-// than a Committed in a map (72 bytes plus the map's overhead): the topic id, the same for
-// almost every entry of a topic, is kept once per topic, and the fields few commits set (an id
-// other than the topic's, an explicit expiry from OffsetCommit v1-v4) go to a side table.
+// offsets are most of a coordinator's memory (docs/architecture.md, "Committed offsets in
+// memory"), so an offset is a 32-byte entry in a slice rather than a Committed in a map (72
+// bytes plus the map's overhead): the topic id, the same for almost every entry of a topic, is
+// kept once per topic, and what many commits leave empty (metadata) or few set (an id other
+// than the topic's, an explicit expiry from OffsetCommit v1-v4) lives in extra, allocated only
+// for a topic that has any.
 type topicOffsets struct {
-	id      [16]byte // the topic id of every entry without an own one in rare
+	name    string   // shared by every group's offsets of the topic (State.names)
+	id      [16]byte // the topic id of every entry without an own one in extra.rare
 	entries []offsetEntry
-	rare    map[int32]rareFields
+	extra   *topicExtra
 }
 
+// offsetEntry is what every committed offset needs: the offset, leader epoch and partition
+// OffsetFetch answers, the commit time that retention counts from, and the log position that
+// orders a regular commit against a transactional one. Nothing here can be narrower without
+// changing an answer: offsets and log positions are full int64s, and commit times are
+// milliseconds (the console shows them, retention compares them to the millisecond).
 type offsetEntry struct {
 	offset          int64
 	commitTimestamp int64
 	logOffset       int64
-	metadata        string // Kafka Streams sets it on every partition it commits
 	partition       int32
 	leaderEpoch     int32
-	hasRare         bool
+}
+
+// topicExtra holds a topic's fields that most commits leave empty. It exists only while one of
+// them is set, so that equal offsets make equal states however they were reached (a replayed
+// log must equal the live state it was written from).
+type topicExtra struct {
+	// metadata is parallel to entries while any entry has metadata (Kafka Streams sets it on
+	// every partition it commits), nil otherwise; withMetadata counts the non-empty ones.
+	metadata     []string
+	withMetadata int
+	rare         map[int32]rareFields
+	// foreign counts the entries of rare whose topic id is not the topic's: when three
+	// quarters of the topic's entries are, the topic's id is switched (a topic re-created
+	// under a new id, committed again).
+	foreign int
 }
 
 type rareFields struct {
@@ -83,36 +121,164 @@ func (t *topicOffsets) find(partition int32) (int, bool) {
 	return i, i < n && t.entries[i].partition == partition
 }
 
-func (t *topicOffsets) committed(e *offsetEntry) Committed {
-	c := Committed{Offset: e.offset, LeaderEpoch: e.leaderEpoch, Metadata: e.metadata, CommitTimestamp: e.commitTimestamp,
+func (t *topicOffsets) committed(i int) Committed {
+	e := &t.entries[i]
+	c := Committed{Offset: e.offset, LeaderEpoch: e.leaderEpoch, CommitTimestamp: e.commitTimestamp,
 		ExpireTimestamp: -1, LogOffset: e.logOffset, TopicID: t.id}
-	if e.hasRare {
-		r := t.rare[e.partition]
-		c.TopicID, c.ExpireTimestamp = r.topicID, r.expireTimestamp
+	if x := t.extra; x != nil {
+		if x.metadata != nil {
+			c.Metadata = x.metadata[i]
+		}
+		if r, ok := x.rare[e.partition]; ok {
+			c.TopicID, c.ExpireTimestamp = r.topicID, r.expireTimestamp
+		}
 	}
 	return c
 }
 
+// set stores partition's committed offset. c.Metadata may alias a record's bytes: set keeps a
+// copy, or a string equal to it that the topic already holds (a client committing the same
+// metadata again, or for the neighbouring partition).
 func (t *topicOffsets) set(partition int32, c Committed) {
 	if len(t.entries) == 0 {
 		t.id = c.TopicID
 	}
-	e := offsetEntry{offset: c.Offset, commitTimestamp: c.CommitTimestamp, logOffset: c.LogOffset, metadata: c.Metadata,
-		partition: partition, leaderEpoch: c.LeaderEpoch, hasRare: c.TopicID != t.id || c.ExpireTimestamp != -1}
-	if e.hasRare {
-		if t.rare == nil {
-			t.rare = map[int32]rareFields{}
-		}
-		t.rare[partition] = rareFields{topicID: c.TopicID, expireTimestamp: c.ExpireTimestamp}
-	} else if t.rare != nil {
-		delete(t.rare, partition)
-	}
+	e := offsetEntry{offset: c.Offset, commitTimestamp: c.CommitTimestamp, logOffset: c.LogOffset,
+		partition: partition, leaderEpoch: c.LeaderEpoch}
 	i, ok := t.find(partition)
 	if ok {
 		t.entries[i] = e
+	} else {
+		t.entries = slices.Insert(t.entries, i, e)
+		if t.extra != nil && t.extra.metadata != nil {
+			t.extra.metadata = slices.Insert(t.extra.metadata, i, "")
+		}
+	}
+	t.setMetadata(i, c.Metadata)
+	t.setRare(partition, c.TopicID, c.ExpireTimestamp)
+	if x := t.extra; x != nil && x.foreign > 3*len(t.entries)/4 {
+		t.rebase()
+	}
+	t.dropEmptyExtra()
+}
+
+// setRare records partition's topic id and explicit expiry in rare when they are not the
+// common ones.
+func (t *topicOffsets) setRare(partition int32, id [16]byte, expire int64) {
+	t.clearRare(partition)
+	if id == t.id && expire == -1 {
 		return
 	}
-	t.entries = slices.Insert(t.entries, i, e)
+	x := t.extraFields()
+	if x.rare == nil {
+		x.rare = map[int32]rareFields{}
+	}
+	x.rare[partition] = rareFields{topicID: id, expireTimestamp: expire}
+	if id != t.id {
+		x.foreign++
+	}
+}
+
+func (t *topicOffsets) clearRare(partition int32) {
+	x := t.extra
+	if x == nil {
+		return
+	}
+	if r, ok := x.rare[partition]; ok {
+		delete(x.rare, partition)
+		if r.topicID != t.id {
+			x.foreign--
+		}
+	}
+}
+
+// rebase makes the topic id most entries carry the topic's, moving the others to rare. It
+// counts in partition order and keeps the first of equal counts, so equal offsets make equal
+// states whatever order they were committed in.
+func (t *topicOffsets) rebase() {
+	var old map[int32]rareFields
+	if t.extra != nil {
+		old = t.extra.rare
+	}
+	idOf := func(p int32) ([16]byte, int64) {
+		if r, ok := old[p]; ok {
+			return r.topicID, r.expireTimestamp
+		}
+		return t.id, -1
+	}
+	type idCount struct {
+		id [16]byte
+		n  int
+	}
+	var counts []idCount // a topic's entries carry one or two ids, rarely more
+	for i := range t.entries {
+		id, _ := idOf(t.entries[i].partition)
+		j := slices.IndexFunc(counts, func(c idCount) bool { return c.id == id })
+		if j < 0 {
+			j = len(counts)
+			counts = append(counts, idCount{id: id})
+		}
+		counts[j].n++
+	}
+	if len(counts) == 0 {
+		return
+	}
+	best := slices.MaxFunc(counts, func(a, b idCount) int { return a.n - b.n })
+	if best.id == t.id {
+		return
+	}
+	ids := make([][16]byte, len(t.entries))
+	expires := make([]int64, len(t.entries))
+	for i := range t.entries {
+		ids[i], expires[i] = idOf(t.entries[i].partition)
+	}
+	t.id = best.id
+	if t.extra != nil {
+		t.extra.rare, t.extra.foreign = nil, 0
+	}
+	for i := range t.entries {
+		t.setRare(t.entries[i].partition, ids[i], expires[i])
+	}
+}
+
+func (t *topicOffsets) extraFields() *topicExtra {
+	if t.extra == nil {
+		t.extra = &topicExtra{}
+	}
+	return t.extra
+}
+
+// setMetadata stores entry i's metadata, sharing an equal string the topic already holds.
+func (t *topicOffsets) setMetadata(i int, m string) {
+	x := t.extra
+	old := ""
+	if x != nil && x.metadata != nil {
+		old = x.metadata[i]
+	}
+	if m == old {
+		return // also the common case of no metadata before and after
+	}
+	if old != "" {
+		x.withMetadata--
+	}
+	if m == "" {
+		x.metadata[i] = ""
+		return
+	}
+	x = t.extraFields()
+	if x.metadata == nil {
+		x.metadata = make([]string, len(t.entries), cap(t.entries))
+	}
+	switch {
+	case i > 0 && x.metadata[i-1] == m:
+		m = x.metadata[i-1]
+	case i+1 < len(x.metadata) && x.metadata[i+1] == m:
+		m = x.metadata[i+1]
+	default:
+		m = strings.Clone(m)
+	}
+	x.metadata[i] = m
+	x.withMetadata++
 }
 
 func (t *topicOffsets) remove(partition int32) {
@@ -120,16 +286,57 @@ func (t *topicOffsets) remove(partition int32) {
 	if !ok {
 		return
 	}
-	if t.entries[i].hasRare {
-		delete(t.rare, partition)
-	}
+	t.setMetadata(i, "")
 	t.entries = slices.Delete(t.entries, i, i+1)
+	t.clearRare(partition)
+	if x := t.extra; x != nil && x.metadata != nil {
+		x.metadata = slices.Delete(x.metadata, i, i+1)
+	}
+	t.dropEmptyExtra()
+}
+
+func (t *topicOffsets) dropEmptyExtra() {
+	x := t.extra
+	if x == nil {
+		return
+	}
+	if x.withMetadata == 0 {
+		x.metadata = nil
+	}
+	if len(x.rare) == 0 {
+		x.rare = nil
+	}
+	if x.metadata == nil && x.rare == nil {
+		t.extra = nil
+	}
+}
+
+// settle gives back what growing the topic's slices one commit at a time left unused.
+func (t *topicOffsets) settle() {
+	t.rebase()
+	t.entries = clipped(t.entries)
+	if t.extra != nil && t.extra.metadata != nil {
+		t.extra.metadata = clipped(t.extra.metadata)
+	}
+}
+
+// clipped returns s in an array of its own length: append grows a slice up to twice what it
+// holds, and a load appends every offset, so without this up to half of the biggest
+// structure of a shard would be spare capacity.
+func clipped[E any](s []E) []E {
+	if cap(s)-len(s) <= len(s)/16 {
+		return s // within a few percent of the size class anyway
+	}
+	return append(make([]E, 0, len(s)), s...)
 }
 
 // State is the offsets of every group on a shard: the committed ones and, separately, the
 // offsets staged by open transactions (txn.go).
 type State struct {
 	groups map[string]*group
+	// names holds one copy of each topic name any group has offsets for, with how many
+	// groups use it: thousands of groups committing to one topic share its name.
+	names map[string]nameRefs
 	// txns holds each producer's staged offsets; open indexes them by group.
 	txns      map[int64]*txn
 	open      map[string]map[int64]struct{}
@@ -138,7 +345,7 @@ type State struct {
 
 // New returns empty offset state.
 func New() *State {
-	return &State{groups: map[string]*group{}, txns: map[int64]*txn{}, open: map[string]map[int64]struct{}{}, producers: map[int64]Producer{}}
+	return &State{groups: map[string]*group{}, names: map[string]nameRefs{}, txns: map[int64]*txn{}, open: map[string]map[int64]struct{}{}, producers: map[int64]Producer{}}
 }
 
 // HasGroup reports whether the group has any committed offset or an open transaction with
@@ -173,15 +380,16 @@ func (s *State) Get(groupID, topic string, partition int32) (Committed, bool) {
 	if g == nil {
 		return Committed{}, false
 	}
-	t := g.topics[topic]
-	if t == nil {
+	ti, ok := g.topic(topic)
+	if !ok {
 		return Committed{}, false
 	}
+	t := &g.topics[ti]
 	i, ok := t.find(partition)
 	if !ok {
 		return Committed{}, false
 	}
-	return t.committed(&t.entries[i]), true
+	return t.committed(i), true
 }
 
 // All returns every committed offset of a group, topics sorted, partitions sorted.
@@ -197,18 +405,13 @@ func (s *State) All(groupID string) []struct {
 		TopicPartition
 		Committed
 	}
-	topics := make([]string, 0, len(g.topics))
-	for t := range g.topics {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
-	for _, name := range topics {
-		t := g.topics[name]
+	for ti := range g.topics {
+		t := &g.topics[ti]
 		for i := range t.entries {
 			out = append(out, struct {
 				TopicPartition
 				Committed
-			}{TopicPartition{name, t.entries[i].partition}, t.committed(&t.entries[i])})
+			}{TopicPartition{t.name, t.entries[i].partition}, t.committed(i)})
 		}
 	}
 	return out
@@ -305,7 +508,9 @@ func (s *State) Replay(offset int64, rec log.Record) error {
 	if version > commitValueNewestRead {
 		return fmt.Errorf("offset commit value version %d is newer than this build understands", version)
 	}
-	c := Committed{Offset: v.Int64(), LeaderEpoch: v.Int32(), Metadata: v.String(), CommitTimestamp: v.Int64(), ExpireTimestamp: v.Int64(), LogOffset: offset}
+	// The metadata aliases the value's bytes too: set keeps a copy only when the topic holds no
+	// equal string already (a steady consumer commits the same metadata every time).
+	c := Committed{Offset: v.Int64(), LeaderEpoch: v.Int32(), Metadata: v.UnsafeString(), CommitTimestamp: v.Int64(), ExpireTimestamp: v.Int64(), LogOffset: offset}
 	if version == commitValueStagedV1 || version == commitValueStagedV3 {
 		// A materialized transactional offset keeps the log position of its staged record,
 		// which is what orders it against regular commits (spec coordinator-apis §4.3).
@@ -319,15 +524,14 @@ func (s *State) Replay(offset int64, rec log.Record) error {
 	}
 	g := s.groups[groupID]
 	if g == nil {
-		g = &group{topics: map[string]*topicOffsets{}}
+		g = &group{}
 		s.groups[strings.Clone(groupID)] = g
 	}
-	t := g.topics[topic]
-	if t == nil {
-		t = &topicOffsets{}
-		g.topics[strings.Clone(topic)] = t
+	ti, ok := g.topic(topic)
+	if !ok {
+		g.topics = slices.Insert(g.topics, ti, topicOffsets{name: s.holdName(topic)})
 	}
-	t.set(partition, c)
+	g.topics[ti].set(partition, c)
 	return nil
 }
 
@@ -336,14 +540,53 @@ func (s *State) remove(groupID, topic string, partition int32) {
 	if g == nil {
 		return
 	}
-	if t := g.topics[topic]; t != nil {
+	if ti, ok := g.topic(topic); ok {
+		t := &g.topics[ti]
 		t.remove(partition)
 		if len(t.entries) == 0 {
-			delete(g.topics, topic)
+			s.releaseName(t.name)
+			g.topics = slices.Delete(g.topics, ti, ti+1)
 		}
 	}
 	if len(g.topics) == 0 {
 		delete(s.groups, groupID)
+	}
+}
+
+type nameRefs struct {
+	name string
+	refs int
+}
+
+// holdName returns the shard's copy of a topic name (topic may alias a record's bytes).
+func (s *State) holdName(topic string) string {
+	n, ok := s.names[topic]
+	if !ok {
+		n.name = strings.Clone(topic)
+	}
+	n.refs++
+	s.names[n.name] = n
+	return n.name
+}
+
+func (s *State) releaseName(topic string) {
+	n := s.names[topic]
+	if n.refs--; n.refs <= 0 {
+		delete(s.names, topic)
+		return
+	}
+	s.names[topic] = n
+}
+
+// Settle gives back the spare capacity that replaying a log one record at a time leaves in
+// the offsets' slices; the shard calls it once a load is done. Later commits grow them again
+// only for partitions or topics a group had not committed before.
+func (s *State) Settle() {
+	for _, g := range s.groups {
+		g.topics = clipped(g.topics)
+		for i := range g.topics {
+			g.topics[i].settle()
+		}
 	}
 }
 

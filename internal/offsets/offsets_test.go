@@ -1,76 +1,154 @@
 package offsets
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 )
 
 // The compact per-topic storage must read back exactly what a plain map of Committed would
 // hold, whatever order partitions are committed, overwritten and deleted in, with the fields
-// kept apart (a topic id other than the topic's, an explicit expiry) and without them.
+// kept apart (metadata, a topic id other than the topic's, an explicit expiry) and without
+// them, at the edges of every field's range; and a log replayed again (compacted, keys in any
+// order, slices settled or not) must make the very same state.
 func TestCommittedOffsetsReadBackAsCommitted(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	idA, idB := [16]byte{1}, [16]byte{2}
+	pick := func(vals ...int64) int64 {
+		if i := rng.IntN(len(vals) + 1); i < len(vals) {
+			return vals[i]
+		}
+		return rng.Int64N(1 << 41)
+	}
+	long := strings.Repeat("ü", 3000) // 6000 bytes, past any size class of a small string
 	for round := 0; round < 200; round++ {
 		l := newShardLog(t)
-		model := map[TopicPartition]Committed{}
+		type groupPartition struct {
+			group string
+			TopicPartition
+		}
+		model := map[groupPartition]Committed{} // two groups share the topics (and their names)
 		for op := 0; op < 300; op++ {
-			tp := TopicPartition{Topic: []string{"t1", "t2"}[rng.IntN(2)], Partition: int32(rng.IntN(40))}
+			tp := TopicPartition{Topic: []string{"t1", "t2", "t3"}[rng.IntN(3)], Partition: int32(rng.IntN(40))}
+			gp := groupPartition{[]string{"g", "h"}[rng.IntN(2)], tp}
 			if rng.IntN(4) == 0 {
-				l.append(DeleteRecord("g", tp))
-				delete(model, tp)
+				l.append(DeleteRecord(gp.group, tp))
+				delete(model, gp)
 				continue
 			}
-			c := Committed{Offset: rng.Int64N(1 << 40), LeaderEpoch: int32(rng.IntN(5)) - 1, CommitTimestamp: rng.Int64N(1 << 41),
-				ExpireTimestamp: -1, TopicID: idA}
-			if rng.IntN(3) == 0 {
-				c.Metadata = "m" + string(rune('a'+rng.IntN(26)))
+			c := Committed{Offset: pick(-1, 0, math.MaxInt64), LeaderEpoch: int32(pick(-1, 0, math.MaxInt32) % (1 << 31)),
+				CommitTimestamp: pick(-1, 0, 1, math.MinInt64, math.MaxInt64), ExpireTimestamp: -1, TopicID: idA}
+			switch rng.IntN(6) {
+			case 0:
+				c.Metadata = "m" + string(rune('a'+rng.IntN(3))) // often equal to a neighbour's
+			case 1:
+				c.Metadata = long
+			case 2:
+				c.Metadata = "streams-" + strconv.Itoa(rng.IntN(1000))
 			}
-			if rng.IntN(5) == 0 {
+			if rng.IntN(5) < 1+3*(round%2) { // in odd rounds most commits move the topic to idB
 				c.TopicID = idB // re-created under a new id, or an old commit's
 			}
 			if rng.IntN(7) == 0 {
 				c.TopicID = [16]byte{} // committed before ids were recorded
 			}
 			if rng.IntN(6) == 0 {
-				c.ExpireTimestamp = rng.Int64N(1 << 41)
+				c.ExpireTimestamp = pick(0, math.MaxInt64)
 			}
 			c.LogOffset = l.next
-			l.append(CommitRecord("g", tp, c))
-			model[tp] = c
+			l.append(CommitRecord(gp.group, tp, c))
+			model[gp] = c
 		}
-		for tp, want := range model {
-			if got, ok := l.s.Get("g", tp.Topic, tp.Partition); !ok || got != want {
-				t.Fatalf("round %d: Get %v = %+v, %v; want %+v", round, tp, got, ok, want)
+		check := func(stage string) {
+			for gp, want := range model {
+				if got, ok := l.s.Get(gp.group, gp.Topic, gp.Partition); !ok || got != want {
+					t.Fatalf("round %d, %s: Get %v = %+v, %v; want %+v", round, stage, gp, got, ok, want)
+				}
+			}
+			if _, ok := l.s.Get("g", "t1", 40); ok {
+				t.Fatalf("round %d, %s: Get of a partition never committed found one", round, stage)
+			}
+			var want []TopicPartition
+			for gp := range model {
+				if gp.group == "g" {
+					want = append(want, gp.TopicPartition)
+				}
+			}
+			sort.Slice(want, func(i, j int) bool {
+				if want[i].Topic != want[j].Topic {
+					return want[i].Topic < want[j].Topic
+				}
+				return want[i].Partition < want[j].Partition
+			})
+			var got []TopicPartition
+			for _, e := range l.s.All("g") {
+				got = append(got, e.TopicPartition)
+				if w := model[groupPartition{"g", e.TopicPartition}]; e.Committed != w {
+					t.Fatalf("round %d, %s: All %v = %+v, want %+v", round, stage, e.TopicPartition, e.Committed, w)
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d, %s: All lists %v, want %v in order", round, stage, got, want)
+			}
+			if l.s.HasCommitted("g") != (len(want) > 0) {
+				t.Fatalf("round %d, %s: HasCommitted %v with %d offsets", round, stage, l.s.HasCommitted("g"), len(want))
 			}
 		}
-		if _, ok := l.s.Get("g", "t1", 40); ok {
-			t.Fatal("Get of a partition never committed found one")
-		}
-		var want []TopicPartition
-		for tp := range model {
-			want = append(want, tp)
-		}
-		sort.Slice(want, func(i, j int) bool {
-			if want[i].Topic != want[j].Topic {
-				return want[i].Topic < want[j].Topic
-			}
-			return want[i].Partition < want[j].Partition
-		})
-		var got []TopicPartition
-		for _, e := range l.s.All("g") {
-			got = append(got, e.TopicPartition)
-			if e.Committed != model[e.TopicPartition] {
-				t.Fatalf("round %d: All %v = %+v, want %+v", round, e.TopicPartition, e.Committed, model[e.TopicPartition])
-			}
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("round %d: All lists %v, want %v in order", round, got, want)
-		}
-		if l.s.HasCommitted("g") != (len(model) > 0) {
-			t.Fatalf("round %d: HasCommitted %v with %d offsets", round, l.s.HasCommitted("g"), len(model))
+		check("as committed")
+		l.s.Settle()
+		check("settled")
+		l.reload(false)
+		check("reloaded")
+		l.reload(true)
+		check("reloaded compacted")
+		replayShuffled(t, l, rng)
+	}
+}
+
+// replayShuffled replays the latest record of every key, in random order, into a fresh state:
+// records of different keys may come in any order (a compacted log), and the state must not
+// depend on it, nor on whether the slices were settled.
+func replayShuffled(t *testing.T, l *shardLog, rng *rand.Rand) {
+	t.Helper()
+	last := map[string]entry{}
+	for _, e := range l.recs {
+		last[string(e.rec.Key)] = e
+	}
+	var kept []entry
+	for _, e := range last {
+		if !e.rec.Tombstone() {
+			kept = append(kept, e)
 		}
 	}
+	sort.Slice(kept, func(i, j int) bool { return kept[i].offset < kept[j].offset })
+	rng.Shuffle(len(kept), func(i, j int) { kept[i], kept[j] = kept[j], kept[i] })
+	fresh := New()
+	for _, e := range kept {
+		if err := fresh.Replay(e.offset, e.rec); err != nil {
+			t.Fatalf("replay offset %d: %v", e.offset, err)
+		}
+	}
+	fresh.Settle()
+	if !reflect.DeepEqual(fresh, l.s) {
+		t.Fatalf("state replayed in another order differs:\n got %#v\nwant %#v", fresh, l.s)
+	}
+}
+
+// Offsets whose metadata, other topic id or expiry were overwritten by plain commits must be
+// held as if they never had them: the same state a compacted log replays to, without the side
+// tables (a consumer that stopped sending metadata must not keep paying for it).
+func TestOverwrittenRareFieldsLeaveNothingBehind(t *testing.T) {
+	l := newShardLog(t)
+	tp := TopicPartition{Topic: "t", Partition: 3}
+	l.append(CommitRecord("g", tp, Committed{Offset: 1, LeaderEpoch: -1, Metadata: "m", ExpireTimestamp: 99, TopicID: [16]byte{9}}))
+	l.append(CommitRecord("g", TopicPartition{Topic: "t", Partition: 4}, Committed{Offset: 1, LeaderEpoch: -1, ExpireTimestamp: -1}))
+	l.append(CommitRecord("g", tp, Committed{Offset: 2, LeaderEpoch: -1, ExpireTimestamp: -1}))
+	if c, _ := l.s.Get("g", "t", 3); c.Metadata != "" || c.ExpireTimestamp != -1 || c.TopicID != [16]byte{} {
+		t.Fatalf("overwritten commit reads back as %+v", c)
+	}
+	l.reload(true)
 }

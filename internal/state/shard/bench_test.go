@@ -2,8 +2,11 @@ package shard
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,33 +23,54 @@ func offsetRecord(i int) log.Record {
 		offsets.Committed{Offset: int64(i) * 1000, LeaderEpoch: 3, CommitTimestamp: 1_764_000_000_000 + int64(i), ExpireTimestamp: -1})
 }
 
-// BenchmarkMemoryPer100kOffsets reports the heap one machine instance holds for 100 000 live
-// committed offsets. A shard keeps two instances (durable and speculative), so a process holds
-// twice this.
+// BenchmarkMemoryPer100kOffsets reports the heap a shard's machine holds for 100 000 live
+// committed offsets once loaded, in three layouts: consumer groups of 500 partitions over 10
+// topics (offsetRecord); coordbench restart's 100 partitions of one topic per group; and Kafka
+// Streams commits, which carry metadata (the partition time, base64) on every partition.
 func BenchmarkMemoryPer100kOffsets(b *testing.B) {
 	const n = 100_000
-	recs := make([]log.Record, n)
-	for i := range recs {
-		recs[i] = offsetRecord(i)
+	layouts := []struct {
+		name   string
+		record func(i int) log.Record
+	}{
+		{"500-per-group", offsetRecord},
+		{"100-per-group", func(i int) log.Record {
+			return offsets.CommitRecord("coordbench-restart-"+strconv.Itoa(i/100), offsets.TopicPartition{Topic: "coordbench-restart", Partition: int32(i % 100)},
+				offsets.Committed{Offset: int64(i), LeaderEpoch: -1, CommitTimestamp: 1_764_000_000_000 + int64(i/100), ExpireTimestamp: -1})
+		}},
+		{"streams-metadata", func(i int) log.Record {
+			meta := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint64([]byte{2}, uint64(1_764_000_000_000+i)))
+			return offsets.CommitRecord(fmt.Sprintf("wordcount-app-%03d", i/200), offsets.TopicPartition{Topic: fmt.Sprintf("wordcount-app-repartition-%d", (i/50)%4), Partition: int32(i % 50)},
+				offsets.Committed{Offset: int64(i), LeaderEpoch: 0, Metadata: meta, CommitTimestamp: 1_764_000_000_000 + int64(i/200), ExpireTimestamp: -1})
+		}},
 	}
-	var perRecord float64
-	for i := 0; i < b.N; i++ {
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		m := NewMachine()
-		for j, r := range recs {
-			if err := m.Replay(int64(j), r); err != nil {
-				b.Fatal(err)
+	for _, l := range layouts {
+		b.Run(l.name, func(b *testing.B) {
+			recs := make([]log.Record, n)
+			for i := range recs {
+				recs[i] = l.record(i)
 			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		perRecord = float64(after.HeapAlloc-before.HeapAlloc) / n
-		runtime.KeepAlive(m)
+			var perRecord float64
+			for i := 0; i < b.N; i++ {
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				m := NewMachine()
+				for j, r := range recs {
+					if err := m.Replay(int64(j), r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				m.Offsets.Settle() // as the shard does once its load is done
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perRecord = float64(after.HeapAlloc-before.HeapAlloc) / n
+				runtime.KeepAlive(m)
+			}
+			b.ReportMetric(perRecord, "B/offset")
+			b.ReportMetric(perRecord*n/(1<<20), "MiB/100k")
+		})
 	}
-	b.ReportMetric(perRecord, "B/offset")
-	b.ReportMetric(perRecord*n/(1<<20), "MiB/100k")
 }
 
 // BenchmarkShardLoad1M measures a shard start: 1 000 000 offset commits (all distinct keys, so

@@ -114,6 +114,7 @@ func NewSet(o SetOptions) *Set {
 				}
 				// From here on, records are the shard's own writes, not its history.
 				m.rebalances.live = true
+				m.Offsets.Settle()
 				m.onLoadedClassic(c, o.Classic)
 				StreamsOnLoaded(c, m, o.Streams)
 				ConsumerOnLoaded(c, m, o.Consumer)
