@@ -629,3 +629,96 @@ func durableWithin(r *recorder, off int64, d time.Duration) bool {
 	}
 	return true
 }
+
+// journalFile is the live content of the store's only journal file.
+func journalFile(t *testing.T, e *env) []byte {
+	t.Helper()
+	names, err := e.mem.ReadDir("/data/journal")
+	if err != nil || len(names) != 1 {
+		t.Fatalf("journal files %v, %v; want one", names, err)
+	}
+	data, err := e.mem.ReadFile("/data/journal/" + names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// A round's fdatasync should not have to change the journal file's size (on ext4 that costs a
+// commit of the file system's own journal on every round): the file is written with zeros
+// ahead of its frames, and the rounds after that overwrite them.
+func TestJournalRoundsOverwriteZerosWrittenAhead(t *testing.T) {
+	e := newMemEnv(t)
+	s := e.openShared(t, 0)
+	defer s.store.Close()
+	o := s.logs[0]
+	o.rec.waitDurable(t, o.mustAppend(t, rec("k", "v")))
+	size := len(journalFile(t, e))
+	if size < journalZeroAhead {
+		t.Fatalf("journal file is %d bytes after one round; want zeros written %d bytes ahead", size, journalZeroAhead)
+	}
+	for i := 0; i < 50; i++ {
+		o.rec.waitDurable(t, o.mustAppend(t, rec(fmt.Sprintf("k%d", i), "v")))
+	}
+	if got := len(journalFile(t, e)); got != size {
+		t.Fatalf("journal file grew from %d to %d bytes over 50 small rounds", size, got)
+	}
+}
+
+// A round torn over the zeros written ahead (power lost during its fsync) ends the journal
+// file where it starts: the acknowledged rounds before it come back, nothing of it does, and
+// the zeros after it are not read as frames.
+func TestJournalTornRoundOverZerosIsNotReplayed(t *testing.T) {
+	for _, zero := range []bool{false, true} {
+		t.Run(fmt.Sprintf("zero=%v", zero), func(t *testing.T) {
+			e := newMemEnv(t)
+			s := e.openShared(t, 0)
+			o := s.logs[0]
+			var acked int64
+			for i := 0; i < 5; i++ {
+				acked = o.mustAppend(t, rec(fmt.Sprintf("k%d", i), "v"))
+				o.rec.waitDurable(t, acked)
+			}
+			before := journalFile(t, e)
+			hold := make(chan struct{})
+			e.mem.SetInject(func(op Op, path string) error {
+				if op == OpSync && strings.HasSuffix(path, journalExt) {
+					<-hold
+					return errInjected
+				}
+				return nil
+			})
+			o.mustAppend(t, rec("unacked", strings.Repeat("v", 100)))
+			waitRoundStarted(t, s.store.journals[0])
+			if after := journalFile(t, e); len(after) != len(before) {
+				t.Fatalf("the round grew the journal file from %d to %d bytes: not written over zeros", len(before), len(after))
+			}
+			// The segment keeps nothing unsynced; the journal keeps all of the round's frame
+			// but its last byte (the unsynced bytes run from the first one the round changed to
+			// the end of the file, zeros included).
+			e.mem.Crash(func(path string, unsynced []byte) (int, bool) {
+				if !strings.HasSuffix(path, journalExt) {
+					return 0, false
+				}
+				last := len(unsynced) - 1
+				for last >= 0 && unsynced[last] == 0 {
+					last--
+				}
+				return last, zero
+			})
+			e.mem.SetInject(nil)
+			close(hold)
+			s.store.Close()
+
+			got, next := e.reload(0)
+			if int64(len(got)) != acked+1 || next != acked+1 {
+				t.Fatalf("reloaded %d records (next %d); %d were acknowledged and the torn one was not", len(got), next, acked+1)
+			}
+			for i, en := range got {
+				if en.off != int64(i) || en.key != fmt.Sprintf("k%d", i) {
+					t.Fatalf("record %d: %+v", i, en)
+				}
+			}
+		})
+	}
+}
