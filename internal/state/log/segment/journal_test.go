@@ -503,7 +503,6 @@ func TestJournalGatherWaitsForTheShardsOfTheLastRound(t *testing.T) {
 	var rounds roundSizes
 	e.opts.RoundObserver = rounds.observe
 	e.opts.JournalWait = time.Hour
-	e.opts.clock = func() time.Duration { return 0 }
 	s := e.openShared(t, 0, 1, 2, 3)
 	defer s.store.Close()
 	g := holdThreeBehindOne(t, e, s)
@@ -528,17 +527,30 @@ func TestJournalGatherWaitsForTheShardsOfTheLastRound(t *testing.T) {
 	}
 }
 
-// The wait is bounded: a round whose expected groups do not come starts after JournalWait,
-// and once rounds carry one group a lone commit does not wait at all. The clock steps 1 µs per
-// reading, so the readings count the virtual time waited.
+// The wait is bounded: a round whose expected groups do not come starts once its JournalWait
+// timer fires, and once rounds carry one group a lone commit does not wait at all. The timers
+// are the test's: each is recorded and fires at once.
 func TestJournalGatherIsBoundedAndSparesALoneCommit(t *testing.T) {
 	e := newMemEnv(t)
 	var rounds roundSizes
 	e.opts.RoundObserver = rounds.observe
 	const wait = 50 * time.Microsecond
 	e.opts.JournalWait = wait
-	var readings atomic.Int64
-	e.opts.clock = func() time.Duration { return time.Duration(readings.Add(1)) * time.Microsecond }
+	var mu sync.Mutex
+	var waits []time.Duration
+	e.opts.gatherTimer = func(d time.Duration) (<-chan time.Time, func()) {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		fired := make(chan time.Time, 1)
+		fired <- time.Time{}
+		return fired, func() {}
+	}
+	timers := func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(waits)
+	}
 	s := e.openShared(t, 0, 1, 2, 3)
 	defer s.store.Close()
 	g := holdThreeBehindOne(t, e, s)
@@ -551,16 +563,14 @@ func TestJournalGatherIsBoundedAndSparesALoneCommit(t *testing.T) {
 	// The last round carried 3 groups: a lone commit now waits for the others, in vain, once.
 	s.logs[0].mustAppend(t, rec("a", "2"))
 	s.logs[0].rec.waitDurable(t, 1)
-	// Each wait reads the clock once at its start and once per poll until wait has passed.
-	if n, most := readings.Load(), 2*int64(wait/time.Microsecond+2); n > most {
-		t.Fatalf("two bounded waits read the clock %d times: more than %d µs waited", n, most)
+	if got := timers(); !slices.Equal(got, []time.Duration{wait, wait}) {
+		t.Fatalf("gathering waits %v, want two bounded by %v", got, wait)
 	}
 	// Rounds carry one group now: a lone commit starts its round at once.
-	before := readings.Load()
 	s.logs[0].mustAppend(t, rec("a", "3"))
 	s.logs[0].rec.waitDurable(t, 2)
-	if n := readings.Load() - before; n != 0 {
-		t.Fatalf("a lone commit after lone rounds waited (%d clock readings)", n)
+	if got := timers(); len(got) != 2 {
+		t.Fatalf("a lone commit after lone rounds waited: gathering waits %v", got)
 	}
 	if got := rounds.get(); !slices.Equal(got, []int{1, 3, 1, 1}) {
 		t.Fatalf("rounds carried %v groups, want [1 3 1 1]", got)
