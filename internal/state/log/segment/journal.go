@@ -113,6 +113,18 @@ type jreq struct {
 	base, pos int64
 	data      []byte
 	done      chan jres
+	// topUp, when set, runs when the request's round starts, on the round's goroutine, while
+	// the shard's syncer waits for the answer: it may write more of the shard's groups into
+	// its segment and add them (more) to the round, so that a commit arriving while its shard's
+	// previous group waits for a round joins that round instead of the next.
+	topUp func(r *jreq)
+	more  []jchunk
+}
+
+// jchunk is a group added to a request by topUp: its bytes at pos of the same segment.
+type jchunk struct {
+	pos  int64
+	data []byte
 }
 
 // jres is a round's answer to one request. fatal: the shard must fail for good (its data may
@@ -278,9 +290,18 @@ func (j *journal) round(q []*jreq) {
 			r.done <- res
 		}
 	}
+	for _, r := range q {
+		if r.topUp != nil {
+			r.topUp(r)
+		}
+	}
 	buf := j.buf[:0]
 	for i, r := range q {
-		buf = appendJFrame(buf, r, i == len(q)-1)
+		last := i == len(q)-1
+		buf = appendJFrame(buf, r.shard, r.base, r.pos, r.data, last && len(r.more) == 0)
+		for k, c := range r.more {
+			buf = appendJFrame(buf, r.shard, r.base, c.pos, c.data, last && k == len(r.more)-1)
+		}
 	}
 	if cap(buf) <= maxSpareBuffer {
 		j.buf = buf
@@ -438,19 +459,19 @@ func (j *journal) close() error {
 	return err
 }
 
-func appendJFrame(buf []byte, r *jreq, last bool) []byte {
+func appendJFrame(buf []byte, shard int32, base, pos int64, data []byte, last bool) []byte {
 	start := len(buf)
 	var flags byte
 	if last {
 		flags = jFlagRoundEnd
 	}
-	buf = binary.BigEndian.AppendUint32(buf, uint32(jHeadLen-4+len(r.data)))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(jHeadLen-4+len(data)))
 	buf = binary.BigEndian.AppendUint32(buf, 0)
 	buf = append(buf, flags)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(r.shard))
-	buf = binary.BigEndian.AppendUint64(buf, uint64(r.base))
-	buf = binary.BigEndian.AppendUint64(buf, uint64(r.pos))
-	buf = append(buf, r.data...)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(shard))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(base))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(pos))
+	buf = append(buf, data...)
 	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(buf[start+8:], crcTable))
 	return buf
 }

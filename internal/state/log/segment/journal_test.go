@@ -349,7 +349,7 @@ func TestJournalDamage(t *testing.T) {
 		var b []byte
 		for _, r := range rounds {
 			for i, sh := range r {
-				b = appendJFrame(b, &jreq{shard: sh, base: 0, pos: headerLen, data: []byte("group")}, i == len(r)-1)
+				b = appendJFrame(b, sh, 0, headerLen, []byte("group"), i == len(r)-1)
 			}
 		}
 		return b
@@ -727,6 +727,141 @@ func TestJournalTornRoundOverZerosIsNotReplayed(t *testing.T) {
 			for i, en := range got {
 				if en.off != int64(i) || en.key != fmt.Sprintf("k%d", i) {
 					t.Fatalf("record %d: %+v", i, en)
+				}
+			}
+		})
+	}
+}
+
+// A commit that arrives while its shard's previous group waits in the journal's queue joins
+// that group's round: it does not wait for the round to end and a round of its own.
+func TestJournalRoundTakesTheShardsLaterGroups(t *testing.T) {
+	e := newMemEnv(t)
+	var rounds roundSizes
+	e.opts.RoundObserver = rounds.observe
+	s := e.openShared(t, 0, 1)
+	g := newSyncGate(e, 2)
+	s.logs[0].mustAppend(t, rec("a", "1")) // round 1, its fsync held
+	g.waitEntered(t, 1)
+	first := s.logs[1].mustAppend(t, rec("b", "1"))
+	waitQueued(t, s.store.journals[0], 1) // shard 1's syncer waits for round 2
+	second := s.logs[1].mustAppend(t, rec("b", "2"))
+	g.results[1] <- nil
+	g.waitEntered(t, 2)
+	if d := s.logs[1].rec.durableOffset(); d >= first {
+		t.Fatalf("shard 1 durable up to %d before its round's fsync returned", d)
+	}
+	g.results[2] <- nil
+	s.logs[1].rec.waitDurable(t, second)
+	if got := rounds.get(); !slices.Equal(got, []int{1, 1}) {
+		t.Fatalf("rounds carried %v groups, want [1 1]: the second commit took a round of its own", got)
+	}
+	e.mem.SetInject(nil)
+	s.store.Close()
+	got, _ := e.reload(1)
+	if len(got) != 2 {
+		t.Fatalf("shard 1 reloaded %v", got)
+	}
+}
+
+// A group the round takes for its shard fails to be written into the segment: the shard's
+// group that was waiting is made durable by the round, the failed one is reported lost, and
+// nothing of it comes back after a power failure.
+func TestJournalRoundTakingAGroupThatFailsToWriteLosesOnlyIt(t *testing.T) {
+	e := newMemEnv(t)
+	e.mem.SetPartialWrites(true)
+	s := e.openShared(t, 0, 1)
+	hold := make(chan struct{})
+	var holding, failing atomic.Bool
+	holding.Store(true)
+	e.mem.SetInject(func(op Op, path string) error {
+		if op == OpSync && strings.HasSuffix(path, journalExt) && holding.CompareAndSwap(true, false) {
+			<-hold
+		}
+		if op == OpWrite && strings.Contains(path, "shard-1") && failing.CompareAndSwap(true, false) {
+			return errInjected
+		}
+		return nil
+	})
+	s.logs[0].mustAppend(t, rec("a", "1")) // round 1, its fsync held
+	waitRoundStarted(t, s.store.journals[0])
+	first := s.logs[1].mustAppend(t, rec("b", "1"))
+	waitQueued(t, s.store.journals[0], 1)
+	failing.Store(true) // the next write into shard 1's segment: the round's, of "b"="2"
+	second := s.logs[1].mustAppend(t, rec("b", strings.Repeat("2", 100)))
+	close(hold)
+	lost := s.logs[1].rec.waitLost(t, 1)
+	if lost.First != second || lost.Last != second {
+		t.Fatalf("lost %d..%d, want the failed group's offset %d alone", lost.First, lost.Last, second)
+	}
+	if d := s.logs[1].rec.durableOffset(); d != first {
+		t.Fatalf("shard 1 durable up to %d, want %d (the group the round was for)", d, first)
+	}
+	e.mem.Crash(nil)
+	e.mem.SetInject(nil)
+	s.store.Close()
+	got, next := e.reload(1)
+	if len(got) != 1 || got[0].key != "b" || *got[0].val != "1" || next != 1 {
+		t.Fatalf("shard 1 reloaded %+v (next %d), want only the acknowledged record", got, next)
+	}
+}
+
+// Two closed-loop committers per shard, rounds slowed down so that a shard's next commit often
+// arrives while its previous group waits in the queue (and is taken into that round): every
+// acknowledged record survives a power failure that tears what was not synced.
+func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T) {
+	for _, keep := range []int{0, 7, 1 << 20} {
+		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
+			e := newMemEnv(t)
+			var rounds roundSizes
+			e.opts.RoundObserver = rounds.observe
+			s := e.openShared(t, 0, 1)
+			e.mem.SetInject(func(op Op, path string) error {
+				if op == OpSync && strings.HasSuffix(path, journalExt) {
+					time.Sleep(200 * time.Microsecond)
+				}
+				return nil
+			})
+			const commits = 100
+			var wg sync.WaitGroup
+			for sh, o := range s.logs {
+				for a := range 2 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range commits {
+							off, err := o.log.Append([]log.Record{rec(fmt.Sprintf("g%d-%d", sh, a), fmt.Sprint(i))})
+							if err != nil {
+								t.Errorf("shard %d append: %v", sh, err)
+								return
+							}
+							if !durableWithin(o.rec, off, 10*time.Second) {
+								t.Errorf("shard %d: offset %d not durable within 10s", sh, off)
+								return
+							}
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			groups := 0
+			for _, n := range rounds.get() {
+				groups += n
+			}
+			t.Logf("%d commits went to the journal as %d requests", 4*commits, groups)
+			acked := map[int32]int64{0: s.logs[0].rec.durableOffset(), 1: s.logs[1].rec.durableOffset()}
+			e.mem.Crash(func(string, []byte) (int, bool) { return keep, false })
+			e.mem.SetInject(nil)
+			s.store.Close()
+			for sh := int32(0); sh < 2; sh++ {
+				got, next := e.reload(sh)
+				if int64(len(got)) < acked[sh]+1 || next != int64(len(got)) {
+					t.Fatalf("shard %d: reloaded %d records (next %d), %d acknowledged", sh, len(got), next, acked[sh]+1)
+				}
+				for i, en := range got {
+					if en.off != int64(i) {
+						t.Fatalf("shard %d: offsets %v", sh, got)
+					}
 				}
 			}
 		})
