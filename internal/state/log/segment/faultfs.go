@@ -82,8 +82,10 @@ func (m *MemFS) SetPartialWrites(on bool) {
 
 // Crash simulates power loss: files and directory entries go back to their durable state and
 // locks are released; handles opened before fail from now on. keep, if not nil, says how many
-// of a file's unsynced bytes appended after its synced content survive (a torn write); the
-// surviving bytes are as written, or zeros if zero is true.
+// of a file's unsynced bytes survive (a torn write): the unsynced bytes run from the first
+// byte where the file differs from its synced content to the end of the file, whether they
+// were appended or written over synced bytes (a journal file's zeros); the surviving bytes are
+// as written, or zeros if zero is true, and past them the synced content stays as it was.
 func (m *MemFS) Crash(keep func(path string, unsynced []byte) (n int, zero bool)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -92,14 +94,22 @@ func (m *MemFS) Crash(keep func(path string, unsynced []byte) (n int, zero bool)
 	m.live = map[string]*memNode{}
 	for path, n := range m.durable {
 		data := slices.Clone(n.synced)
-		if keep != nil && len(n.data) > len(n.synced) && bytes.Equal(n.data[:len(n.synced)], n.synced) {
-			tail := n.data[len(n.synced):]
+		if keep != nil && len(n.data) >= len(n.synced) && !bytes.Equal(n.data, n.synced) {
+			from := 0
+			for from < len(n.synced) && n.data[from] == n.synced[from] {
+				from++
+			}
+			tail := n.data[from:]
 			k, zero := keep(path, slices.Clone(tail))
 			k = min(max(k, 0), len(tail))
+			data = data[:from]
 			if zero {
 				data = append(data, make([]byte, k)...)
 			} else {
 				data = append(data, tail[:k]...)
+			}
+			if rest := from + k; rest < len(n.synced) {
+				data = append(data, n.synced[rest:]...)
 			}
 		}
 		nn := &memNode{data: data, synced: slices.Clone(data)}

@@ -72,8 +72,9 @@ type Options struct {
 	JournalWait time.Duration
 
 	journalBytes int64 // journal file size that starts a new file (tests make it small)
-	// clock is the monotonic clock of JournalWait (default: time since Open); tests step it.
-	clock func() time.Duration
+	// gatherTimer starts the bound of one gathering wait (default: a timer); tests replace it
+	// to see the waits and decide when they end.
+	gatherTimer func(d time.Duration) (fired <-chan time.Time, stop func())
 }
 
 // withDefaults validates o and fills in defaults.
@@ -122,10 +123,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.JournalWait == 0 {
 		o.JournalWait = DefaultJournalWait
-	}
-	if o.clock == nil {
-		base := time.Now()
-		o.clock = func() time.Duration { return time.Since(base) }
 	}
 	if o.Journals < 0 {
 		return o, fmt.Errorf("segment log: %d journals", o.Journals)

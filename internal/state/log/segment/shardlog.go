@@ -83,7 +83,11 @@ type shardLog struct {
 	closeErr    error
 	jseq        int64 // newest journal file holding an entry of ours not yet fsynced in our segment; -1: none
 	jreq        jreq
-	journal     *journal // nil in the relaxed flush mode
+	// topUpErr: the write of a group topUp took failed; its offsets, lost with it.
+	topUpErr           error
+	topUpFrom, topUpTo int64
+	topUpLast          int64    // last offset topUp added to the round; -1: none
+	journal            *journal // nil in the relaxed flush mode
 
 	// syncWanted: the journal wants to drop a file we hold entries in (set by the journal, taken
 	// by the syncer).
@@ -105,6 +109,8 @@ func openShard(s *Store, shard int32, cb log.Callbacks) (*shardLog, error) {
 		jreq:    jreq{shard: shard, done: make(chan jres, 1)},
 		journal: s.journalFor(shard),
 	}
+	l.jreq.topUp = l.topUp
+	l.topUpLast = -1
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open shard %d: create %s: %w", shard, l.dir, err)
 	}
@@ -448,19 +454,57 @@ func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
 	if j := l.journal; j != nil {
 		l.jreq.base, l.jreq.pos, l.jreq.data = l.activeBase, pos, buf
 		res := j.commit(&l.jreq)
-		l.jreq.data = nil
+		topUpErr, topUpFrom, topUpTo := l.topUpErr, l.topUpFrom, l.topUpTo
+		if l.topUpLast >= 0 {
+			to = l.topUpLast // the round carried the groups topUp added as well
+		}
+		l.jreq.data, l.jreq.more, l.topUpErr, l.topUpLast = nil, l.jreq.more[:0], nil, -1
 		if res.err != nil {
 			if res.fatal {
 				l.fail(res.err)
 				return false
 			}
+			if topUpErr != nil {
+				to = topUpTo
+			}
 			return l.writeFailed(res.err, from, to)
 		}
 		l.jseq = max(l.jseq, res.seq)
+		if topUpErr != nil {
+			// The round made everything before the failed write durable; the failed group and
+			// whatever is pending behind it are lost, as after any write error.
+			l.durableSize = l.size
+			l.cb.Durable(to)
+			return l.writeFailed(topUpErr, topUpFrom, topUpTo)
+		}
 	}
 	l.durableSize = l.size
 	l.cb.Durable(to)
 	return true
+}
+
+// topUp adds the groups appended since the syncer handed r to the journal to r's round (see
+// jreq.topUp). It runs on the round's goroutine while the syncer waits for r's answer, so the
+// syncer's state is this goroutine's until the answer is sent. A group that would roll the
+// segment is left to the syncer.
+func (l *shardLog) topUp(r *jreq) {
+	l.mu.Lock()
+	buf, from, to, end := l.pend.buf, l.pendFrom, l.pendTo, l.pendEnd
+	if len(buf) == 0 || l.state != stateOpen || l.size+int64(len(buf)) > l.opts.SegmentBytes {
+		l.mu.Unlock()
+		return
+	}
+	l.pend.buf = nil
+	l.mu.Unlock()
+	setFlags(buf, end, flagGroupEnd)
+	if _, err := l.active.WriteAt(buf, l.size); err != nil {
+		l.topUpErr = fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.size, err)
+		l.topUpFrom, l.topUpTo = from, to
+		return
+	}
+	r.more = append(r.more, jchunk{pos: l.size, data: buf})
+	l.size += int64(len(buf))
+	l.topUpLast = to
 }
 
 // syncUnsynced fsyncs what the relaxed flush mode has written; false once the log has failed.
