@@ -89,13 +89,14 @@ e2e:
 # failover}.md, from which the pages that explain them (docs/benchmarks-gateway.md,
 # docs/benchmarks-storage.md) are updated by hand. Takes about 19 minutes (the suite 10, of which
 # the issue-12 scenarios offset-commit-10k-groups, streams-heartbeat-scaling and
-# mixed-load(-idle) took 260 s in one run on a loaded 2-core machine; the gateway 3; the restart 3;
+# mixed-load(-idle) took 260 s in one run on a loaded 2-core machine; the gateway 3; the restart 4,
+# with 20 s of commits per target after it for the resident memory under traffic;
 # the Kafka backend's two 1.5 and 1).
 bench: build
 	cd $(BENCH_MOD) && $(GO) build -o ../../bin/coordbench .
 	bin/coordbench suite --coordinatord $(BIN) --out docs/benchmarks.md --charts docs/img
 	bin/coordbench gateway --coordinatord $(BIN) --upstream $(GATEWAY_UPSTREAM) --out bin/benchmarks-gateway.md
-	bin/coordbench restart --coordinatord $(BIN) --rounds 2 --out bin/benchmarks-restart.md
+	bin/coordbench restart --coordinatord $(BIN) --rounds 2 --traffic 20s --out bin/benchmarks-restart.md
 	bin/coordbench gateway --coordinatord $(BIN) --upstream $(GATEWAY_UPSTREAM) --scenario offset-commit --clients 64 --rounds 3 --duration 5s \
 		--also '$(KAFKA_BACKEND)' --out bin/benchmarks-kafka-backend.md --results bin/coordbench-kafka-backend-results.json
 	bin/coordbench restart --coordinatord $(BIN) --kafka off --failover --clients 64 --rounds 2 --out bin/benchmarks-failover.md

@@ -20,6 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/coordinatord/coordinatord/cmd/coordbench/kconn"
+	"github.com/coordinatord/coordinatord/cmd/coordbench/result"
+	"github.com/coordinatord/coordinatord/cmd/coordbench/runner"
+	"github.com/coordinatord/coordinatord/cmd/coordbench/scenario"
 )
 
 type restartFlags struct {
@@ -33,6 +36,11 @@ type restartFlags struct {
 	out          string
 	work         string
 	failover     bool
+	// traffic, when positive, is a window of offset-commit load after the last restart, then
+	// resident memory is read again: the heap grows back between collections under traffic,
+	// which the figure right after a restart does not show.
+	traffic        time.Duration
+	trafficClients int
 }
 
 func newRestartCommand() *cobra.Command {
@@ -63,6 +71,8 @@ func newRestartCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.out, "out", "", "also write the markdown table here")
 	cmd.Flags().StringVar(&f.work, "work", "", "folder for data and logs (default: a temporary one, removed afterwards)")
 	cmd.Flags().BoolVar(&f.failover, "failover", false, "also measure a fail-over on log.backend=kafka: two nodes share one shard holding every offset on a broker of their own; kill -9 of the owner, time until the other serves every sampled offset")
+	cmd.Flags().DurationVar(&f.traffic, "traffic", 0, "after the last restart, run the offset-commit scenario this long and read resident memory again (0: not)")
+	cmd.Flags().IntVar(&f.trafficClients, "traffic-clients", 8, "connections of the --traffic window")
 	return cmd
 }
 
@@ -80,11 +90,17 @@ type restartResult struct {
 	commitSeconds    float64
 	restartSeconds   []float64
 	rssEmpty, rssFul int64
+	// after the --traffic window: resident memory, and the commits it made per second
+	rssTraffic  int64
+	trafficRate float64
 }
 
 func runRestart(ctx context.Context, f *restartFlags, log io.Writer) error {
 	if f.groups <= 0 || f.partitions <= 0 || f.clients <= 0 || f.rounds <= 0 || f.sample <= 0 {
 		return errors.New("restart: --groups, --partitions, --clients, --rounds and --sample must be positive")
+	}
+	if f.traffic < 0 || (f.traffic > 0 && f.trafficClients <= 0) {
+		return errors.New("restart: --traffic must not be negative, and --traffic-clients positive with it")
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -169,7 +185,35 @@ func measureRestart(ctx context.Context, t restartTarget, f *restartFlags, log i
 		fmt.Fprintf(log, "restart: %s: round %d: serving every sampled offset %.2f s after the stop\n", t.name(), round+1, d)
 	}
 	r.rssFul = residentBytes(pid)
+	if f.traffic > 0 {
+		if err := commitTraffic(ctx, &r, result.Target{Name: t.name(), Addr: addr, PID: pid}, f, log); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// commitTraffic runs the offset-commit scenario against the restarted target for f.traffic and
+// reads its resident memory after.
+func commitTraffic(ctx context.Context, r *restartResult, t result.Target, f *restartFlags, log io.Writer) error {
+	sc, ok := scenario.Get("offset-commit")
+	if !ok {
+		return errors.New("restart: the offset-commit scenario is not registered")
+	}
+	fmt.Fprintf(log, "restart: %s: %s of offset-commit, %d clients\n", t.Name, f.traffic, f.trafficClients)
+	ms, err := runner.Run(ctx, runner.Config{Scenarios: []scenario.Scenario{sc}, Targets: []result.Target{t},
+		Clients: []int{f.trafficClients}, Duration: f.traffic, Rounds: 1, Log: log})
+	if err != nil {
+		return fmt.Errorf("traffic: %w", err)
+	}
+	for _, m := range ms {
+		if m.Status != result.StatusOK {
+			return fmt.Errorf("traffic: %s %s", m.Status, m.Note)
+		}
+		r.trafficRate = m.Throughput()
+	}
+	r.rssTraffic = residentBytes(t.PID)
+	return nil
 }
 
 func createRestartTopic(ctx context.Context, addr, topic string, partitions int) error {
@@ -411,23 +455,42 @@ func residentBytes(pid int) int64 {
 
 func restartTable(rs []restartResult, f *restartFlags) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| target | committed offsets | commit time | restart (fail-over: kill -9 of the owner) to serving every sampled offset | RSS empty | RSS after the restart | RSS per offset |\n")
-	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| target | committed offsets | commit time | restart (fail-over: kill -9 of the owner) to serving every sampled offset | RSS empty | RSS after the restart | RSS per offset |")
+	if f.traffic > 0 {
+		fmt.Fprintf(&b, " RSS after %s of offset-commit (%d clients) | RSS per offset after it |", f.traffic, f.trafficClients)
+	}
+	fmt.Fprintf(&b, "\n| --- | --- | --- | --- | --- | --- | --- |")
+	if f.traffic > 0 {
+		fmt.Fprintf(&b, " --- | --- |")
+	}
+	fmt.Fprintln(&b)
 	for _, r := range rs {
 		var times []string
 		for _, s := range r.restartSeconds {
 			times = append(times, fmt.Sprintf("%.2f s", s))
 		}
-		per := "n/a"
-		if r.rssFul > r.rssEmpty && r.offsets > 0 {
-			per = fmt.Sprintf("%d B", (r.rssFul-r.rssEmpty)/int64(r.offsets))
+		fmt.Fprintf(&b, "| %s | %d | %.1f s | %s | %d MiB | %d MiB | %s |", r.target, r.offsets, r.commitSeconds,
+			strings.Join(times, ", "), r.rssEmpty>>20, r.rssFul>>20, perOffset(r.rssFul, r))
+		if f.traffic > 0 {
+			fmt.Fprintf(&b, " %d MiB (%.0f commits/s) | %s |", r.rssTraffic>>20, r.trafficRate, perOffset(r.rssTraffic, r))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f s | %s | %d MiB | %d MiB | %s |\n", r.target, r.offsets, r.commitSeconds,
-			strings.Join(times, ", "), r.rssEmpty>>20, r.rssFul>>20, per)
+		fmt.Fprintln(&b)
 	}
-	fmt.Fprintf(&b, "\n`coordbench restart --groups %d --partitions %d --clients %d --rounds %d --sample %d`\n",
+	fmt.Fprintf(&b, "\n`coordbench restart --groups %d --partitions %d --clients %d --rounds %d --sample %d",
 		f.groups, f.partitions, f.clients, f.rounds, f.sample)
+	if f.traffic > 0 {
+		fmt.Fprintf(&b, " --traffic %s --traffic-clients %d", f.traffic, f.trafficClients)
+	}
+	fmt.Fprintf(&b, "`\n")
 	return b.String()
+}
+
+// perOffset is resident memory beyond the empty server's per committed offset.
+func perOffset(rss int64, r restartResult) string {
+	if rss > r.rssEmpty && r.offsets > 0 {
+		return fmt.Sprintf("%d B", (rss-r.rssEmpty)/int64(r.offsets))
+	}
+	return "n/a"
 }
 
 // coordRestart is coordinatord on a data folder of its own, with fsync as configured by default.

@@ -27,7 +27,7 @@ func TestRestartReadsBackWhatWasCommitted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f := &restartFlags{groups: 40, partitions: 4, clients: 3, rounds: 2, sample: 10}
+	f := &restartFlags{groups: 40, partitions: 4, clients: 3, rounds: 2, sample: 10, traffic: time.Second, trafficClients: 2}
 	target := &coordRestart{bin: bin, data: filepath.Join(dir, "data"), log: io.Discard}
 	defer target.stop()
 	r, err := measureRestart(ctx, target, f, io.Discard)
@@ -37,7 +37,10 @@ func TestRestartReadsBackWhatWasCommitted(t *testing.T) {
 	if len(r.restartSeconds) != 2 || r.offsets != 160 || r.rssFul == 0 {
 		t.Fatalf("result %+v: want two timed restarts of 160 offsets and a resident size", r)
 	}
-	if table := restartTable([]restartResult{r}, f); !strings.Contains(table, "| coordinatord | 160 |") {
+	if r.rssTraffic == 0 || r.trafficRate <= 0 {
+		t.Fatalf("result %+v: want commits in the traffic window and a resident size after it", r)
+	}
+	if table := restartTable([]restartResult{r}, f); !strings.Contains(table, "| coordinatord | 160 |") || !strings.Contains(table, "of offset-commit (2 clients)") {
 		t.Fatalf("table:\n%s", table)
 	}
 

@@ -97,13 +97,50 @@ type offsetEntry struct {
 type topicExtra struct {
 	// metadata is parallel to entries while any entry has metadata (Kafka Streams sets it on
 	// every partition it commits), nil otherwise; withMetadata counts the non-empty ones.
-	metadata     []string
+	metadata     []metaSlot
 	withMetadata int
-	rare         map[int32]rareFields
+	// long holds by partition the metadata too long for its slot.
+	long map[int32]string
+	rare map[int32]rareFields
 	// foreign counts the entries of rare whose topic id is not the topic's: when three
 	// quarters of the topic's entries are, the topic's id is switched (a topic re-created
 	// under a new id, committed again).
 	foreign int
+}
+
+// inlineMetadata is the longest metadata an entry's slot holds in place: Kafka Streams commits
+// its partition time as 12 characters on every partition.
+const inlineMetadata = 15
+
+// longMetadata as a slot's length: the metadata is in topicExtra.long.
+const longMetadata = 0xff
+
+// metaSlot is one entry's metadata. In place, up to inlineMetadata bytes cost 16 bytes and
+// nothing for the collector to follow; a string per entry cost a 16-byte header pointing at an
+// allocation of its own (16 bytes for Kafka Streams' 12 characters), and each such pointer was
+// scanned by every collection.
+type metaSlot struct {
+	n byte // length, or longMetadata
+	b [inlineMetadata]byte
+}
+
+// metadata returns entry i's (at partition) metadata; a copy, so the answer shares nothing with
+// the state.
+func (x *topicExtra) metadataOf(i int, partition int32) string {
+	sl := &x.metadata[i]
+	if sl.n == longMetadata {
+		return x.long[partition]
+	}
+	return string(sl.b[:sl.n])
+}
+
+// is reports whether entry i's (at partition) metadata is m, without allocating.
+func (x *topicExtra) is(i int, partition int32, m string) bool {
+	sl := &x.metadata[i]
+	if sl.n == longMetadata {
+		return x.long[partition] == m
+	}
+	return string(sl.b[:sl.n]) == m
 }
 
 type rareFields struct {
@@ -127,7 +164,7 @@ func (t *topicOffsets) committed(i int) Committed {
 		ExpireTimestamp: -1, LogOffset: e.logOffset, TopicID: t.id}
 	if x := t.extra; x != nil {
 		if x.metadata != nil {
-			c.Metadata = x.metadata[i]
+			c.Metadata = x.metadataOf(i, e.partition)
 		}
 		if r, ok := x.rare[e.partition]; ok {
 			c.TopicID, c.ExpireTimestamp = r.topicID, r.expireTimestamp
@@ -137,8 +174,7 @@ func (t *topicOffsets) committed(i int) Committed {
 }
 
 // set stores partition's committed offset. c.Metadata may alias a record's bytes: set keeps a
-// copy, or a string equal to it that the topic already holds (a client committing the same
-// metadata again, or for the neighbouring partition).
+// copy (see setMetadata).
 func (t *topicOffsets) set(partition int32, c Committed) {
 	if len(t.entries) == 0 {
 		t.id = c.TopicID
@@ -151,10 +187,10 @@ func (t *topicOffsets) set(partition int32, c Committed) {
 	} else {
 		t.entries = slices.Insert(t.entries, i, e)
 		if t.extra != nil && t.extra.metadata != nil {
-			t.extra.metadata = slices.Insert(t.extra.metadata, i, "")
+			t.extra.metadata = slices.Insert(t.extra.metadata, i, metaSlot{})
 		}
 	}
-	t.setMetadata(i, c.Metadata)
+	t.setMetadata(i, partition, c.Metadata)
 	t.setRare(partition, c.TopicID, c.ExpireTimestamp)
 	if x := t.extra; x != nil && x.foreign > 3*len(t.entries)/4 {
 		t.rebase()
@@ -248,37 +284,54 @@ func (t *topicOffsets) extraFields() *topicExtra {
 	return t.extra
 }
 
-// setMetadata stores entry i's metadata, sharing an equal string the topic already holds.
-func (t *topicOffsets) setMetadata(i int, m string) {
+// setMetadata stores entry i's (at partition) metadata: in its slot when short, otherwise in
+// long, sharing an equal string a neighbouring partition holds (a client committing the same
+// metadata for every partition).
+func (t *topicOffsets) setMetadata(i int, partition int32, m string) {
 	x := t.extra
-	old := ""
-	if x != nil && x.metadata != nil {
-		old = x.metadata[i]
-	}
-	if m == old {
-		return // also the common case of no metadata before and after
-	}
-	if old != "" {
-		x.withMetadata--
-	}
-	if m == "" {
-		x.metadata[i] = ""
-		return
+	if x == nil || x.metadata == nil {
+		if m == "" {
+			return // the common case of no metadata before and after
+		}
+	} else {
+		if x.is(i, partition, m) {
+			return // a steady consumer commits the same metadata every time
+		}
+		if sl := &x.metadata[i]; sl.n != 0 {
+			x.withMetadata--
+			if sl.n == longMetadata {
+				delete(x.long, partition)
+			}
+			*sl = metaSlot{}
+		}
+		if m == "" {
+			return
+		}
 	}
 	x = t.extraFields()
 	if x.metadata == nil {
-		x.metadata = make([]string, len(t.entries), cap(t.entries))
+		x.metadata = make([]metaSlot, len(t.entries), cap(t.entries))
+	}
+	x.withMetadata++
+	if len(m) <= inlineMetadata {
+		sl := metaSlot{n: byte(len(m))}
+		copy(sl.b[:], m)
+		x.metadata[i] = sl
+		return
+	}
+	x.metadata[i] = metaSlot{n: longMetadata}
+	if x.long == nil {
+		x.long = map[int32]string{}
 	}
 	switch {
-	case i > 0 && x.metadata[i-1] == m:
-		m = x.metadata[i-1]
-	case i+1 < len(x.metadata) && x.metadata[i+1] == m:
-		m = x.metadata[i+1]
+	case i > 0 && x.metadata[i-1].n == longMetadata && x.long[t.entries[i-1].partition] == m:
+		m = x.long[t.entries[i-1].partition]
+	case i+1 < len(x.metadata) && x.metadata[i+1].n == longMetadata && x.long[t.entries[i+1].partition] == m:
+		m = x.long[t.entries[i+1].partition]
 	default:
 		m = strings.Clone(m)
 	}
-	x.metadata[i] = m
-	x.withMetadata++
+	x.long[partition] = m
 }
 
 func (t *topicOffsets) remove(partition int32) {
@@ -286,7 +339,7 @@ func (t *topicOffsets) remove(partition int32) {
 	if !ok {
 		return
 	}
-	t.setMetadata(i, "")
+	t.setMetadata(i, partition, "")
 	t.entries = slices.Delete(t.entries, i, i+1)
 	t.clearRare(partition)
 	if x := t.extra; x != nil && x.metadata != nil {
@@ -302,6 +355,9 @@ func (t *topicOffsets) dropEmptyExtra() {
 	}
 	if x.withMetadata == 0 {
 		x.metadata = nil
+	}
+	if len(x.long) == 0 {
+		x.long = nil
 	}
 	if len(x.rare) == 0 {
 		x.rare = nil

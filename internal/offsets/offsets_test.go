@@ -42,13 +42,15 @@ func TestCommittedOffsetsReadBackAsCommitted(t *testing.T) {
 			}
 			c := Committed{Offset: pick(-1, 0, math.MaxInt64), LeaderEpoch: int32(pick(-1, 0, math.MaxInt32) % (1 << 31)),
 				CommitTimestamp: pick(-1, 0, 1, math.MinInt64, math.MaxInt64), ExpireTimestamp: -1, TopicID: idA}
-			switch rng.IntN(6) {
+			switch rng.IntN(8) {
 			case 0:
 				c.Metadata = "m" + string(rune('a'+rng.IntN(3))) // often equal to a neighbour's
 			case 1:
 				c.Metadata = long
 			case 2:
 				c.Metadata = "streams-" + strconv.Itoa(rng.IntN(1000))
+			case 3: // the longest kept in an entry's slot, and one byte more
+				c.Metadata = strings.Repeat(string(rune('a'+rng.IntN(2))), inlineMetadata+rng.IntN(2))
 			}
 			if rng.IntN(5) < 1+3*(round%2) { // in odd rounds most commits move the topic to idB
 				c.TopicID = idB // re-created under a new id, or an old commit's

@@ -119,7 +119,7 @@ func (c *Ctx[M]) arm(key string, d time.Duration, deadline time.Time, op WriteOp
 	seq, gen := s.timerSeq, s.gen
 	t := &timer[M]{seq: seq, op: op, deadline: deadline, firesAt: deadline}
 	t.t = time.AfterFunc(d, func() {
-		s.post(s.normal, event[M]{kind: evTimer, gen: gen, key: key, seq: seq})
+		s.normal.post(event[M]{kind: evTimer, gen: gen, key: key, seq: seq}, s.closing)
 	})
 	s.timers[key] = t
 }
@@ -156,7 +156,7 @@ func (c *Ctx[M]) Go(work func(ctx context.Context) WriteOp[M]) {
 		if op == nil {
 			return
 		}
-		s.post(s.normal, event[M]{kind: evWrite, gen: gen, write: op})
+		s.normal.post(event[M]{kind: evWrite, gen: gen, write: op}, s.closing)
 	}()
 }
 

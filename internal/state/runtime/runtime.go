@@ -118,7 +118,8 @@ type Options[M Machine] struct {
 	Backend log.Backend
 	Logger  *zap.Logger
 	Metrics *Metrics
-	// InboxSize bounds queued operations; beyond it callers get ErrOverloaded.
+	// InboxSize bounds queued operations; beyond it callers get ErrOverloaded. The inbox holds
+	// room for what is queued, not for the bound (see inbox).
 	InboxSize int
 	// OnLoaded runs on the shard goroutine after each load, to re-arm timers (never persisted)
 	// from the loaded state.
@@ -170,7 +171,7 @@ type Shard[M Machine] struct {
 	lastCompacted atomic.Int64
 
 	prio   chan event[M] // storage reports, close
-	normal chan event[M] // operations, timer fires, async results
+	normal *inbox[M]     // operations, timer fires, async results
 	// closing is closed when Close starts; posts from storage and timer goroutines give up then
 	// instead of blocking on an inbox nobody will drain.
 	closing     chan struct{}
@@ -292,7 +293,7 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 		lg:      opts.Logger.With(zap.Int32("shard", opts.Shard)),
 		m:       opts.Metrics,
 		prio:    make(chan event[M], 64),
-		normal:  make(chan event[M], opts.InboxSize),
+		normal:  newInbox[M](opts.InboxSize),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 
@@ -326,16 +327,14 @@ func (s *Shard[M]) setState(st State) {
 // gauges are read by the metrics collector from its own goroutine: channel lengths are safe to
 // read anywhere, and the lag is published atomically by the shard goroutine.
 func (s *Shard[M]) gauges() shardGauges {
-	return shardGauges{priority: len(s.prio), normal: len(s.normal), lag: s.lag.Load()}
+	return shardGauges{priority: len(s.prio), normal: s.normal.len(), lag: s.lag.Load()}
 }
 
 // NotOwned is a shard this process does not own: every operation fails with ErrNotOwned. It is
 // never started; Close returns at once.
 func NotOwned[M Machine](opts Options[M]) *Shard[M] {
-	// Nothing is ever queued on it (admit refuses first). A group Set keeps one per shard
-	// beside the owned one, and 4096 queued events of 96 bytes each were 20 MB of heap on 50
-	// shards that every collection scanned and the heap's growth target doubled.
-	opts.InboxSize = 1
+	// Nothing is ever queued on it (admit refuses first), so its inbox never allocates a ring:
+	// a group Set keeps one per shard beside the owned one.
 	s := New(opts)
 	s.setState(StateNotOwned)
 	return s
@@ -374,10 +373,11 @@ func (s *Shard[M]) submit(ctx context.Context, e event[M]) (any, error) {
 		return nil, err
 	}
 	e.done = s.replySlots.Get().(*replySlot).begin()
-	select {
-	case s.normal <- e:
-	default:
+	if queued, closed := s.normal.offer(e); !queued {
 		s.replySlots.Put(e.done.slot) // never handed to the shard
+		if closed {
+			return nil, fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)
+		}
 		s.m.rejected.Inc()
 		return nil, fmt.Errorf("shard %d: %w", s.opts.Shard, ErrOverloaded)
 	}
@@ -448,17 +448,34 @@ func (s *Shard[M]) run() {
 		defer t.Stop()
 		compact = t.C
 	}
-	for {
+	// Storage reports go first; a due compaction is looked for between operations too, every
+	// compactCheck of them, so that a shard that is never idle still compacts.
+	const compactCheck = 64
+	for since := 0; ; since++ {
 		var e event[M]
-		select {
-		case e = <-s.prio:
-		default:
+		if since >= compactCheck {
+			since = 0
 			select {
-			case e = <-s.prio:
-			case e = <-s.normal:
 			case <-compact:
 				s.guard(replyTo{}, "compaction", s.compact)
 				continue
+			default:
+			}
+		}
+		select {
+		case e = <-s.prio:
+		default:
+			var ok bool
+			if e, ok = s.normal.take(); !ok {
+				since = 0
+				select {
+				case e = <-s.prio:
+				case <-s.normal.ready:
+					continue
+				case <-compact:
+					s.guard(replyTo{}, "compaction", s.compact)
+					continue
+				}
 			}
 		}
 		if e.kind == evClose {
@@ -1031,14 +1048,9 @@ func (s *Shard[M]) shutdown() {
 	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
 	s.closeOnceClosing()
 	s.closeLog()
-	// Fail whatever was queued behind the close.
-	for {
-		select {
-		case e := <-s.normal:
-			reply(e.done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)})
-		default:
-			return
-		}
+	// Fail whatever was queued behind the close; whatever comes later is refused.
+	for _, e := range s.normal.close() {
+		reply(e.done, outcome{err: fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable)})
 	}
 }
 
