@@ -6,6 +6,7 @@ package offsets
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -72,23 +73,110 @@ func (g *group) topic(name string) (int, bool) {
 // than the topic's, an explicit expiry from OffsetCommit v1-v4) lives in extra, allocated only
 // for a topic that has any.
 type topicOffsets struct {
-	name    string   // shared by every group's offsets of the topic (State.names)
-	id      [16]byte // the topic id of every entry without an own one in extra.rare
-	entries []offsetEntry
-	extra   *topicExtra
+	name string   // shared by every group's offsets of the topic (State.names)
+	id   [16]byte // the topic id of every entry without an own one in extra.rare
+	// timeBase and logBase are what the entries' commit times and log positions count from
+	// (see offsetEntry).
+	timeBase, logBase int64
+	entries           []offsetEntry
+	extra             *topicExtra
 }
 
 // offsetEntry is what every committed offset needs: the offset, leader epoch and partition
 // OffsetFetch answers, the commit time that retention counts from, and the log position that
-// orders a regular commit against a transactional one. Nothing here can be narrower without
-// changing an answer: offsets and log positions are full int64s, and commit times are
-// milliseconds (the console shows them, retention compares them to the millisecond).
+// orders a regular commit against a transactional one, in 24 bytes. The offset is the client's
+// full int64. A topic's commit times are the server's clock at its commits and its log
+// positions those of one shard's log, so each lies within 2^31 (24 days of milliseconds, two
+// billion records) of the topic's base for all but long-idle partitions: an entry holds both as
+// int32 differences from the bases, and an entry whose difference does not fit holds wideMark
+// instead and its two full values in extra.wide. Nothing is rounded: every answer is the value
+// committed.
 type offsetEntry struct {
 	offset          int64
-	commitTimestamp int64
-	logOffset       int64
+	commitTimestamp int32 // from timeBase; wideMark: see extra.wide
+	logOffset       int32 // from logBase
 	partition       int32
 	leaderEpoch     int32
+}
+
+// wideMark as an entry's commitTimestamp: its commit time and log position are in extra.wide.
+// It is no difference an entry holds otherwise (narrow never returns it).
+const wideMark = math.MinInt32
+
+// baseStep is what bases are multiples of. A base only moves forward, to the step below the
+// newest value (so a new commit's difference always fits): once per 12 days of a topic's
+// commits, or per billion records of its shard, its entries are rewritten once.
+const baseStep = 1 << 30
+
+func baseOf(v int64) int64 { return v &^ (baseStep - 1) }
+
+// narrow returns v - base if it fits an entry's int32 and is not wideMark. The difference may
+// wrap around int64: base + int64(d) wraps back to v all the same.
+func narrow(v, base int64) (int32, bool) {
+	d := v - base
+	if d <= math.MinInt32 || d > math.MaxInt32 {
+		return 0, false
+	}
+	return int32(d), true
+}
+
+// wideTimes is an entry's commit time and log position too far from the topic's bases.
+type wideTimes struct {
+	commitTimestamp, logOffset int64
+}
+
+// times returns entry e's commit time and log position.
+func (t *topicOffsets) times(e *offsetEntry) (commitTimestamp, logOffset int64) {
+	if e.commitTimestamp == wideMark {
+		w := t.extra.wide[e.partition]
+		return w.commitTimestamp, w.logOffset
+	}
+	return t.timeBase + int64(e.commitTimestamp), t.logBase + int64(e.logOffset)
+}
+
+// setTimes stores entry e's commit time and log position, in the entry when both fit, in
+// extra.wide otherwise. e must not be in extra.wide already.
+func (t *topicOffsets) setTimes(e *offsetEntry, commitTimestamp, logOffset int64) {
+	ct, ok1 := narrow(commitTimestamp, t.timeBase)
+	lo, ok2 := narrow(logOffset, t.logBase)
+	if ok1 && ok2 {
+		e.commitTimestamp, e.logOffset = ct, lo
+		return
+	}
+	e.commitTimestamp, e.logOffset = wideMark, 0
+	x := t.extraFields()
+	if x.wide == nil {
+		x.wide = map[int32]wideTimes{}
+	}
+	x.wide[e.partition] = wideTimes{commitTimestamp, logOffset}
+}
+
+// clearTimes forgets entry e's values in extra.wide, if it has any.
+func (t *topicOffsets) clearTimes(e *offsetEntry) {
+	if e.commitTimestamp == wideMark {
+		delete(t.extra.wide, e.partition)
+		e.commitTimestamp = 0
+	}
+}
+
+// moveBases rewrites every entry's differences for new bases.
+func (t *topicOffsets) moveBases(timeBase, logBase int64) {
+	var wide map[int32]wideTimes
+	if t.extra != nil {
+		wide, t.extra.wide = t.extra.wide, nil
+	}
+	oldTime, oldLog := t.timeBase, t.logBase
+	t.timeBase, t.logBase = timeBase, logBase
+	for i := range t.entries {
+		e := &t.entries[i]
+		ct, lo := oldTime+int64(e.commitTimestamp), oldLog+int64(e.logOffset)
+		if e.commitTimestamp == wideMark {
+			w := wide[e.partition]
+			ct, lo = w.commitTimestamp, w.logOffset
+		}
+		t.setTimes(e, ct, lo)
+	}
+	t.dropEmptyExtra()
 }
 
 // topicExtra holds a topic's fields that most commits leave empty. It exists only while one of
@@ -106,6 +194,9 @@ type topicExtra struct {
 	// quarters of the topic's entries are, the topic's id is switched (a topic re-created
 	// under a new id, committed again).
 	foreign int
+	// wide holds by partition the commit time and log position of the entries marked
+	// wideMark.
+	wide map[int32]wideTimes
 }
 
 // inlineMetadata is the longest metadata an entry's slot holds in place: Kafka Streams commits
@@ -160,8 +251,8 @@ func (t *topicOffsets) find(partition int32) (int, bool) {
 
 func (t *topicOffsets) committed(i int) Committed {
 	e := &t.entries[i]
-	c := Committed{Offset: e.offset, LeaderEpoch: e.leaderEpoch, CommitTimestamp: e.commitTimestamp,
-		ExpireTimestamp: -1, LogOffset: e.logOffset, TopicID: t.id}
+	c := Committed{Offset: e.offset, LeaderEpoch: e.leaderEpoch, ExpireTimestamp: -1, TopicID: t.id}
+	c.CommitTimestamp, c.LogOffset = t.times(e)
 	if x := t.extra; x != nil {
 		if x.metadata != nil {
 			c.Metadata = x.metadataOf(i, e.partition)
@@ -178,11 +269,14 @@ func (t *topicOffsets) committed(i int) Committed {
 func (t *topicOffsets) set(partition int32, c Committed) {
 	if len(t.entries) == 0 {
 		t.id = c.TopicID
+		t.timeBase, t.logBase = baseOf(c.CommitTimestamp), baseOf(c.LogOffset)
+	} else if tb, lb := max(t.timeBase, baseOf(c.CommitTimestamp)), max(t.logBase, baseOf(c.LogOffset)); tb != t.timeBase || lb != t.logBase {
+		t.moveBases(tb, lb)
 	}
-	e := offsetEntry{offset: c.Offset, commitTimestamp: c.CommitTimestamp, logOffset: c.LogOffset,
-		partition: partition, leaderEpoch: c.LeaderEpoch}
+	e := offsetEntry{offset: c.Offset, partition: partition, leaderEpoch: c.LeaderEpoch}
 	i, ok := t.find(partition)
 	if ok {
+		t.clearTimes(&t.entries[i])
 		t.entries[i] = e
 	} else {
 		t.entries = slices.Insert(t.entries, i, e)
@@ -190,6 +284,7 @@ func (t *topicOffsets) set(partition int32, c Committed) {
 			t.extra.metadata = slices.Insert(t.extra.metadata, i, metaSlot{})
 		}
 	}
+	t.setTimes(&t.entries[i], c.CommitTimestamp, c.LogOffset)
 	t.setMetadata(i, partition, c.Metadata)
 	t.setRare(partition, c.TopicID, c.ExpireTimestamp)
 	if x := t.extra; x != nil && x.foreign > 3*len(t.entries)/4 {
@@ -340,6 +435,7 @@ func (t *topicOffsets) remove(partition int32) {
 		return
 	}
 	t.setMetadata(i, partition, "")
+	t.clearTimes(&t.entries[i])
 	t.entries = slices.Delete(t.entries, i, i+1)
 	t.clearRare(partition)
 	if x := t.extra; x != nil && x.metadata != nil {
@@ -362,7 +458,10 @@ func (t *topicOffsets) dropEmptyExtra() {
 	if len(x.rare) == 0 {
 		x.rare = nil
 	}
-	if x.metadata == nil && x.rare == nil {
+	if len(x.wide) == 0 {
+		x.wide = nil
+	}
+	if x.metadata == nil && x.rare == nil && x.wide == nil {
 		t.extra = nil
 	}
 }
@@ -370,9 +469,28 @@ func (t *topicOffsets) dropEmptyExtra() {
 // settle gives back what growing the topic's slices one commit at a time left unused.
 func (t *topicOffsets) settle() {
 	t.rebase()
+	t.settleBases()
 	t.entries = clipped(t.entries)
 	if t.extra != nil && t.extra.metadata != nil {
 		t.extra.metadata = clipped(t.extra.metadata)
+	}
+}
+
+// settleBases puts the bases where the newest commit time and log position alone put them, as
+// committing them in order does: a topic's entries then come out the same however they were
+// reached (a base only moves forward while commits come in, so one whose newest entry was
+// deleted or overwritten with an older value can be further on than its entries need).
+func (t *topicOffsets) settleBases() {
+	if len(t.entries) == 0 {
+		return
+	}
+	tb, lb := int64(math.MinInt64), int64(math.MinInt64)
+	for i := range t.entries {
+		ct, lo := t.times(&t.entries[i])
+		tb, lb = max(tb, ct), max(lb, lo)
+	}
+	if tb, lb = baseOf(tb), baseOf(lb); tb != t.timeBase || lb != t.logBase {
+		t.moveBases(tb, lb)
 	}
 }
 

@@ -154,3 +154,110 @@ func TestOverwrittenRareFieldsLeaveNothingBehind(t *testing.T) {
 	}
 	l.reload(true)
 }
+
+// Commit times and log positions are held as differences from a topic's bases, and those too
+// far from them in full beside the entries: whatever the spread, each must read back as
+// committed, at the edges of int64 and of the differences an entry holds, for a topic whose
+// entries straddle that range and whose bases move on as time and the log do; and a log
+// replayed again (compacted, keys shuffled) must make the very same state.
+func TestCommitTimesAndLogPositionsFarApartReadBackAsCommitted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const now = 1_764_000_000_000
+	step := int64(baseStep)
+	edges := []int64{math.MinInt64, math.MinInt64 + 1, -1, 0, 1, math.MaxInt64, math.MaxInt64 - 1,
+		now, now - 1, baseOf(now), baseOf(now) - 1,
+		baseOf(now) + math.MinInt32, baseOf(now) + math.MinInt32 + 1, baseOf(now) + math.MinInt32 - 1,
+		baseOf(now) + math.MaxInt32, baseOf(now) + math.MaxInt32 + 1,
+		now + step, now + 2*step, now + 3*step, now - 2*step, now - 3*step}
+	pick := func() int64 {
+		if rng.IntN(3) == 0 {
+			return edges[rng.IntN(len(edges))]
+		}
+		return now + rng.Int64N(8*step) - 4*step // a topic straddling the difference range
+	}
+	jumps := []int64{1, 2, math.MaxInt32 - 1, math.MaxInt32, math.MaxInt32 + 1, 1 << 32, 1 << 40, step}
+	for round := 0; round < 100; round++ {
+		l := newShardLog(t)
+		l.next = []int64{0, math.MaxInt32 - 5, 1 << 50}[round%3]
+		type groupPartition struct {
+			group string
+			TopicPartition
+		}
+		model := map[groupPartition]Committed{}
+		check := func(stage string) {
+			t.Helper()
+			for gp, want := range model {
+				if got, ok := l.s.Get(gp.group, gp.Topic, gp.Partition); !ok || got != want {
+					t.Fatalf("round %d, %s: Get %v = %+v, %v; want %+v", round, stage, gp, got, ok, want)
+				}
+			}
+			n := 0
+			for _, g := range []string{"g", "h"} {
+				for _, e := range l.s.All(g) {
+					n++
+					if w := model[groupPartition{g, e.TopicPartition}]; e.Committed != w {
+						t.Fatalf("round %d, %s: All %s %v = %+v, want %+v", round, stage, g, e.TopicPartition, e.Committed, w)
+					}
+				}
+			}
+			if n != len(model) {
+				t.Fatalf("round %d, %s: All lists %d offsets, want %d", round, stage, n, len(model))
+			}
+		}
+		for op := 0; op < 200; op++ {
+			tp := TopicPartition{Topic: []string{"t1", "t2"}[rng.IntN(2)], Partition: int32(rng.IntN(20))}
+			gp := groupPartition{[]string{"g", "h"}[rng.IntN(2)], tp}
+			if rng.IntN(2) == 0 {
+				l.next += jumps[rng.IntN(len(jumps))] - 1 // a busy shard's log between two commits
+			}
+			if rng.IntN(6) == 0 {
+				l.append(DeleteRecord(gp.group, tp))
+				delete(model, gp)
+				continue
+			}
+			c := Committed{Offset: []int64{-1, 0, math.MaxInt64, rng.Int64()}[rng.IntN(4)], LeaderEpoch: []int32{-1, 0, math.MaxInt32}[rng.IntN(3)],
+				CommitTimestamp: pick(), ExpireTimestamp: -1, LogOffset: l.next}
+			if rng.IntN(10) == 0 {
+				c.Metadata = "m"
+			}
+			l.append(CommitRecord(gp.group, tp, c))
+			model[gp] = c
+			if op%20 == 0 {
+				check("as committed")
+			}
+		}
+		check("as committed")
+		l.s.Settle()
+		check("settled")
+		l.reload(false)
+		check("reloaded")
+		l.reload(true)
+		check("reloaded compacted")
+		replayShuffled(t, l, rng)
+	}
+}
+
+// A steady consumer commits every partition again and again while time and the shard's log go
+// on: once every partition was committed after the bases last moved, none may still be held
+// in full beside the entries, and each reads back as its latest commit.
+func TestSteadyCommitsLeaveNothingHeldInFull(t *testing.T) {
+	l := newShardLog(t)
+	now := int64(1_764_000_000_000)
+	for round := 0; round < 40; round++ {
+		now += baseStep / 3 // four days
+		l.next += baseStep / 3
+		for p := range int32(8) {
+			l.append(CommitRecord("g", TopicPartition{Topic: "t", Partition: p}, Committed{Offset: int64(round), LeaderEpoch: -1, CommitTimestamp: now, ExpireTimestamp: -1}))
+		}
+	}
+	g := l.s.groups["g"]
+	if x := g.topics[0].extra; x != nil {
+		t.Fatalf("after steady commits the topic keeps %d offsets' times in full", len(x.wide))
+	}
+	for p := range int32(8) {
+		if c, _ := l.s.Get("g", "t", p); c.CommitTimestamp != now || c.LogOffset != l.next-8+int64(p) || c.Offset != 39 {
+			t.Fatalf("partition %d reads back as %+v", p, c)
+		}
+	}
+	l.reload(true)
+}
