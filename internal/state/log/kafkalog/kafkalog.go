@@ -16,6 +16,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
@@ -241,6 +242,11 @@ var loadMarkerKey = []byte{0xff}
 // the marker under read_committed. Offsets handed out afterwards continue after the marker,
 // so they stay increasing across owners.
 func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, error) {
+	// Aborted before it began (the shard closed while it waited for a load slot): not one
+	// request may leave, or an InitProducerId could fence the shard's new owner.
+	if l.aborted() {
+		return 0, log.ErrClosed
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -250,23 +256,112 @@ func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 		case <-ctx.Done():
 		}
 	}()
-	start := time.Now()
-	end, err := l.fenceAndMark(ctx)
+	p := &loadProgress{start: time.Now()}
+	p.set(phaseFence, 1)
+	defer l.reportSlowLoad(ctx, p)()
+	end, err := l.fenceAndMark(ctx, p)
 	if err != nil {
 		return 0, err
 	}
-	n, err := l.replay(ctx, end, fn)
+	p.end.Store(end)
+	p.set(phaseReplay, p.attempt.Load())
+	n, err := l.replay(ctx, end, fn, p)
 	if err != nil {
 		return 0, err
 	}
 	l.lg.Info("shard loaded from the state topic", zap.Int64("records", n), zap.Int64("end_offset", end),
-		zap.Duration("took", time.Since(start)))
+		zap.Duration("took", time.Since(p.start)))
 	l.mu.Lock()
 	l.next = end + 2 // past the marker and its commit
 	l.started = true
 	l.mu.Unlock()
 	go l.writer()
 	return end + 2, nil
+}
+
+func (l *kafkaLog) aborted() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Phases of a load, as its reports name them.
+const (
+	phaseFence  = "fence"  // InitProducerId under each of the shard's transactional ids
+	phaseMarker = "marker" // the load marker's transaction
+	phaseReplay = "replay" // reading the partition up to the marker
+)
+
+// loadProgress is where a load is, for the report of a load that takes long.
+type loadProgress struct {
+	start   time.Time
+	phase   atomic.Pointer[string]
+	attempt atomic.Int64 // of the fence and marker
+	since   atomic.Int64 // UnixNano when the phase began
+	records atomic.Int64 // replayed so far
+	end     atomic.Int64 // the marker's offset, once written
+}
+
+func (p *loadProgress) set(phase string, attempt int64) {
+	p.since.Store(time.Now().UnixNano())
+	p.attempt.Store(attempt)
+	p.phase.Store(&phase)
+}
+
+// loadReportEvery is how often a load that has not finished says where it is. Tests change it.
+var loadReportEvery = 5 * time.Second
+
+// reportSlowLoad logs, every loadReportEvery until the returned stop is called, where the load
+// is: each wait of a load ends (the fence and the marker are bounded by the transaction timeout
+// and retried, the replay by the upstream's answers), but none of them may be silent. The
+// replay is INFO while it makes progress; a load waiting on the upstream is a WARN an operator
+// can act on: the phase says what it waits for.
+func (l *kafkaLog) reportSlowLoad(ctx context.Context, p *loadProgress) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(loadReportEvery)
+		defer t.Stop()
+		lastRecords := int64(-1)
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			phase, records := *p.phase.Load(), p.records.Load()
+			fields := []zap.Field{zap.String("phase", phase), zap.Int64("attempt", p.attempt.Load()),
+				zap.Duration("elapsed", time.Since(p.start)), zap.Duration("phase_elapsed", time.Since(time.Unix(0, p.since.Load())))}
+			if phase == phaseReplay {
+				fields = append(fields, zap.Int64("records", records), zap.Int64("end_offset", p.end.Load()))
+				if records != lastRecords {
+					lastRecords = records
+					l.lg.Info("loading shard from the state topic", fields...)
+					continue
+				}
+			}
+			l.lg.Warn("shard load is waiting on the state topic", append(fields, zap.String("waiting_for", waitingFor(phase)))...)
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func waitingFor(phase string) string {
+	switch phase {
+	case phaseFence:
+		return "InitProducerId: the upstream's transaction coordinator (loading, moving, or finishing the previous owner's transaction)"
+	case phaseMarker:
+		return "the load marker's produce and commit: the partition's leader and the transaction coordinator"
+	default:
+		return "fetches up to the load marker: the partition's leader, or an open transaction below the marker holding back its last stable offset"
+	}
 }
 
 // Bounds of the pause between two attempts of a load's fence and marker: short enough that a
@@ -277,18 +372,29 @@ const (
 )
 
 // fenceAndMark fences the previous owner and writes the load marker, and returns the marker's
-// offset. Each attempt is bounded by the transaction timeout (RecordDeliveryTimeout). A failure
+// offset. Each attempt is bounded by the transaction timeout: kgo retries CONCURRENT_TRANSACTIONS
+// on InitProducerId and EndTxn for as long as the context lives, silently, so an attempt given
+// the load's own context could wait forever on a coordinator that keeps answering it. A failure
 // whose KIP-1050 action is retry, or abort and repeat (the marker timed out on a slow or
-// unreachable upstream, the partition has no leader yet, the coordinator moved), has made
-// nothing visible and acknowledged nothing, so the attempt is repeated with a new producer until
-// it succeeds or the log is closed: the shard stays LOADING (COORDINATOR_LOAD_IN_PROGRESS) and
-// clients retry, as while the replay waits for the upstream, instead of going FAILED until the
-// process restarts. Being fenced (another owner loaded meanwhile) or a configuration error
-// (authorization, versions) is returned: repeating cannot help.
-func (l *kafkaLog) fenceAndMark(ctx context.Context) (int64, error) {
+// unreachable upstream, the partition has no leader yet, the coordinator moved), or an attempt
+// that ran out of time, has made nothing visible and acknowledged nothing, so the attempt is
+// repeated with a new producer until it succeeds or the log is closed: the shard stays LOADING
+// (COORDINATOR_LOAD_IN_PROGRESS) and clients retry, as while the replay waits for the upstream,
+// instead of going FAILED until the process restarts. Being fenced (another owner loaded
+// meanwhile) or a configuration error (authorization, versions) is returned: repeating cannot
+// help.
+func (l *kafkaLog) fenceAndMark(ctx context.Context, p *loadProgress) (int64, error) {
 	backoff := loadRetryBackoffMin
 	for attempt := 1; ; attempt++ {
-		end, api, err := l.tryFenceAndMark(ctx)
+		// An abort between attempts must stop the next one before it sends anything.
+		if l.aborted() {
+			return 0, log.ErrClosed
+		}
+		p.set(phaseFence, int64(attempt))
+		actx, acancel := context.WithTimeout(ctx, l.b.opts.TransactionTimeout)
+		end, api, err := l.tryFenceAndMark(actx, p)
+		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
+		acancel()
 		if err == nil {
 			return end, nil
 		}
@@ -300,11 +406,16 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("%w: %w", log.ErrFailed, err)
 		}
 		class := kerrclass.OfError(api, err)
-		if act := class.Action(); act != kerrclass.Retry && act != kerrclass.Abort && !isNetworkError(err) {
+		if act := class.Action(); act != kerrclass.Retry && act != kerrclass.Abort && !isNetworkError(err) && !timedOut {
 			return 0, err
 		}
-		l.lg.Warn("load could not write its marker to the state topic; retrying with a new producer",
-			zap.Error(err), zap.String("class", class.String()), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
+		fields := []zap.Field{zap.Error(err), zap.String("class", class.String()), zap.String("phase", *p.phase.Load()),
+			zap.Int("attempt", attempt), zap.Duration("elapsed", time.Since(p.start)), zap.Duration("backoff", backoff)}
+		if timedOut {
+			fields = append(fields, zap.Duration("attempt_timeout", l.b.opts.TransactionTimeout),
+				zap.String("waiting_for", waitingFor(*p.phase.Load())))
+		}
+		l.lg.Warn("load could not write its marker to the state topic; retrying with a new producer", fields...)
 		if err := l.renewProducer(); err != nil {
 			return 0, err
 		}
@@ -318,7 +429,7 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context) (int64, error) {
 }
 
 // tryFenceAndMark is one attempt; api is the request whose answer the error came in.
-func (l *kafkaLog) tryFenceAndMark(ctx context.Context) (end int64, api int16, err error) {
+func (l *kafkaLog) tryFenceAndMark(ctx context.Context, p *loadProgress) (end int64, api int16, err error) {
 	// Fencing: InitProducerId bumps the epoch and aborts the old owner's open transaction (and
 	// whatever an earlier attempt of ours left open), so nothing that was not committed can
 	// appear after our marker. Every producer of the shard is fenced before the marker: the old
@@ -328,6 +439,7 @@ func (l *kafkaLog) tryFenceAndMark(ctx context.Context) (end int64, api int16, e
 			return 0, kmsg.InitProducerID.Int16(), fmt.Errorf("init producer: %w", err)
 		}
 	}
+	p.set(phaseMarker, p.attempt.Load())
 	end, err = l.writeMarker(ctx)
 	if err != nil {
 		return 0, kmsg.Produce.Int16(), fmt.Errorf("write load marker: %w", err)
@@ -436,7 +548,7 @@ func (rs *recordSlices) PutRecords(s []kgo.Record) { rs.p.Put(&s) }
 var loadRecordSlices = &recordSlices{}
 
 // replay consumes the partition from its start up to and including offset end.
-func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Record) error) (int64, error) {
+func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Record) error, p *loadProgress) (int64, error) {
 	opts := append(append([]kgo.Opt{}, l.b.opts.Client...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.b.opts.Topic: {l.shard: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -452,7 +564,6 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 	}
 	defer cc.Close()
 	var n int64
-	lastLog := time.Now()
 	for {
 		fs := cc.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -497,10 +608,7 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 		if done {
 			return n, nil
 		}
-		if time.Since(lastLog) > 5*time.Second {
-			lastLog = time.Now()
-			l.lg.Info("loading shard from the state topic", zap.Int64("records", n), zap.Int64("end_offset", end))
-		}
+		p.records.Store(n)
 	}
 }
 

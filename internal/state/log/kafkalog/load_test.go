@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/coordinatord/coordinatord/internal/wire/wiretest"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -110,5 +115,105 @@ func TestDisownEndsALoadWaitingForTheUpstream(t *testing.T) {
 	}
 	if _, err := set.Shard(0).Read(context.Background(), shard.OpenProducers()); !errors.Is(err, runtime.ErrNotOwned) {
 		t.Fatalf("read after Disown: %v, want ErrNotOwned", err)
+	}
+}
+
+// concurrentTxnBroker is a one-broker cluster whose transaction coordinator answers every
+// InitProducerId with CONCURRENT_TRANSACTIONS, as Kafka's does while it finishes (or fences)
+// the previous owner's transaction, for as long as that takes; inits counts them.
+func concurrentTxnBroker(t *testing.T) (addr string, inits *atomic.Int32) {
+	t.Helper()
+	inits = new(atomic.Int32)
+	s := wiretest.Listen(t)
+	port := int32(s.Addr.Port)
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch kmsg.Key(h.Key) {
+		case kmsg.ApiVersions:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 5}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case kmsg.Metadata:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			return r
+		case kmsg.FindCoordinator:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
+			return r
+		case kmsg.InitProducerID:
+			inits.Add(1)
+			r := kmsg.NewPtrInitProducerIDResponse()
+			r.ErrorCode, r.ProducerID, r.ProducerEpoch = kerr.ConcurrentTransactions.Code, -1, -1
+			return r
+		}
+		return nil
+	})
+	return s.Addr.String(), inits
+}
+
+// A transaction coordinator that answers InitProducerId with CONCURRENT_TRANSACTIONS without
+// end (the previous owner's transaction never completes) must not hold a load silently: kgo
+// retries that answer for as long as the context it is given lives, and logs it at debug only.
+// Each attempt ends after the transaction timeout, says so (phase, attempt, elapsed) and is
+// repeated with a new producer; while it waits, the load reports where it is. Issue 18: a shard
+// loading after an upstream restart logged nothing more and stayed unserved.
+func TestLoadAttemptsEndWhileTheCoordinatorAnswersConcurrentTransactions(t *testing.T) {
+	defer func(d time.Duration) { loadReportEvery = d }(loadReportEvery)
+	loadReportEvery = 100 * time.Millisecond
+	addr, inits := concurrentTxnBroker(t)
+	core, logs := observer.New(zap.InfoLevel)
+	b := &Backend{lg: zap.New(core), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
+		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "concurrent-", TransactionTimeout: time.Second,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	l, err := b.Open(0, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := l.Load(func(int64, log.Record) error { return nil })
+		loaded <- err
+	}()
+	retried := func() []observer.LoggedEntry {
+		return logs.FilterMessageSnippet("retrying with a new producer").All()
+	}
+	deadline := time.After(time.Minute)
+	for len(retried()) < 2 || logs.FilterMessage("shard load is waiting on the state topic").Len() == 0 {
+		select {
+		case err := <-loaded:
+			t.Fatalf("load ended while the coordinator is busy: %v", err)
+		case <-deadline:
+			t.Fatalf("the load waited without a word: %d InitProducerId answered CONCURRENT_TRANSACTIONS, logged %v", inits.Load(), logs.All())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for i, e := range retried()[:2] {
+		f := e.ContextMap()
+		if f["phase"] != phaseFence || f["attempt"] != int64(i+1) || f["attempt_timeout"] == nil {
+			t.Fatalf("retry %d logged %v, want the fence phase, attempt %d and the attempt's bound", i, f, i+1)
+		}
+	}
+	if f := logs.FilterMessage("shard load is waiting on the state topic").All()[0].ContextMap(); f["phase"] != phaseFence || f["waiting_for"] == nil {
+		t.Fatalf("the waiting load reported %v, want the fence phase and what it waits for", f)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-loaded:
+		if !errors.Is(err, log.ErrClosed) {
+			t.Fatalf("load after close: %v, want log.ErrClosed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("close did not end the load")
 	}
 }
