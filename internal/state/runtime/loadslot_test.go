@@ -1,0 +1,89 @@
+package runtime
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// countingBackend counts the loads its logs begin.
+type countingBackend struct {
+	*memlog.Backend
+	loads atomic.Int32
+}
+
+func (b *countingBackend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
+	l, err := b.Backend.Open(shard, cb)
+	return &countingLog{Log: l, loads: &b.loads}, err
+}
+
+type countingLog struct {
+	log.Log
+	loads *atomic.Int32
+}
+
+func (l *countingLog) Load(fn func(int64, log.Record) error) (int64, error) {
+	l.loads.Add(1)
+	return l.Log.Load(fn)
+}
+
+// A shard closed while its load waits for a load slot (every one taken by other shards' loads,
+// which on log.backend=kafka may wait on the upstream for long) stops at once: its Close used
+// to wait until a slot came free, holding a disowning node's lock, and the load then began
+// after all, for a shard that had moved (its fence could take the shard from its new owner).
+// The wait says so while it lasts, and the loading gauge shows it.
+func TestCloseStopsALoadWaitingForALoadSlot(t *testing.T) {
+	defer func(d time.Duration) { loadReportEvery = d }(loadReportEvery)
+	loadReportEvery = 20 * time.Millisecond
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{} // another shard's load that does not end
+	b := &countingBackend{Backend: memlog.New()}
+	core, logs := observer.New(zap.InfoLevel)
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b, LoadSlots: slots, Logger: zap.New(core)})
+	s.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for logs.FilterMessageSnippet("waiting for a load slot").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a load waiting for a slot said nothing (logged %v)", logs.All())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := s.State(); st != StateLoading {
+		t.Fatalf("state %v while waiting for a slot, want loading", st)
+	}
+	if g := s.gauges().loading; g <= 0 {
+		t.Fatalf("loading gauge %v while waiting for a slot, want the time waited", g)
+	}
+	stopNow, cancel := context.WithCancel(context.Background())
+	cancel()
+	closed := make(chan struct{})
+	go func() { s.Close(stopNow); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for a load slot")
+	}
+	<-slots // the other load ends
+	time.Sleep(50 * time.Millisecond)
+	if n := b.loads.Load(); n != 0 {
+		t.Fatalf("a closed shard began %d loads once a slot came free", n)
+	}
+	if len(slots) != 0 {
+		t.Fatal("a closed shard took a load slot")
+	}
+	if st := s.State(); st != StateClosed {
+		t.Fatalf("state %v after Close, want closed", st)
+	}
+	if g := s.gauges().loading; g != 0 {
+		t.Fatalf("loading gauge %v after Close, want 0", g)
+	}
+	if n := logs.FilterMessageSnippet("shard FAILED").Len(); n != 0 {
+		t.Fatalf("a load stopped by Close FAILED the shard (%d lines)", n)
+	}
+}
