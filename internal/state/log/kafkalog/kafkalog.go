@@ -372,9 +372,10 @@ const (
 )
 
 // fenceAndMark fences the previous owner and writes the load marker, and returns the marker's
-// offset. Each attempt is bounded by the transaction timeout: kgo retries CONCURRENT_TRANSACTIONS
-// on InitProducerId and EndTxn for as long as the context lives, silently, so an attempt given
-// the load's own context could wait forever on a coordinator that keeps answering it. A failure
+// offset. Each step of an attempt is bounded by the transaction timeout (tryFenceAndMark): kgo
+// retries CONCURRENT_TRANSACTIONS on InitProducerId and EndTxn for as long as the context lives,
+// silently, so an attempt given the load's own context could wait forever on a coordinator
+// that keeps answering it. A failure
 // whose KIP-1050 action is retry, or abort and repeat (the marker timed out on a slow or
 // unreachable upstream, the partition has no leader yet, the coordinator moved), or an attempt
 // that ran out of time, has made nothing visible and acknowledged nothing, so the attempt is
@@ -391,10 +392,8 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context, p *loadProgress) (int64, er
 			return 0, log.ErrClosed
 		}
 		p.set(phaseFence, int64(attempt))
-		actx, acancel := context.WithTimeout(ctx, l.b.opts.TransactionTimeout)
-		end, api, err := l.tryFenceAndMark(actx, p)
-		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
-		acancel()
+		end, api, bound, err := l.tryFenceAndMark(ctx, p)
+		timedOut := bound > 0
 		if err == nil {
 			return end, nil
 		}
@@ -412,7 +411,7 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context, p *loadProgress) (int64, er
 		fields := []zap.Field{zap.Error(err), zap.String("class", class.String()), zap.String("phase", *p.phase.Load()),
 			zap.Int("attempt", attempt), zap.Duration("elapsed", time.Since(p.start)), zap.Duration("backoff", backoff)}
 		if timedOut {
-			fields = append(fields, zap.Duration("attempt_timeout", l.b.opts.TransactionTimeout),
+			fields = append(fields, zap.Duration("attempt_timeout", bound),
 				zap.String("waiting_for", waitingFor(*p.phase.Load())))
 		}
 		l.lg.Warn("load could not write its marker to the state topic; retrying with a new producer", fields...)
@@ -428,23 +427,37 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context, p *loadProgress) (int64, er
 	}
 }
 
-// tryFenceAndMark is one attempt; api is the request whose answer the error came in.
-func (l *kafkaLog) tryFenceAndMark(ctx context.Context, p *loadProgress) (end int64, api int16, err error) {
+// tryFenceAndMark is one attempt; api is the request whose answer the error came in, and
+// bound, when the attempt ran out of time, the deadline it ran out of. Each InitProducerId has
+// the transaction timeout: the coordinator aborts a previous owner's open transaction at once,
+// so a longer wait means it is stuck. The marker's transaction has twice that: its record gives
+// up after one (RecordDeliveryTimeout, with kgo's own reason, which says more than a deadline),
+// and its commit or abort has the other.
+func (l *kafkaLog) tryFenceAndMark(ctx context.Context, p *loadProgress) (end int64, api int16, bound time.Duration, err error) {
+	step := func(d time.Duration, fn func(context.Context) error) error {
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		err := fn(sctx)
+		if err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+			bound = d
+		}
+		return err
+	}
 	// Fencing: InitProducerId bumps the epoch and aborts the old owner's open transaction (and
 	// whatever an earlier attempt of ours left open), so nothing that was not committed can
 	// appear after our marker. Every producer of the shard is fenced before the marker: the old
 	// owner may have a transaction under any of them.
+	timeout := l.b.opts.TransactionTimeout
 	for _, kc := range l.kcs {
-		if _, _, err := kc.ProducerID(ctx); err != nil {
-			return 0, kmsg.InitProducerID.Int16(), fmt.Errorf("init producer: %w", err)
+		if err := step(timeout, func(ctx context.Context) error { _, _, err := kc.ProducerID(ctx); return err }); err != nil {
+			return 0, kmsg.InitProducerID.Int16(), bound, fmt.Errorf("init producer: %w", err)
 		}
 	}
 	p.set(phaseMarker, p.attempt.Load())
-	end, err = l.writeMarker(ctx)
-	if err != nil {
-		return 0, kmsg.Produce.Int16(), fmt.Errorf("write load marker: %w", err)
+	if err := step(2*timeout, func(ctx context.Context) (err error) { end, err = l.writeMarker(ctx); return err }); err != nil {
+		return 0, kmsg.Produce.Int16(), bound, fmt.Errorf("write load marker: %w", err)
 	}
-	return end, -1, nil
+	return end, -1, 0, nil
 }
 
 // renewProducer replaces the producers after a failed attempt. Fresh ones start from a known
