@@ -315,8 +315,8 @@ func (p *loadProgress) set(phase string, attempt int64) {
 var loadReportEvery = 5 * time.Second
 
 // reportSlowLoad logs, every loadReportEvery until the returned stop is called, where the load
-// is: each wait of a load ends (the fence and the marker are bounded by the transaction timeout
-// and retried, the replay by the upstream's answers), but none of them may be silent. The
+// is: the fence and the marker end (each step is bounded and the attempt retried), the replay
+// waits on the upstream's answers, and none of it may be silent. The
 // replay is INFO while it makes progress; a load waiting on the upstream is a WARN an operator
 // can act on: the phase says what it waits for.
 func (l *kafkaLog) reportSlowLoad(ctx context.Context, p *loadProgress) (stop func()) {
@@ -375,10 +375,10 @@ const (
 // offset. Each step of an attempt is bounded by the transaction timeout (tryFenceAndMark): kgo
 // retries CONCURRENT_TRANSACTIONS on InitProducerId and EndTxn for as long as the context lives,
 // silently, so an attempt given the load's own context could wait forever on a coordinator
-// that keeps answering it. A failure
-// whose KIP-1050 action is retry, or abort and repeat (the marker timed out on a slow or
-// unreachable upstream, the partition has no leader yet, the coordinator moved), or an attempt
-// that ran out of time, has made nothing visible and acknowledged nothing, so the attempt is
+// that keeps answering it. A failure whose KIP-1050 action is retry, or abort and repeat (the
+// marker timed out on a slow or unreachable upstream, the partition has no leader yet, the
+// coordinator moved), or an attempt that ran out of time, has made nothing visible and
+// acknowledged nothing, so the attempt is
 // repeated with a new producer until it succeeds or the log is closed: the shard stays LOADING
 // (COORDINATOR_LOAD_IN_PROGRESS) and clients retry, as while the replay waits for the upstream,
 // instead of going FAILED until the process restarts. Being fenced (another owner loaded
