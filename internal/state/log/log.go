@@ -129,3 +129,13 @@ func (e *CorruptError) Error() string {
 type LoadAborter interface {
 	AbortLoad()
 }
+
+// Abandoner is implemented by logs whose Close waits for a write in flight to a remote cluster:
+// Abandon, called from another goroutine once nobody waits for that write any more (the shard
+// was disowned, or its Close ran out of time), gives it up at once and sends nothing more, so
+// that a write held back by an outage cannot reach the cluster once it is back, when a new
+// owner may have loaded the shard. The write is never reported durable; whether it became
+// visible is decided as after a crash.
+type Abandoner interface {
+	Abandon()
+}

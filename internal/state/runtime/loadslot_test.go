@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,5 +87,68 @@ func TestCloseStopsALoadWaitingForALoadSlot(t *testing.T) {
 	}
 	if n := logs.FilterMessageSnippet("shard FAILED").Len(); n != 0 {
 		t.Fatalf("a load stopped by Close FAILED the shard (%d lines)", n)
+	}
+}
+
+// heldWriteBackend's logs hold their Close as a remote log does while a write is in flight on
+// an unreachable upstream, until Abandon gives the write up.
+type heldWriteBackend struct {
+	*memlog.Backend
+	abandoned chan struct{}
+	once      sync.Once
+}
+
+func (b *heldWriteBackend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
+	l, err := b.Backend.Open(shard, cb)
+	return &heldWriteLog{Log: l, b: b}, err
+}
+
+type heldWriteLog struct {
+	log.Log
+	b *heldWriteBackend
+}
+
+func (l *heldWriteLog) Abandon() { l.b.once.Do(func() { close(l.b.abandoned) }) }
+
+func (l *heldWriteLog) Close() error {
+	select {
+	case <-l.b.abandoned:
+	case <-time.After(30 * time.Second): // a kafka log's round gives up after the transaction timeout
+	}
+	return l.Log.Close()
+}
+
+// A shard whose Close stops waiting (Set.Disown, a lapsed lease: every waiter is answered at
+// once) gives up its log's write in flight: the kafka log's producer otherwise kept retrying
+// it through an upstream outage and sent it once the upstream was back, after the shard had
+// been loaded again, which left a transaction open below the new load's marker and held that
+// load (and the shard) for good (issue 18).
+func TestCloseThatStopsWaitingAbandonsTheWriteInFlight(t *testing.T) {
+	b := &heldWriteBackend{Backend: memlog.New(), abandoned: make(chan struct{})}
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b})
+	s.Start()
+	waitState(t, s, StateActive)
+	b.Hold(true)
+	written := make(chan error, 1)
+	go func() { _, err := s.Write(context.Background(), set("a", 1)); written <- err }()
+	for b.Pending(3) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	stopNow, cancel := context.WithCancel(context.Background())
+	cancel()
+	closed := make(chan struct{})
+	go func() { s.Close(stopNow); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the log's write in flight")
+	}
+	select {
+	case <-b.abandoned:
+	default:
+		t.Fatal("the write in flight was not given up")
+	}
+	if err := <-written; !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("the write in flight was answered %v, want ErrNotAvailable", err)
 	}
 }

@@ -179,6 +179,10 @@ type Shard[M Machine] struct {
 	closing     chan struct{}
 	closeOnce   sync.Once
 	closingOnce sync.Once
+	// stopWaiting is closed when Close's context ends: nobody waits for the writes in flight
+	// any more, so a log that can give them up (log.Abandoner) does.
+	stopWaiting     chan struct{}
+	stopWaitingOnce sync.Once
 	started     atomic.Bool
 	done        chan struct{}
 
@@ -298,6 +302,8 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 		normal:  make(chan event[M], opts.InboxSize),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
+
+		stopWaiting: make(chan struct{}),
 
 		replaying: -1,
 		keySeed:   maphash.MakeSeed(),
@@ -442,6 +448,7 @@ func (s *Shard[M]) Close(ctx context.Context) {
 	select {
 	case <-s.done:
 	case <-ctx.Done():
+		s.stopWaitingOnce.Do(func() { close(s.stopWaiting) })
 		s.closeOnceClosing()
 		<-s.done
 	}
@@ -1087,6 +1094,20 @@ func (s *Shard[M]) shutdown() {
 	}
 	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
 	s.closeOnceClosing()
+	// The log's Close waits for its write in flight; once Close's caller stops waiting (a
+	// disowned shard, a shutdown past its timeout) that write is given up, not left to reach
+	// the upstream after an outage, when another load may have fenced this one.
+	if a, ok := s.log.(log.Abandoner); ok {
+		logClosed := make(chan struct{})
+		defer close(logClosed)
+		go func() {
+			select {
+			case <-s.stopWaiting:
+				a.Abandon()
+			case <-logClosed:
+			}
+		}()
+	}
 	s.closeLog()
 	// Fail whatever was queued behind the close.
 	for {

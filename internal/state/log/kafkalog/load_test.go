@@ -217,3 +217,125 @@ func TestLoadAttemptsEndWhileTheCoordinatorAnswersConcurrentTransactions(t *test
 		t.Fatal("close did not end the load")
 	}
 }
+
+// heldProduceBroker is a one-broker cluster whose transaction coordinator answers as usual and
+// whose partition leader never answers a Produce, as an upstream that went away mid-round;
+// produces counts the Produce requests it received.
+func heldProduceBroker(t *testing.T, topic string) (addr string, produces *atomic.Int32) {
+	t.Helper()
+	produces = new(atomic.Int32)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	s := wiretest.Listen(t)
+	port := int32(s.Addr.Port)
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch kmsg.Key(h.Key) {
+		case kmsg.ApiVersions:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case kmsg.Metadata:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr(topic)
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Leader, mp.Replicas, mp.ISR = 1, []int32{1}, []int32{1}
+			mt.Partitions = append(mt.Partitions, mp)
+			r.Topics = append(r.Topics, mt)
+			return r
+		case kmsg.FindCoordinator:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
+			return r
+		case kmsg.InitProducerID:
+			r := kmsg.NewPtrInitProducerIDResponse()
+			r.ProducerID, r.ProducerEpoch = 1, 0
+			return r
+		case kmsg.AddPartitionsToTxn:
+			req := kmsg.NewPtrAddPartitionsToTxnRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewAddPartitionsToTxnResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					pp.Partition = p
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		case kmsg.Produce:
+			produces.Add(1)
+			<-release
+			return nil
+		}
+		return nil
+	})
+	return s.Addr.String(), produces
+}
+
+// A log whose shard stops waiting for its write in flight (disowned, or its Close out of time)
+// gives it up at once and sends nothing more: its producer otherwise kept retrying the round's
+// produce through an upstream outage, and one that reached the partition once the upstream was
+// back, after the shard had been loaded again, left a transaction open below the new load's
+// marker that held that load for good (the upstream-restart e2e test, issue 18).
+func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
+	addr, produces := heldProduceBroker(t, "state")
+	b := &Backend{lg: zap.NewNop(), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
+		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "held-", TransactionTimeout: time.Minute,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	failed := make(chan error, 1)
+	lg, err := b.Open(0, log.Callbacks{Failed: func(err error) { failed <- err }, Durable: func(int64) { t.Error("a round was reported durable") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lg.(*kafkaLog)
+	// As if loaded: the writer's rounds are what this test is about, not the load.
+	l.started = true
+	go l.writer()
+	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for produces.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the round's produce never reached the broker")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l.Abandon()
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the abandoned round (it would until the transaction timeout)")
+	}
+	sent := produces.Load()
+	time.Sleep(300 * time.Millisecond)
+	if n := produces.Load(); n != sent {
+		t.Fatalf("%d produces sent after Abandon", n-sent)
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, log.ErrFailed) {
+			t.Fatalf("abandoned round reported %v, want log.ErrFailed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the abandoned round was not reported failed")
+	}
+}
