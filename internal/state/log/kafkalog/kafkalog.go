@@ -709,8 +709,14 @@ func (l *kafkaLog) writer() {
 			l.mu.Lock()
 			l.failed = err
 			l.pending = nil
+			abandoned := l.abandoned
 			l.mu.Unlock()
-			l.lg.Error("state topic write failed; the shard stops", zap.Error(err), zap.String("class", class.String()))
+			if abandoned {
+				// Not a storage failure: the shard closed and nobody waits for the round.
+				l.lg.Info("state topic round given up: the shard was closed", zap.Error(err))
+			} else {
+				l.lg.Error("state topic write failed; the shard stops", zap.Error(err), zap.String("class", class.String()))
+			}
 			if l.cb.Failed != nil {
 				l.cb.Failed(err)
 			}
