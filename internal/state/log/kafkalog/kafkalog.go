@@ -330,6 +330,7 @@ func (l *kafkaLog) reportSlowLoad(ctx context.Context, p *loadProgress) (stop fu
 		t := time.NewTicker(loadReportEvery)
 		defer t.Stop()
 		lastRecords := int64(-1)
+		var diagnosed time.Time
 		for {
 			select {
 			case <-done:
@@ -350,9 +351,50 @@ func (l *kafkaLog) reportSlowLoad(ctx context.Context, p *loadProgress) (stop fu
 				}
 			}
 			l.lg.Warn("shard load is waiting on the state topic", append(fields, zap.String("waiting_for", waitingFor(phase)))...)
+			if phase == phaseReplay && time.Since(diagnosed) >= loadDiagnoseEvery {
+				diagnosed = time.Now()
+				l.reportOpenTransactions(ctx, p.end.Load())
+			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// loadDiagnoseEvery spaces the look for open transactions of a replay that makes no progress.
+// Tests change it.
+var loadDiagnoseEvery = 30 * time.Second
+
+// reportOpenTransactions names the transactions open in the shard's partition that began below
+// the load marker (DescribeProducers on its leader): under read_committed a replay cannot read
+// past the first of them. Ours were all ended by the load's fence, so one left open is a
+// hanging transaction (a produce that reached the partition outside its transaction's
+// bookkeeping) that Kafka's coordinator will not end; an operator ends it with Kafka's
+// kafka-transactions.sh abort, which the line spells out.
+func (l *kafkaLog) reportOpenTransactions(ctx context.Context, end int64) {
+	kc, err := kgo.NewClient(l.b.opts.Client...)
+	if err != nil {
+		return
+	}
+	defer kc.Close()
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	topic := l.b.opts.Topic
+	described, err := kadm.NewClient(kc).DescribeProducers(dctx, kadm.TopicsSet{topic: {l.shard: {}}})
+	if err != nil {
+		l.lg.Warn("could not look for open transactions holding the shard's load (DescribeProducers)", zap.Error(err))
+		return
+	}
+	for _, dp := range described.SortedProducers() {
+		if dp.Partition != l.shard || dp.CurrentTxnStartOffset < 0 || dp.CurrentTxnStartOffset >= end {
+			continue
+		}
+		l.lg.Warn("a transaction open below the load marker holds the shard's load back; if it stays open past its producer's transaction timeout, abort it",
+			zap.Int64("producer_id", dp.ProducerID), zap.Int16("producer_epoch", dp.ProducerEpoch),
+			zap.Int64("txn_start_offset", dp.CurrentTxnStartOffset), zap.Int64("end_offset", end),
+			zap.Time("last_produce", time.UnixMilli(dp.LastTimestamp)),
+			zap.String("abort_with", fmt.Sprintf("kafka-transactions.sh --bootstrap-server <upstream.bootstrap.servers> abort --topic %s --partition %d --start-offset %d",
+				topic, l.shard, dp.CurrentTxnStartOffset)))
+	}
 }
 
 func waitingFor(phase string) string {

@@ -339,3 +339,83 @@ func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
 		t.Fatal("the abandoned round was not reported failed")
 	}
 }
+
+// A replay held back below its marker names what holds it: each transaction open in the
+// shard's partition that began below the marker (DescribeProducers), with the command that
+// ends it. Those that began at or past the marker, and producers with no transaction open, are
+// not named: the replay does not wait on them.
+func TestStuckReplayNamesTheOpenTransactionBelowTheMarker(t *testing.T) {
+	s := wiretest.Listen(t)
+	port := int32(s.Addr.Port)
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch kmsg.Key(h.Key) {
+		case kmsg.ApiVersions:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {61, 0, 0}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case kmsg.Metadata:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr("state")
+			for p := int32(0); p < 3; p++ {
+				mp := kmsg.NewMetadataResponseTopicPartition()
+				mp.Partition, mp.Leader, mp.Replicas, mp.ISR = p, 1, []int32{1}, []int32{1}
+				mt.Partitions = append(mt.Partitions, mp)
+			}
+			r.Topics = append(r.Topics, mt)
+			return r
+		case kmsg.DescribeProducers:
+			req := kmsg.NewPtrDescribeProducersRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewDescribeProducersResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewDescribeProducersResponseTopicPartition()
+					pp.Partition = p
+					for _, a := range [][3]int64{{7, 3, 21}, {8, 5, -1}, {9, 1, 40}} { // id, epoch, txn start
+						ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+						ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = a[0], int32(a[1]), a[2]
+						pp.ActiveProducers = append(pp.ActiveProducers, ap)
+					}
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		}
+		return nil
+	})
+	core, logs := observer.New(zap.InfoLevel)
+	b := &Backend{lg: zap.New(core), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(s.Addr.String())},
+		Topic:  "state", Partitions: 3, TransactionalIDPrefix: "stuck-", TransactionTimeout: time.Second,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	l, err := b.Open(2, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.(*kafkaLog).reportOpenTransactions(context.Background(), 32)
+	named := logs.FilterMessageSnippet("a transaction open below the load marker").All()
+	if len(named) != 1 {
+		t.Fatalf("named %d open transactions, want the one below the marker (logged %v)", len(named), logs.All())
+	}
+	f := named[0].ContextMap()
+	if f["producer_id"] != int64(7) || f["producer_epoch"] != int16(3) || f["txn_start_offset"] != int64(21) ||
+		f["abort_with"] != "kafka-transactions.sh --bootstrap-server <upstream.bootstrap.servers> abort --topic state --partition 2 --start-offset 21" {
+		t.Fatalf("named %v", f)
+	}
+}
