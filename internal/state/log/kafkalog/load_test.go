@@ -419,3 +419,149 @@ func TestStuckReplayNamesTheOpenTransactionBelowTheMarker(t *testing.T) {
 		t.Fatalf("named %v", f)
 	}
 }
+
+// txnBroker is a one-broker cluster that serves transactions (TV1: the client adds partitions)
+// for producer id pid, and reports describe as the partition's producers; ends gets each EndTxn.
+func txnBroker(t *testing.T, topic string, pid int64, describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
+	t.Helper()
+	ends = make(chan *kmsg.EndTxnRequest, 16)
+	s := wiretest.Listen(t)
+	port := int32(s.Addr.Port)
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch kmsg.Key(h.Key) {
+		case kmsg.ApiVersions:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}, {61, 0, 0}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case kmsg.Metadata:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr(topic)
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Leader, mp.Replicas, mp.ISR = 1, []int32{1}, []int32{1}
+			mt.Partitions = append(mt.Partitions, mp)
+			r.Topics = append(r.Topics, mt)
+			return r
+		case kmsg.FindCoordinator:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
+			return r
+		case kmsg.InitProducerID:
+			r := kmsg.NewPtrInitProducerIDResponse()
+			r.ProducerID, r.ProducerEpoch = pid, 4
+			return r
+		case kmsg.AddPartitionsToTxn:
+			req := kmsg.NewPtrAddPartitionsToTxnRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewAddPartitionsToTxnResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					pp.Partition = p
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		case kmsg.Produce:
+			req := kmsg.NewPtrProduceRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.ProduceResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewProduceResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewProduceResponseTopicPartition()
+					pp.Partition, pp.BaseOffset = p.Partition, 30
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		case kmsg.EndTxn:
+			req := kmsg.NewPtrEndTxnRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			ends <- req
+			return req.ResponseKind()
+		case kmsg.DescribeProducers:
+			req := kmsg.NewPtrDescribeProducersRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewDescribeProducersResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewDescribeProducersResponseTopicPartition()
+					pp.Partition, pp.ActiveProducers = p, describe()
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		}
+		return nil
+	})
+	return s.Addr.String(), ends
+}
+
+// A transaction of the shard's own producer id left open below the load marker, which the
+// coordinator no longer knows (seen after an upstream broker restart: records written just
+// before the broker stopped, the transactional id Empty after it), is aborted by the load with
+// that producer: its abort marker ends the open transaction whatever its epoch, the replay
+// goes on, and the records stay invisible. Naming it alone left the shard unserved until an
+// operator aborted it (issue 18).
+func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
+	hanging := func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = 3, 2, 17
+		return []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
+	}
+	addr, ends := txnBroker(t, "state", 3, hanging)
+	core, logs := observer.New(zap.InfoLevel)
+	b := &Backend{lg: zap.New(core), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
+		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "hanging-", TransactionTimeout: 5 * time.Second,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	lg, err := b.Open(0, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	l := lg.(*kafkaLog)
+	// As after the load's fence: the second producer holds producer id 3.
+	if _, _, err := l.kcs[1].ProducerID(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.pids = []int64{99, 3}
+	l.reportOpenTransactions(context.Background(), 23)
+	select {
+	case end := <-ends:
+		if end.Commit || end.ProducerID != 3 || end.TransactionalID != "hanging-0-1" {
+			t.Fatalf("ended %+v, want an abort by producer 3 (hanging-0-1)", end)
+		}
+	default:
+		t.Fatalf("the hanging transaction was not aborted (logged %v)", logs.All())
+	}
+	if logs.FilterMessageSnippet("aborted a transaction of this shard's own producer").Len() != 1 {
+		t.Fatalf("the abort was not logged (logged %v)", logs.All())
+	}
+}
