@@ -920,12 +920,9 @@ func (l *kafkaLog) Compact() error { return nil }
 func (l *kafkaLog) AbortLoad() { l.stopOnce.Do(func() { close(l.stop) }) }
 
 // Abandon implements log.Abandoner. The producers are closed at once: kgo keeps retrying a
-// round's produce through an outage (up to the transaction timeout), and a produce of the old
-// epoch that reached the partition after the upstream restarted, once a new load had fenced the
-// transactional id, was seen to leave a transaction open below the new owner's marker that
-// nothing closed: its read_committed replay waited on the last stable offset for good
-// (TestKafkaLogBackendUpstreamRestartLosesNoAcknowledgedCommit, issue 18). Closed clients send
-// nothing more; the round in flight fails and is never reported durable.
+// round's produce through an outage (up to the transaction timeout) and would send it once the
+// upstream is back, when the shard may have been loaded again, and Close waited for that.
+// Closed clients send nothing more; the round in flight fails and is never reported durable.
 func (l *kafkaLog) Abandon() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	l.mu.Lock()
