@@ -419,8 +419,12 @@ func (l *kafkaLog) reportOpenTransactions(ctx context.Context, end int64) {
 // abortHanging ends the partition's open transaction of the shard's i-th producer id: that
 // producer, at the epoch the fence gave it, adds the partition to a transaction of its own and
 // aborts it. The abort marker the coordinator then writes ends whatever transaction of that
-// producer id the partition has open, whatever its epoch, as aborted: its records, never
-// acknowledged, stay invisible. Its record is a load marker, which a replay skips.
+// producer id the partition has open, whatever its epoch, as aborted. Its records were never
+// acknowledged: a round is acknowledged only once the coordinator answered its commit, which it
+// does after logging the decision, and a decided commit is completed by the coordinator across
+// restarts and holds the fence's InitProducerId back until it is (CONCURRENT_TRANSACTIONS), so
+// a transaction still open once the fence returned was never committed. Its own record is a
+// load marker, which a replay skips.
 func (l *kafkaLog) abortHanging(ctx context.Context, i int) error {
 	actx, cancel := context.WithTimeout(ctx, 2*l.b.opts.TransactionTimeout)
 	defer cancel()
