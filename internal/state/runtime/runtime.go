@@ -183,8 +183,8 @@ type Shard[M Machine] struct {
 	// any more, so a log that can give them up (log.Abandoner) does.
 	stopWaiting     chan struct{}
 	stopWaitingOnce sync.Once
-	started     atomic.Bool
-	done        chan struct{}
+	started         atomic.Bool
+	done            chan struct{}
 
 	// Owned by the shard goroutine.
 	gen  uint64
