@@ -152,3 +152,64 @@ func TestCloseThatStopsWaitingAbandonsTheWriteInFlight(t *testing.T) {
 		t.Fatalf("the write in flight was answered %v, want ErrNotAvailable", err)
 	}
 }
+
+// gatedBackend's logs wait on "the network" at the start of Load (a kafka log's fence and
+// marker) and then pass the replay gate, as log.ReplayGate logs do; waited is closed once a
+// load got past the network part.
+type gatedBackend struct {
+	*memlog.Backend
+	waited chan struct{}
+}
+
+func (b *gatedBackend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
+	l, err := b.Backend.Open(shard, cb)
+	return &gatedLog{Log: l, waited: b.waited}, err
+}
+
+type gatedLog struct {
+	log.Log
+	gate   func() error
+	waited chan struct{}
+}
+
+func (l *gatedLog) SetReplayGate(gate func() error) { l.gate = gate }
+
+func (l *gatedLog) Load(fn func(int64, log.Record) error) (int64, error) {
+	close(l.waited)
+	if l.gate != nil {
+		if err := l.gate(); err != nil {
+			return 0, err
+		}
+	}
+	return l.Log.Load(fn)
+}
+
+// A log that waits on a remote cluster before it replays (the kafka log's fence and marker,
+// retried through a partial outage) does that wait without a load slot, and takes one only to
+// replay: slots bound the replays, which use the CPU, and two loads retrying their fence used
+// to hold both slots of a 2-CPU node, so that every other shard's load waited on them (issue 18).
+func TestLoadWaitsOnTheNetworkWithoutALoadSlot(t *testing.T) {
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{} // another shard's replay
+	b := &gatedBackend{Backend: memlog.New(), waited: make(chan struct{})}
+	s := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b, LoadSlots: slots})
+	s.Start()
+	t.Cleanup(func() {
+		stopNow, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.Close(stopNow)
+	})
+	select {
+	case <-b.waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the load's network part waited for a load slot")
+	}
+	if st := s.State(); st != StateLoading {
+		t.Fatalf("state %v before the replay had a slot, want loading", st)
+	}
+	<-slots // the other replay ends
+	waitState(t, s, StateActive)
+	if len(slots) != 0 {
+		t.Fatal("the load kept its slot after it ended")
+	}
+}

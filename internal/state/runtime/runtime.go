@@ -1034,11 +1034,28 @@ func (s *Shard[M]) load() {
 		// A shard closed while it waits gives its turn up: waiting on would hold its Close (and
 		// a disowning node's lock) until other shards' loads end, and then start a load nobody
 		// wants.
-		if !s.takeLoadSlot(slots, start) {
+		var held bool
+		take := func() error {
+			if !s.takeLoadSlot(slots, start) {
+				return fmt.Errorf("shard %d: waiting for a load slot: %w", s.opts.Shard, log.ErrClosed)
+			}
+			held = true
+			return nil
+		}
+		defer func() {
+			if held {
+				<-slots
+			}
+		}()
+		// A log that waits on a remote cluster before it replays takes its slot once that wait
+		// is over: slots bound replays, which use the CPU, and a load retrying its fence through
+		// a partial outage held one, so that two of them stopped every other shard's load.
+		if g, ok := l.(log.ReplayGate); ok {
+			g.SetReplayGate(take)
+		} else if take() != nil {
 			s.loadAborted()
 			return
 		}
-		defer func() { <-slots }()
 	}
 	records := 0
 	next, err := l.Load(func(offset int64, rec log.Record) error {

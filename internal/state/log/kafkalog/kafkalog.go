@@ -218,6 +218,8 @@ type kafkaLog struct {
 	// pids are the producer ids the load's fence got for kcs, for telling the shard's own
 	// transactions from others'.
 	pids []int64
+	// replayGate (log.ReplayGate) is called between the marker and the replay.
+	replayGate func() error
 
 	mu      sync.Mutex
 	next    int64 // logical offset of the next appended record
@@ -270,6 +272,12 @@ func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 		return 0, err
 	}
 	p.end.Store(end)
+	if l.replayGate != nil {
+		p.set(phaseReplayGate, p.attempt.Load())
+		if err := l.replayGate(); err != nil {
+			return 0, err
+		}
+	}
 	p.set(phaseReplay, p.attempt.Load())
 	n, err := l.replay(ctx, end, fn, p)
 	if err != nil {
@@ -299,6 +307,8 @@ const (
 	phaseFence  = "fence"  // InitProducerId under each of the shard's transactional ids
 	phaseMarker = "marker" // the load marker's transaction
 	phaseReplay = "replay" // reading the partition up to the marker
+	// phaseReplayGate: fenced and marked, waiting for leave to replay (a load slot).
+	phaseReplayGate = "load slot"
 )
 
 // loadProgress is where a load is, for the report of a load that takes long.
@@ -447,8 +457,14 @@ func (l *kafkaLog) abortHanging(ctx context.Context, i int) error {
 	return nil
 }
 
+// SetReplayGate implements log.ReplayGate: the fence and the marker wait on the upstream, not
+// on the CPU, so they do not hold a load slot.
+func (l *kafkaLog) SetReplayGate(gate func() error) { l.replayGate = gate }
+
 func waitingFor(phase string) string {
 	switch phase {
+	case phaseReplayGate:
+		return "a load slot: every one is taken by another shard's replay"
 	case phaseFence:
 		return "InitProducerId: the upstream's transaction coordinator (loading, moving, or finishing the previous owner's transaction)"
 	case phaseMarker:
