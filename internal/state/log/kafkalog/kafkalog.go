@@ -354,6 +354,9 @@ func (l *kafkaLog) reportSlowLoad(ctx context.Context, p *loadProgress) (stop fu
 			case <-t.C:
 			}
 			phase, records := *p.phase.Load(), p.records.Load()
+			if phase == phaseReplayGate {
+				continue // the gate's owner (the runtime's load slots) reports that wait
+			}
 			fields := []zap.Field{zap.String("phase", phase), zap.Int64("attempt", p.attempt.Load()),
 				zap.Duration("elapsed", time.Since(p.start)), zap.Duration("phase_elapsed", time.Since(time.Unix(0, p.since.Load())))}
 			if phase == phaseReplay {
@@ -463,8 +466,6 @@ func (l *kafkaLog) SetReplayGate(gate func() error) { l.replayGate = gate }
 
 func waitingFor(phase string) string {
 	switch phase {
-	case phaseReplayGate:
-		return "a load slot: every one is taken by another shard's replay"
 	case phaseFence:
 		return "InitProducerId: the upstream's transaction coordinator (loading, moving, or finishing the previous owner's transaction)"
 	case phaseMarker:
