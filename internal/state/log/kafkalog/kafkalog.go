@@ -417,7 +417,11 @@ func (l *kafkaLog) reportOpenTransactions(ctx context.Context, end int64) {
 			zap.String("abort_with", fmt.Sprintf("kafka-transactions.sh --bootstrap-server <upstream.bootstrap.servers> abort --topic %s --partition %d --start-offset %d",
 				topic, l.shard, dp.CurrentTxnStartOffset))}
 		if i := slices.Index(pids, dp.ProducerID); i >= 0 {
-			if err := l.abortHanging(ctx, i); err != nil {
+			err := l.abortHanging(ctx, i)
+			if err == nil && l.stillOpen(dctx, kc, dp) {
+				err = errors.New("the transaction is still open after the abort")
+			}
+			if err != nil {
 				l.lg.Warn("could not abort a transaction of this shard's own producer left open below the load marker; abort it by hand",
 					append(fields, zap.Error(err))...)
 				continue
@@ -427,6 +431,20 @@ func (l *kafkaLog) reportOpenTransactions(ctx context.Context, end int64) {
 		}
 		l.lg.Warn("a transaction open below the load marker holds the shard's load back; if it stays open past its producer's transaction timeout, abort it", fields...)
 	}
+}
+
+// stillOpen reports whether the partition still has dp's transaction open (or cannot tell).
+func (l *kafkaLog) stillOpen(ctx context.Context, kc *kgo.Client, dp kadm.DescribedProducer) bool {
+	described, err := kadm.NewClient(kc).DescribeProducers(ctx, kadm.TopicsSet{l.b.opts.Topic: {l.shard: {}}})
+	if err != nil {
+		return true
+	}
+	for _, now := range described.SortedProducers() {
+		if now.Partition == l.shard && now.ProducerID == dp.ProducerID && now.CurrentTxnStartOffset == dp.CurrentTxnStartOffset {
+			return true
+		}
+	}
+	return false
 }
 
 // abortHanging ends the partition's open transaction of the shard's i-th producer id: that
@@ -456,6 +474,11 @@ func (l *kafkaLog) abortHanging(ctx context.Context, i int) error {
 	perr := <-produced
 	if err := kc.EndTransaction(actx, kgo.TryAbort); err != nil {
 		return fmt.Errorf("abort: %w (produce: %v)", err, perr)
+	}
+	if perr != nil {
+		// The abort may have had no partition to end (kgo sends none for a transaction that
+		// never reached one): stillOpen tells.
+		l.lg.Info("the produce of the abort of a hanging transaction failed", zap.Error(perr))
 	}
 	return nil
 }

@@ -422,7 +422,7 @@ func TestStuckReplayNamesTheOpenTransactionBelowTheMarker(t *testing.T) {
 
 // txnBroker is a one-broker cluster that serves transactions (TV1: the client adds partitions)
 // for producer id pid, and reports describe as the partition's producers; ends gets each EndTxn.
-func txnBroker(t *testing.T, topic string, pid int64, describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
+func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnRequest), describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
 	t.Helper()
 	ends = make(chan *kmsg.EndTxnRequest, 16)
 	s := wiretest.Listen(t)
@@ -497,6 +497,7 @@ func txnBroker(t *testing.T, topic string, pid int64, describe func() []kmsg.Des
 			if !wiretest.Request(h, body, req) {
 				return nil
 			}
+			onEnd(req)
 			ends <- req
 			return req.ResponseKind()
 		case kmsg.DescribeProducers:
@@ -529,12 +530,20 @@ func txnBroker(t *testing.T, topic string, pid int64, describe func() []kmsg.Des
 // goes on, and the records stay invisible. Naming it alone left the shard unserved until an
 // operator aborted it (issue 18).
 func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
+	var aborted atomic.Bool // the partition's transaction of producer 3 stays open until then
 	hanging := func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
 		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 		ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = 3, 2, 17
+		if aborted.Load() {
+			ap.ProducerEpoch, ap.CurrentTxnStartOffset = 5, -1
+		}
 		return []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
 	}
-	addr, ends := txnBroker(t, "state", 3, hanging)
+	addr, ends := txnBroker(t, "state", 3, func(end *kmsg.EndTxnRequest) {
+		if !end.Commit && end.ProducerID == 3 {
+			aborted.Store(true)
+		}
+	}, hanging)
 	core, logs := observer.New(zap.InfoLevel)
 	b := &Backend{lg: zap.New(core), opts: Options{
 		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
