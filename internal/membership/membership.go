@@ -484,8 +484,8 @@ func (m *Membership) disownAllLocked() int {
 }
 
 // heartbeat keeps the membership until the group rebalances or this node must rejoin. An
-// owned shard that FAILED (fenced by a load that was aborted too late, a storage failure) is
-// reloaded at each beat: the assignment says this node serves it.
+// assigned shard that is neither loading nor serving is loaded again at each beat
+// (reloadAssigned): the assignment says this node serves it.
 func (m *Membership) heartbeat(ctx context.Context) {
 	t := time.NewTicker(m.o.HeartbeatInterval)
 	defer t.Stop()
@@ -502,7 +502,7 @@ func (m *Membership) heartbeat(ctx context.Context) {
 		if m.rejoin.Load() {
 			return
 		}
-		m.reloadFailed()
+		m.reloadAssigned()
 		req := kmsg.NewPtrHeartbeatRequest()
 		req.Group, req.Generation, req.MemberID = m.o.Group, m.generation, m.memberID
 		sent := m.now()
@@ -530,7 +530,13 @@ func (m *Membership) heartbeat(ctx context.Context) {
 	}
 }
 
-func (m *Membership) reloadFailed() {
+// reloadAssigned loads again, at each beat, every shard the latest assignment gives this node
+// that is neither loading nor serving: one that FAILED (fenced by a load that was aborted too
+// late, a storage failure), or one it does not hold at all. No path is meant to leave an
+// assigned shard unheld while the lease holds (apply loads every one), but a shard left so
+// would answer NOT_COORDINATOR until the next rebalance, which a stable group never has; the
+// beat is where that is noticed (Own does nothing for a shard that is loading or serving).
+func (m *Membership) reloadAssigned() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a := m.view.Load()
@@ -538,10 +544,17 @@ func (m *Membership) reloadFailed() {
 		return
 	}
 	for i, o := range a.Owners {
-		if o >= 0 && int(o) < len(a.Nodes) && a.Nodes[o].Member == m.memberID && m.o.Shards.Owned(int32(i)) {
-			if m.o.Shards.Own(int32(i)) {
-				m.lg.Warn("reloading an owned shard that FAILED", zap.Int("shard", i))
-			}
+		if o < 0 || int(o) >= len(a.Nodes) || a.Nodes[o].Member != m.memberID {
+			continue
+		}
+		held := m.o.Shards.Owned(int32(i))
+		if !m.o.Shards.Own(int32(i)) {
+			continue
+		}
+		if held {
+			m.lg.Warn("reloading an owned shard that FAILED", zap.Int("shard", i))
+		} else {
+			m.lg.Warn("loading an assigned shard that this node did not hold", zap.Int("shard", i))
 		}
 	}
 }

@@ -255,6 +255,11 @@ func TestKafkaLogBackendUpstreamRestartLosesNoAcknowledgedCommit(t *testing.T) {
 	t.Logf("broker restarted in %v; the node had stopped serving %v after the stop", time.Since(restarted), restarted.Sub(stopped))
 	waitAcked(time.Now(), 90*time.Second, "after the restart")
 	t.Logf("every group acknowledged again %v after the restart began", time.Since(restarted))
+	// About one run in five the broker restart left a hanging transaction below a shard's load
+	// marker, which held that load for good before the load learnt to abort it.
+	if n := g.logCount("aborted a transaction of this shard's own producer left open below the load marker (its coordinator no longer knew it)"); n > 0 {
+		t.Logf("%d hanging transactions aborted by the loads", n)
+	}
 	if n := g.logCount(loaded) - loadsBefore; n < shards {
 		t.Fatalf("%d shard loads after the restart, want every one of the %d shards loaded again", n, shards)
 	}

@@ -129,3 +129,22 @@ func (e *CorruptError) Error() string {
 type LoadAborter interface {
 	AbortLoad()
 }
+
+// ReplayGate is implemented by logs whose Load waits on a remote cluster before it replays
+// anything (the kafka log's fence and marker): the gate set before Load is called once that
+// wait is over, before the first record, so that a bound on concurrent replays (the runtime's
+// load slots, sized for the CPU) is not held by loads waiting on the network. An error from
+// the gate ends the Load with it. Logs without it replay from the start of Load.
+type ReplayGate interface {
+	SetReplayGate(gate func() error)
+}
+
+// Abandoner is implemented by logs whose Close waits for a write in flight to a remote cluster:
+// Abandon, called from another goroutine once nobody waits for that write any more (the shard
+// was disowned, or its Close ran out of time), gives it up at once and sends nothing more, so
+// that a write held back by an outage cannot reach the cluster once it is back, when a new
+// owner may have loaded the shard. The write is never reported durable; whether it became
+// visible is decided as after a crash.
+type Abandoner interface {
+	Abandon()
+}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "coordinatord_shard_panics_total", Help: "Panics recovered on a shard (each one FAILED it); the ERROR log line has the stack.",
 		}, []string{"kind", "shard"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinatord_shard_loads_total", Help: "Shard loads by result.",
+			Name: "coordinatord_shard_loads_total", Help: "Shard loads by result (ok, failed, aborted: the shard closed while it loaded).",
 		}, []string{"result"}),
 		loadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "coordinatord_shard_load_seconds", Help: "Time to load a shard from its log.",
@@ -77,6 +78,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 				[]string{"kind", "shard", "lane"}, nil),
 			lag: prometheus.NewDesc("coordinatord_shard_durable_lag_records",
 				"Records a shard appended that its log has not reported durable yet (their writers wait).",
+				[]string{"kind", "shard"}, nil),
+			loading: prometheus.NewDesc("coordinatord_shard_loading_seconds",
+				"Seconds the shard's current load has been running, waiting for a load slot included; 0 while it is not loading.",
 				[]string{"kind", "shard"}, nil),
 			shards: map[shardKey]func() shardGauges{},
 		},
@@ -104,8 +108,9 @@ func (m *Metrics) appended(n int, recs []log.Record) {
 
 // shardGauges are a shard's instantaneous values, read at scrape time.
 type shardGauges struct {
-	priority, normal int   // inbox depth by lane
-	lag              int64 // appended, not yet durable
+	priority, normal int           // inbox depth by lane
+	lag              int64         // appended, not yet durable
+	loading          time.Duration // since the current load began; 0 while not loading
 }
 
 // track makes a shard's gauges visible at scrape time; reading them there keeps the event loop
@@ -122,12 +127,16 @@ type shardKey struct {
 }
 
 type inboxCollector struct {
-	desc, lag *prometheus.Desc
-	mu        sync.Mutex
-	shards    map[shardKey]func() shardGauges
+	desc, lag, loading *prometheus.Desc
+	mu                 sync.Mutex
+	shards             map[shardKey]func() shardGauges
 }
 
-func (c *inboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.lag }
+func (c *inboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.lag
+	ch <- c.loading
+}
 
 func (c *inboxCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
@@ -138,5 +147,6 @@ func (c *inboxCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(g.normal), k.kind, id, "normal")
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(g.priority), k.kind, id, "priority")
 		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(g.lag), k.kind, id)
+		ch <- prometheus.MustNewConstMetric(c.loading, prometheus.GaugeValue, g.loading.Seconds(), k.kind, id)
 	}
 }

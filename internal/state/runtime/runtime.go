@@ -157,6 +157,9 @@ type Shard[M Machine] struct {
 
 	state atomic.Int32
 	lag   atomic.Int64 // appended - durableO, for the durable lag gauge
+	// loadingSince is when the current load began (Unix ns; 0 while not loading), for the
+	// loading gauge: a load that does not end shows there even when its log lines are missed.
+	loadingSince atomic.Int64
 	// ver moves with every write operation that neither took a Ticket nor declared its scope
 	// (Ctx.Scoped), every unscoped append and every reload: a Ticket is valid only while it has
 	// not moved. base is the origin of leases' deadlines (monotonic).
@@ -177,8 +180,12 @@ type Shard[M Machine] struct {
 	closing     chan struct{}
 	closeOnce   sync.Once
 	closingOnce sync.Once
-	started     atomic.Bool
-	done        chan struct{}
+	// stopWaiting is closed when Close's context ends: nobody waits for the writes in flight
+	// any more, so a log that can give them up (log.Abandoner) does.
+	stopWaiting     chan struct{}
+	stopWaitingOnce sync.Once
+	started         atomic.Bool
+	done            chan struct{}
 
 	// Owned by the shard goroutine.
 	gen  uint64
@@ -297,6 +304,8 @@ func New[M Machine](opts Options[M]) *Shard[M] {
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 
+		stopWaiting: make(chan struct{}),
+
 		replaying: -1,
 		keySeed:   maphash.MakeSeed(),
 		base:      time.Now(),
@@ -320,6 +329,11 @@ func (s *Shard[M]) LastCompaction() time.Time {
 func (s *Shard[M]) State() State { return State(s.state.Load()) }
 
 func (s *Shard[M]) setState(st State) {
+	if st != StateLoading {
+		s.loadingSince.Store(0)
+	} else if s.loadingSince.Load() == 0 {
+		s.loadingSince.Store(time.Now().UnixNano())
+	}
 	s.state.Store(int32(st))
 	s.m.state.WithLabelValues(s.opts.Kind, fmt.Sprint(s.opts.Shard)).Set(float64(st))
 }
@@ -327,7 +341,11 @@ func (s *Shard[M]) setState(st State) {
 // gauges are read by the metrics collector from its own goroutine: channel lengths are safe to
 // read anywhere, and the lag is published atomically by the shard goroutine.
 func (s *Shard[M]) gauges() shardGauges {
-	return shardGauges{priority: len(s.prio), normal: s.normal.len(), lag: s.lag.Load()}
+	g := shardGauges{priority: len(s.prio), normal: s.normal.len(), lag: s.lag.Load()}
+	if since := s.loadingSince.Load(); since != 0 {
+		g.loading = time.Since(time.Unix(0, since))
+	}
+	return g
 }
 
 // NotOwned is a shard this process does not own: every operation fails with ErrNotOwned. It is
@@ -434,6 +452,7 @@ func (s *Shard[M]) Close(ctx context.Context) {
 	select {
 	case <-s.done:
 	case <-ctx.Done():
+		s.stopWaitingOnce.Do(func() { close(s.stopWaiting) })
 		s.closeOnceClosing()
 		<-s.done
 	}
@@ -947,6 +966,45 @@ func (s *Shard[M]) closeLog() {
 	}
 }
 
+// loadReportEvery is how often a load waiting for a load slot says so. Tests change it.
+var loadReportEvery = 5 * time.Second
+
+// takeLoadSlot waits for a place among the LoadSlots, saying every loadReportEvery that it
+// waits (a load that never begins is otherwise silent); false when the shard closes first.
+func (s *Shard[M]) takeLoadSlot(slots chan struct{}, start time.Time) bool {
+	t := time.NewTicker(loadReportEvery)
+	defer t.Stop()
+	for {
+		select {
+		case slots <- struct{}{}:
+			return true
+		case <-s.closing:
+			return false
+		case <-t.C:
+			s.lg.Warn("shard load is waiting for a load slot: every one is taken by another shard's load",
+				zap.Int("load_slots", cap(slots)), zap.Duration("elapsed", time.Since(start)))
+		}
+	}
+}
+
+func (s *Shard[M]) isClosing() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// loadAborted ends a load that the shard's Close stopped (its ownership moved): not a failure,
+// nothing was loaded, and Close's shutdown follows.
+func (s *Shard[M]) loadAborted() {
+	s.m.loads.WithLabelValues("aborted").Inc()
+	s.lg.Info("shard load stopped: the shard is closing")
+	s.closeLog()
+	s.setState(StateClosed)
+}
+
 // load opens the log and replays it into fresh machines, as a new generation.
 func (s *Shard[M]) load() {
 	s.setState(StateLoading)
@@ -994,8 +1052,31 @@ func (s *Shard[M]) load() {
 		}()
 	}
 	if slots := s.opts.LoadSlots; slots != nil {
-		slots <- struct{}{}
-		defer func() { <-slots }()
+		// A shard closed while it waits gives its turn up: waiting on would hold its Close (and
+		// a disowning node's lock) until other shards' loads end, and then start a load nobody
+		// wants.
+		var held bool
+		take := func() error {
+			if !s.takeLoadSlot(slots, start) {
+				return fmt.Errorf("shard %d: waiting for a load slot: %w", s.opts.Shard, log.ErrClosed)
+			}
+			held = true
+			return nil
+		}
+		defer func() {
+			if held {
+				<-slots
+			}
+		}()
+		// A log that waits on a remote cluster before it replays takes its slot once that wait
+		// is over: slots bound replays, which use the CPU, and a load retrying its fence through
+		// a partial outage held one, so that two of them stopped every other shard's load.
+		if g, ok := l.(log.ReplayGate); ok {
+			g.SetReplayGate(take)
+		} else if take() != nil {
+			s.loadAborted()
+			return
+		}
 	}
 	records := 0
 	next, err := l.Load(func(offset int64, rec log.Record) error {
@@ -1012,6 +1093,10 @@ func (s *Shard[M]) load() {
 		return nil
 	})
 	s.replaying = -1
+	if err != nil && errors.Is(err, log.ErrClosed) && s.isClosing() {
+		s.loadAborted()
+		return
+	}
 	if err != nil {
 		s.m.loads.WithLabelValues("failed").Inc()
 		s.fail(fmt.Errorf("load: %w", err))
@@ -1047,6 +1132,20 @@ func (s *Shard[M]) shutdown() {
 	}
 	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrNotAvailable))
 	s.closeOnceClosing()
+	// The log's Close waits for its write in flight; once Close's caller stops waiting (a
+	// disowned shard, a shutdown past its timeout) that write is given up, not left to reach
+	// the upstream after an outage, when another load may have fenced this one.
+	if a, ok := s.log.(log.Abandoner); ok {
+		logClosed := make(chan struct{})
+		defer close(logClosed)
+		go func() {
+			select {
+			case <-s.stopWaiting:
+				a.Abandon()
+			case <-logClosed:
+			}
+		}()
+	}
 	s.closeLog()
 	// Fail whatever was queued behind the close; whatever comes later is refused.
 	for _, e := range s.normal.close() {

@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
@@ -213,6 +215,11 @@ type kafkaLog struct {
 	lg   *zap.Logger
 
 	producerOpts [][]kgo.Opt
+	// pids are the producer ids the load's fence got for kcs, for telling the shard's own
+	// transactions from others'.
+	pids []int64
+	// replayGate (log.ReplayGate) is called between the marker and the replay.
+	replayGate func() error
 
 	mu      sync.Mutex
 	next    int64 // logical offset of the next appended record
@@ -220,6 +227,8 @@ type kafkaLog struct {
 	failed  error
 	closed  bool
 	started bool
+	// abandoned: Abandon closed the producers; Close must not close them again.
+	abandoned bool
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -241,6 +250,11 @@ var loadMarkerKey = []byte{0xff}
 // the marker under read_committed. Offsets handed out afterwards continue after the marker,
 // so they stay increasing across owners.
 func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, error) {
+	// Aborted before it began (the shard closed while it waited for a load slot): not one
+	// request may leave, or an InitProducerId could fence the shard's new owner.
+	if l.aborted() {
+		return 0, log.ErrClosed
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -250,23 +264,256 @@ func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 		case <-ctx.Done():
 		}
 	}()
-	start := time.Now()
-	end, err := l.fenceAndMark(ctx)
+	p := &loadProgress{start: time.Now()}
+	p.set(phaseFence, 1)
+	defer l.reportSlowLoad(ctx, p)()
+	end, err := l.fenceAndMark(ctx, p)
 	if err != nil {
 		return 0, err
 	}
-	n, err := l.replay(ctx, end, fn)
+	p.end.Store(end)
+	if l.replayGate != nil {
+		p.set(phaseReplayGate, p.attempt.Load())
+		if err := l.replayGate(); err != nil {
+			return 0, err
+		}
+	}
+	p.set(phaseReplay, p.attempt.Load())
+	n, err := l.replay(ctx, end, fn, p)
 	if err != nil {
 		return 0, err
 	}
 	l.lg.Info("shard loaded from the state topic", zap.Int64("records", n), zap.Int64("end_offset", end),
-		zap.Duration("took", time.Since(start)))
+		zap.Duration("took", time.Since(p.start)))
 	l.mu.Lock()
 	l.next = end + 2 // past the marker and its commit
 	l.started = true
 	l.mu.Unlock()
 	go l.writer()
 	return end + 2, nil
+}
+
+func (l *kafkaLog) aborted() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Phases of a load, as its reports name them.
+const (
+	phaseFence  = "fence"  // InitProducerId under each of the shard's transactional ids
+	phaseMarker = "marker" // the load marker's transaction
+	phaseReplay = "replay" // reading the partition up to the marker
+	// phaseReplayGate: fenced and marked, waiting for leave to replay (a load slot).
+	phaseReplayGate = "load slot"
+)
+
+// loadProgress is where a load is, for the report of a load that takes long.
+type loadProgress struct {
+	start   time.Time
+	phase   atomic.Pointer[string]
+	attempt atomic.Int64 // of the fence and marker
+	since   atomic.Int64 // UnixNano when the phase began
+	records atomic.Int64 // replayed so far
+	end     atomic.Int64 // the marker's offset, once written
+}
+
+func (p *loadProgress) set(phase string, attempt int64) {
+	p.since.Store(time.Now().UnixNano())
+	p.attempt.Store(attempt)
+	p.phase.Store(&phase)
+}
+
+// loadReportEvery is how often a load that has not finished says where it is. Tests change it.
+var loadReportEvery = 5 * time.Second
+
+// reportSlowLoad logs, every loadReportEvery until the returned stop is called, where the load
+// is: the fence and the marker end (each step is bounded and the attempt retried), the replay
+// waits on the upstream's answers, and none of it may be silent. The
+// replay is INFO while it makes progress; a load waiting on the upstream is a WARN an operator
+// can act on: the phase says what it waits for.
+func (l *kafkaLog) reportSlowLoad(ctx context.Context, p *loadProgress) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(loadReportEvery)
+		defer t.Stop()
+		lastRecords := int64(-1)
+		var diagnosed time.Time
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			phase, records := *p.phase.Load(), p.records.Load()
+			if phase == phaseReplayGate {
+				continue // the gate's owner (the runtime's load slots) reports that wait
+			}
+			fields := []zap.Field{zap.String("phase", phase), zap.Int64("attempt", p.attempt.Load()),
+				zap.Duration("elapsed", time.Since(p.start)), zap.Duration("phase_elapsed", time.Since(time.Unix(0, p.since.Load())))}
+			if phase == phaseReplay {
+				fields = append(fields, zap.Int64("records", records), zap.Int64("end_offset", p.end.Load()))
+				if records != lastRecords {
+					lastRecords = records
+					l.lg.Info("loading shard from the state topic", fields...)
+					continue
+				}
+			}
+			l.lg.Warn("shard load is waiting on the state topic", append(fields, zap.String("waiting_for", waitingFor(phase)))...)
+			if phase == phaseReplay && time.Since(diagnosed) >= loadDiagnoseEvery {
+				diagnosed = time.Now()
+				l.reportOpenTransactions(ctx, p.end.Load())
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// loadDiagnoseEvery spaces the looks for open transactions of a replay that makes no progress
+// (the first comes with its first report of no progress). Tests change it.
+var loadDiagnoseEvery = 30 * time.Second
+
+// reportOpenTransactions deals with the transactions open in the shard's partition that began
+// below the load marker (DescribeProducers on its leader): under read_committed a replay cannot
+// read past the first of them. The load's fence ended every transaction the coordinator knew
+// under the shard's ids, so one of the shard's own producer ids still open there is a hanging
+// transaction: its records reached the partition but the coordinator does not know it (seen
+// after an upstream broker restart: a round's records written just before the broker stopped,
+// the transactional id Empty after it, TestKafkaLogBackendUpstreamRestartLosesNoAcknowledgedCommit),
+// so nothing would ever end it. Such a one is aborted with that producer (abortHanging). Any
+// other is named with the command an operator ends it with.
+func (l *kafkaLog) reportOpenTransactions(ctx context.Context, end int64) {
+	kc, err := kgo.NewClient(l.b.opts.Client...)
+	if err != nil {
+		return
+	}
+	defer kc.Close()
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	topic := l.b.opts.Topic
+	described, err := kadm.NewClient(kc).DescribeProducers(dctx, kadm.TopicsSet{topic: {l.shard: {}}})
+	if err != nil {
+		l.lg.Warn("could not look for open transactions holding the shard's load (DescribeProducers)", zap.Error(err))
+		return
+	}
+	l.mu.Lock()
+	pids := l.pids
+	l.mu.Unlock()
+	for _, dp := range described.SortedProducers() {
+		if dp.Partition != l.shard || dp.CurrentTxnStartOffset < 0 || dp.CurrentTxnStartOffset >= end {
+			continue
+		}
+		fields := []zap.Field{zap.Int64("producer_id", dp.ProducerID), zap.Int16("producer_epoch", dp.ProducerEpoch),
+			zap.Int64("txn_start_offset", dp.CurrentTxnStartOffset), zap.Int64("end_offset", end),
+			zap.Time("last_produce", time.UnixMilli(dp.LastTimestamp)),
+			zap.String("abort_with", fmt.Sprintf("kafka-transactions.sh --bootstrap-server <upstream.bootstrap.servers> abort --topic %s --partition %d --start-offset %d",
+				topic, l.shard, dp.CurrentTxnStartOffset))}
+		if i := slices.Index(pids, dp.ProducerID); i >= 0 {
+			err := l.abortHanging(ctx, i)
+			if err == nil && l.stillOpen(ctx, kc, dp) {
+				err = errors.New("the transaction is still open after the abort")
+			}
+			if err != nil {
+				l.lg.Warn("could not abort a transaction of this shard's own producer left open below the load marker; abort it by hand",
+					append(fields, zap.Error(err))...)
+				continue
+			}
+			l.lg.Warn("aborted a transaction of this shard's own producer left open below the load marker (its coordinator no longer knew it)", fields...)
+			continue
+		}
+		l.lg.Warn("a transaction open below the load marker holds the shard's load back; if it stays open past its producer's transaction timeout, abort it", fields...)
+	}
+}
+
+// stillOpen reports whether the partition still has dp's transaction open (or cannot tell)
+// after the transaction timeout: EndTxn is answered once the abort is decided, before its
+// markers are written, so the first looks after it may still see it open (the e2e runs did,
+// 20-200 ms before the load went on).
+func (l *kafkaLog) stillOpen(ctx context.Context, kc *kgo.Client, dp kadm.DescribedProducer) bool {
+	ctx, cancel := context.WithTimeout(ctx, l.b.opts.TransactionTimeout)
+	defer cancel()
+	for {
+		if !l.openNow(ctx, kc, dp) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (l *kafkaLog) openNow(ctx context.Context, kc *kgo.Client, dp kadm.DescribedProducer) bool {
+	described, err := kadm.NewClient(kc).DescribeProducers(ctx, kadm.TopicsSet{l.b.opts.Topic: {l.shard: {}}})
+	if err != nil {
+		return true
+	}
+	for _, now := range described.SortedProducers() {
+		if now.Partition == l.shard && now.ProducerID == dp.ProducerID && now.CurrentTxnStartOffset == dp.CurrentTxnStartOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// abortHanging ends the partition's open transaction of the shard's i-th producer id: that
+// producer, at the epoch the fence gave it, adds the partition to a transaction of its own and
+// aborts it. The abort marker the coordinator then writes ends whatever transaction of that
+// producer id the partition has open, whatever its epoch, as aborted. Its records were never
+// acknowledged: a round is acknowledged only once the coordinator answered its commit, which it
+// does after logging the decision, and a decided commit is completed by the coordinator across
+// restarts and holds the fence's InitProducerId back until it is (CONCURRENT_TRANSACTIONS), so
+// a transaction still open once the fence returned was never committed. Its own record is a
+// load marker, which a replay skips.
+func (l *kafkaLog) abortHanging(ctx context.Context, i int) error {
+	actx, cancel := context.WithTimeout(ctx, 2*l.b.opts.TransactionTimeout)
+	defer cancel()
+	l.mu.Lock()
+	kc := l.kcs[i]
+	l.mu.Unlock()
+	if err := kc.BeginTransaction(); err != nil {
+		return err
+	}
+	produced := make(chan error, 1)
+	kc.Produce(actx, &kgo.Record{Key: loadMarkerKey, Value: []byte("abort " + time.Now().UTC().Format(time.RFC3339Nano)), Partition: l.shard},
+		func(_ *kgo.Record, err error) { produced <- err })
+	if err := kc.Flush(actx); err != nil {
+		kc.AbortBufferedRecords(context.Background())
+	}
+	perr := <-produced
+	if err := kc.EndTransaction(actx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("abort: %w (produce: %v)", err, perr)
+	}
+	if perr != nil {
+		// The abort may have had no partition to end (kgo sends none for a transaction that
+		// never reached one): stillOpen tells.
+		l.lg.Info("the produce of the abort of a hanging transaction failed", zap.Error(perr))
+	}
+	return nil
+}
+
+// SetReplayGate implements log.ReplayGate: the fence and the marker wait on the upstream, not
+// on the CPU, so they do not hold a load slot.
+func (l *kafkaLog) SetReplayGate(gate func() error) { l.replayGate = gate }
+
+func waitingFor(phase string) string {
+	switch phase {
+	case phaseFence:
+		return "InitProducerId: the upstream's transaction coordinator (loading, moving, or finishing the previous owner's transaction)"
+	case phaseMarker:
+		return "the load marker's produce and commit: the partition's leader and the transaction coordinator"
+	default:
+		return "fetches up to the load marker: the partition's leader, or an open transaction below the marker holding back its last stable offset"
+	}
 }
 
 // Bounds of the pause between two attempts of a load's fence and marker: short enough that a
@@ -277,18 +524,28 @@ const (
 )
 
 // fenceAndMark fences the previous owner and writes the load marker, and returns the marker's
-// offset. Each attempt is bounded by the transaction timeout (RecordDeliveryTimeout). A failure
-// whose KIP-1050 action is retry, or abort and repeat (the marker timed out on a slow or
-// unreachable upstream, the partition has no leader yet, the coordinator moved), has made
-// nothing visible and acknowledged nothing, so the attempt is repeated with a new producer until
-// it succeeds or the log is closed: the shard stays LOADING (COORDINATOR_LOAD_IN_PROGRESS) and
-// clients retry, as while the replay waits for the upstream, instead of going FAILED until the
-// process restarts. Being fenced (another owner loaded meanwhile) or a configuration error
-// (authorization, versions) is returned: repeating cannot help.
-func (l *kafkaLog) fenceAndMark(ctx context.Context) (int64, error) {
+// offset. Each step of an attempt is bounded by the transaction timeout (tryFenceAndMark): kgo
+// retries CONCURRENT_TRANSACTIONS on InitProducerId and EndTxn for as long as the context lives,
+// silently, so an attempt given the load's own context could wait forever on a coordinator
+// that keeps answering it. A failure whose KIP-1050 action is retry, or abort and repeat (the
+// marker timed out on a slow or unreachable upstream, the partition has no leader yet, the
+// coordinator moved), or an attempt that ran out of time, has made nothing visible and
+// acknowledged nothing, so the attempt is
+// repeated with a new producer until it succeeds or the log is closed: the shard stays LOADING
+// (COORDINATOR_LOAD_IN_PROGRESS) and clients retry, as while the replay waits for the upstream,
+// instead of going FAILED until the process restarts. Being fenced (another owner loaded
+// meanwhile) or a configuration error (authorization, versions) is returned: repeating cannot
+// help.
+func (l *kafkaLog) fenceAndMark(ctx context.Context, p *loadProgress) (int64, error) {
 	backoff := loadRetryBackoffMin
 	for attempt := 1; ; attempt++ {
-		end, api, err := l.tryFenceAndMark(ctx)
+		// An abort between attempts must stop the next one before it sends anything.
+		if l.aborted() {
+			return 0, log.ErrClosed
+		}
+		p.set(phaseFence, int64(attempt))
+		end, api, bound, err := l.tryFenceAndMark(ctx, p)
+		timedOut := bound > 0
 		if err == nil {
 			return end, nil
 		}
@@ -300,11 +557,16 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("%w: %w", log.ErrFailed, err)
 		}
 		class := kerrclass.OfError(api, err)
-		if act := class.Action(); act != kerrclass.Retry && act != kerrclass.Abort && !isNetworkError(err) {
+		if act := class.Action(); act != kerrclass.Retry && act != kerrclass.Abort && !isNetworkError(err) && !timedOut {
 			return 0, err
 		}
-		l.lg.Warn("load could not write its marker to the state topic; retrying with a new producer",
-			zap.Error(err), zap.String("class", class.String()), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
+		fields := []zap.Field{zap.Error(err), zap.String("class", class.String()), zap.String("phase", *p.phase.Load()),
+			zap.Int("attempt", attempt), zap.Duration("elapsed", time.Since(p.start)), zap.Duration("backoff", backoff)}
+		if timedOut {
+			fields = append(fields, zap.Duration("attempt_timeout", bound),
+				zap.String("waiting_for", waitingFor(*p.phase.Load())))
+		}
+		l.lg.Warn("load could not write its marker to the state topic; retrying with a new producer", fields...)
 		if err := l.renewProducer(); err != nil {
 			return 0, err
 		}
@@ -317,22 +579,45 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context) (int64, error) {
 	}
 }
 
-// tryFenceAndMark is one attempt; api is the request whose answer the error came in.
-func (l *kafkaLog) tryFenceAndMark(ctx context.Context) (end int64, api int16, err error) {
+// tryFenceAndMark is one attempt; api is the request whose answer the error came in, and
+// bound, when the attempt ran out of time, the deadline it ran out of. Each InitProducerId has
+// the transaction timeout: the coordinator aborts a previous owner's open transaction at once,
+// so a longer wait means it is stuck. The marker's transaction has twice that: its record gives
+// up after one (RecordDeliveryTimeout, with kgo's own reason, which says more than a deadline),
+// and its commit or abort has the other.
+func (l *kafkaLog) tryFenceAndMark(ctx context.Context, p *loadProgress) (end int64, api int16, bound time.Duration, err error) {
+	step := func(d time.Duration, fn func(context.Context) error) error {
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		err := fn(sctx)
+		if err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+			bound = d
+		}
+		return err
+	}
 	// Fencing: InitProducerId bumps the epoch and aborts the old owner's open transaction (and
 	// whatever an earlier attempt of ours left open), so nothing that was not committed can
 	// appear after our marker. Every producer of the shard is fenced before the marker: the old
 	// owner may have a transaction under any of them.
+	timeout := l.b.opts.TransactionTimeout
+	pids := make([]int64, 0, len(l.kcs))
 	for _, kc := range l.kcs {
-		if _, _, err := kc.ProducerID(ctx); err != nil {
-			return 0, kmsg.InitProducerID.Int16(), fmt.Errorf("init producer: %w", err)
+		if err := step(timeout, func(ctx context.Context) error {
+			id, _, err := kc.ProducerID(ctx)
+			pids = append(pids, id)
+			return err
+		}); err != nil {
+			return 0, kmsg.InitProducerID.Int16(), bound, fmt.Errorf("init producer: %w", err)
 		}
 	}
-	end, err = l.writeMarker(ctx)
-	if err != nil {
-		return 0, kmsg.Produce.Int16(), fmt.Errorf("write load marker: %w", err)
+	l.mu.Lock()
+	l.pids = pids
+	l.mu.Unlock()
+	p.set(phaseMarker, p.attempt.Load())
+	if err := step(2*timeout, func(ctx context.Context) (err error) { end, err = l.writeMarker(ctx); return err }); err != nil {
+		return 0, kmsg.Produce.Int16(), bound, fmt.Errorf("write load marker: %w", err)
 	}
-	return end, -1, nil
+	return end, -1, 0, nil
 }
 
 // renewProducer replaces the producers after a failed attempt. Fresh ones start from a known
@@ -351,7 +636,7 @@ func (l *kafkaLog) renewProducer() error {
 		kcs = append(kcs, kc)
 	}
 	l.mu.Lock()
-	if l.closed {
+	if l.closed || l.abandoned {
 		l.mu.Unlock()
 		for _, c := range kcs {
 			c.Close()
@@ -436,7 +721,7 @@ func (rs *recordSlices) PutRecords(s []kgo.Record) { rs.p.Put(&s) }
 var loadRecordSlices = &recordSlices{}
 
 // replay consumes the partition from its start up to and including offset end.
-func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Record) error) (int64, error) {
+func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Record) error, p *loadProgress) (int64, error) {
 	opts := append(append([]kgo.Opt{}, l.b.opts.Client...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.b.opts.Topic: {l.shard: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -452,7 +737,6 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 	}
 	defer cc.Close()
 	var n int64
-	lastLog := time.Now()
 	for {
 		fs := cc.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -497,10 +781,7 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 		if done {
 			return n, nil
 		}
-		if time.Since(lastLog) > 5*time.Second {
-			lastLog = time.Now()
-			l.lg.Info("loading shard from the state topic", zap.Int64("records", n), zap.Int64("end_offset", end))
-		}
+		p.records.Store(n)
 	}
 }
 
@@ -586,8 +867,14 @@ func (l *kafkaLog) writer() {
 			l.mu.Lock()
 			l.failed = err
 			l.pending = nil
+			abandoned := l.abandoned
 			l.mu.Unlock()
-			l.lg.Error("state topic write failed; the shard stops", zap.Error(err), zap.String("class", class.String()))
+			if abandoned {
+				// Not a storage failure: the shard closed and nobody waits for the round.
+				l.lg.Info("state topic round given up: the shard was closed", zap.Error(err))
+			} else {
+				l.lg.Error("state topic write failed; the shard stops", zap.Error(err), zap.String("class", class.String()))
+			}
 			if l.cb.Failed != nil {
 				l.cb.Failed(err)
 			}
@@ -694,6 +981,25 @@ func (l *kafkaLog) Compact() error { return nil }
 // reloads (its shard goes FAILED and its node retries an owned FAILED shard).
 func (l *kafkaLog) AbortLoad() { l.stopOnce.Do(func() { close(l.stop) }) }
 
+// Abandon implements log.Abandoner. The producers are closed at once: kgo keeps retrying a
+// round's produce through an outage (up to the transaction timeout) and would send it once the
+// upstream is back, when the shard may have been loaded again, and Close waited for that.
+// Closed clients send nothing more; the round in flight fails and is never reported durable.
+func (l *kafkaLog) Abandon() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	l.mu.Lock()
+	if l.abandoned {
+		l.mu.Unlock()
+		return
+	}
+	l.abandoned = true
+	kcs := l.kcs
+	l.mu.Unlock()
+	for _, kc := range kcs {
+		kc.Close()
+	}
+}
+
 // Close waits for appended records to be committed (or fail), then releases the producer.
 func (l *kafkaLog) Close() error {
 	l.mu.Lock()
@@ -710,6 +1016,10 @@ func (l *kafkaLog) Close() error {
 	}
 	l.mu.Lock()
 	kcs := l.kcs
+	if l.abandoned {
+		kcs = nil
+	}
+	l.abandoned = true
 	l.mu.Unlock()
 	for _, kc := range kcs {
 		kc.Close()

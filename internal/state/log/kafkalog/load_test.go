@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/coordinatord/coordinatord/internal/wire/wiretest"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -110,5 +115,462 @@ func TestDisownEndsALoadWaitingForTheUpstream(t *testing.T) {
 	}
 	if _, err := set.Shard(0).Read(context.Background(), shard.OpenProducers()); !errors.Is(err, runtime.ErrNotOwned) {
 		t.Fatalf("read after Disown: %v, want ErrNotOwned", err)
+	}
+}
+
+// concurrentTxnBroker is a one-broker cluster whose transaction coordinator answers every
+// InitProducerId with CONCURRENT_TRANSACTIONS, as Kafka's does while it finishes (or fences)
+// the previous owner's transaction, for as long as that takes; inits counts them.
+func concurrentTxnBroker(t *testing.T) (addr string, inits *atomic.Int32) {
+	t.Helper()
+	inits = new(atomic.Int32)
+	s := wiretest.Listen(t)
+	port := int32(s.Addr.Port)
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch kmsg.Key(h.Key) {
+		case kmsg.ApiVersions:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 5}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case kmsg.Metadata:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			return r
+		case kmsg.FindCoordinator:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
+			return r
+		case kmsg.InitProducerID:
+			inits.Add(1)
+			r := kmsg.NewPtrInitProducerIDResponse()
+			r.ErrorCode, r.ProducerID, r.ProducerEpoch = kerr.ConcurrentTransactions.Code, -1, -1
+			return r
+		}
+		return nil
+	})
+	return s.Addr.String(), inits
+}
+
+// A transaction coordinator that answers InitProducerId with CONCURRENT_TRANSACTIONS without
+// end (the previous owner's transaction never completes) must not hold a load silently: kgo
+// retries that answer for as long as the context it is given lives, and logs it at debug only.
+// Each attempt ends after the transaction timeout, says so (phase, attempt, elapsed) and is
+// repeated with a new producer; while it waits, the load reports where it is. Issue 18: a shard
+// loading after an upstream restart logged nothing more and stayed unserved.
+func TestLoadAttemptsEndWhileTheCoordinatorAnswersConcurrentTransactions(t *testing.T) {
+	defer func(d time.Duration) { loadReportEvery = d }(loadReportEvery)
+	loadReportEvery = 100 * time.Millisecond
+	addr, inits := concurrentTxnBroker(t)
+	core, logs := observer.New(zap.InfoLevel)
+	b := &Backend{lg: zap.New(core), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
+		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "concurrent-", TransactionTimeout: time.Second,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	l, err := b.Open(0, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := l.Load(func(int64, log.Record) error { return nil })
+		loaded <- err
+	}()
+	retried := func() []observer.LoggedEntry {
+		return logs.FilterMessageSnippet("retrying with a new producer").All()
+	}
+	deadline := time.After(time.Minute)
+	for len(retried()) < 2 || logs.FilterMessage("shard load is waiting on the state topic").Len() == 0 {
+		select {
+		case err := <-loaded:
+			t.Fatalf("load ended while the coordinator is busy: %v", err)
+		case <-deadline:
+			t.Fatalf("the load waited without a word: %d InitProducerId answered CONCURRENT_TRANSACTIONS, logged %v", inits.Load(), logs.All())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for i, e := range retried()[:2] {
+		f := e.ContextMap()
+		if f["phase"] != phaseFence || f["attempt"] != int64(i+1) || f["attempt_timeout"] == nil {
+			t.Fatalf("retry %d logged %v, want the fence phase, attempt %d and the attempt's bound", i, f, i+1)
+		}
+	}
+	if f := logs.FilterMessage("shard load is waiting on the state topic").All()[0].ContextMap(); f["phase"] != phaseFence || f["waiting_for"] == nil {
+		t.Fatalf("the waiting load reported %v, want the fence phase and what it waits for", f)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-loaded:
+		if !errors.Is(err, log.ErrClosed) {
+			t.Fatalf("load after close: %v, want log.ErrClosed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("close did not end the load")
+	}
+}
+
+// heldProduceBroker is a one-broker cluster whose transaction coordinator answers as usual and
+// whose partition leader never answers a Produce, as an upstream that went away mid-round;
+// produces counts the Produce requests it received.
+func heldProduceBroker(t *testing.T, topic string) (addr string, produces *atomic.Int32) {
+	t.Helper()
+	produces = new(atomic.Int32)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	s := wiretest.Listen(t)
+	port := int32(s.Addr.Port)
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch kmsg.Key(h.Key) {
+		case kmsg.ApiVersions:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case kmsg.Metadata:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr(topic)
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Leader, mp.Replicas, mp.ISR = 1, []int32{1}, []int32{1}
+			mt.Partitions = append(mt.Partitions, mp)
+			r.Topics = append(r.Topics, mt)
+			return r
+		case kmsg.FindCoordinator:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
+			return r
+		case kmsg.InitProducerID:
+			r := kmsg.NewPtrInitProducerIDResponse()
+			r.ProducerID, r.ProducerEpoch = 1, 0
+			return r
+		case kmsg.AddPartitionsToTxn:
+			req := kmsg.NewPtrAddPartitionsToTxnRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewAddPartitionsToTxnResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					pp.Partition = p
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		case kmsg.Produce:
+			produces.Add(1)
+			<-release
+			return nil
+		}
+		return nil
+	})
+	return s.Addr.String(), produces
+}
+
+// A log whose shard stops waiting for its write in flight (disowned, or its Close out of time)
+// gives it up at once and sends nothing more: its producer otherwise kept retrying the round's
+// produce through an upstream outage, and one that reached the partition once the upstream was
+// back, after the shard had been loaded again, left a transaction open below the new load's
+// marker that held that load for good (the upstream-restart e2e test, issue 18).
+func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
+	addr, produces := heldProduceBroker(t, "state")
+	b := &Backend{lg: zap.NewNop(), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
+		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "held-", TransactionTimeout: time.Minute,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	failed := make(chan error, 1)
+	lg, err := b.Open(0, log.Callbacks{Failed: func(err error) { failed <- err }, Durable: func(int64) { t.Error("a round was reported durable") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lg.(*kafkaLog)
+	// As if loaded: the writer's rounds are what this test is about, not the load.
+	l.started = true
+	go l.writer()
+	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for produces.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the round's produce never reached the broker")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l.Abandon()
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the abandoned round (it would until the transaction timeout)")
+	}
+	sent := produces.Load()
+	time.Sleep(300 * time.Millisecond)
+	if n := produces.Load(); n != sent {
+		t.Fatalf("%d produces sent after Abandon", n-sent)
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, log.ErrFailed) {
+			t.Fatalf("abandoned round reported %v, want log.ErrFailed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the abandoned round was not reported failed")
+	}
+}
+
+// A replay held back below its marker names what holds it: each transaction open in the
+// shard's partition that began below the marker (DescribeProducers), with the command that
+// ends it. Those that began at or past the marker, and producers with no transaction open, are
+// not named: the replay does not wait on them.
+func TestStuckReplayNamesTheOpenTransactionBelowTheMarker(t *testing.T) {
+	s := wiretest.Listen(t)
+	port := int32(s.Addr.Port)
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch kmsg.Key(h.Key) {
+		case kmsg.ApiVersions:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {61, 0, 0}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case kmsg.Metadata:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr("state")
+			for p := int32(0); p < 3; p++ {
+				mp := kmsg.NewMetadataResponseTopicPartition()
+				mp.Partition, mp.Leader, mp.Replicas, mp.ISR = p, 1, []int32{1}, []int32{1}
+				mt.Partitions = append(mt.Partitions, mp)
+			}
+			r.Topics = append(r.Topics, mt)
+			return r
+		case kmsg.DescribeProducers:
+			req := kmsg.NewPtrDescribeProducersRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewDescribeProducersResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewDescribeProducersResponseTopicPartition()
+					pp.Partition = p
+					for _, a := range [][3]int64{{7, 3, 21}, {8, 5, -1}, {9, 1, 40}} { // id, epoch, txn start
+						ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+						ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = a[0], int32(a[1]), a[2]
+						pp.ActiveProducers = append(pp.ActiveProducers, ap)
+					}
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		}
+		return nil
+	})
+	core, logs := observer.New(zap.InfoLevel)
+	b := &Backend{lg: zap.New(core), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(s.Addr.String())},
+		Topic:  "state", Partitions: 3, TransactionalIDPrefix: "stuck-", TransactionTimeout: time.Second,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	l, err := b.Open(2, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.(*kafkaLog).reportOpenTransactions(context.Background(), 32)
+	named := logs.FilterMessageSnippet("a transaction open below the load marker").All()
+	if len(named) != 1 {
+		t.Fatalf("named %d open transactions, want the one below the marker (logged %v)", len(named), logs.All())
+	}
+	f := named[0].ContextMap()
+	if f["producer_id"] != int64(7) || f["producer_epoch"] != int16(3) || f["txn_start_offset"] != int64(21) ||
+		f["abort_with"] != "kafka-transactions.sh --bootstrap-server <upstream.bootstrap.servers> abort --topic state --partition 2 --start-offset 21" {
+		t.Fatalf("named %v", f)
+	}
+}
+
+// txnBroker is a one-broker cluster that serves transactions (TV1: the client adds partitions)
+// for producer id pid, and reports describe as the partition's producers; ends gets each EndTxn.
+func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnRequest), describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
+	t.Helper()
+	ends = make(chan *kmsg.EndTxnRequest, 16)
+	s := wiretest.Listen(t)
+	port := int32(s.Addr.Port)
+	s.Start(func(h wire.Header, body []byte) kmsg.Response {
+		switch kmsg.Key(h.Key) {
+		case kmsg.ApiVersions:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}, {61, 0, 0}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			return r
+		case kmsg.Metadata:
+			r := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
+			r.Brokers = append(r.Brokers, b)
+			r.ControllerID = 1
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr(topic)
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Leader, mp.Replicas, mp.ISR = 1, []int32{1}, []int32{1}
+			mt.Partitions = append(mt.Partitions, mp)
+			r.Topics = append(r.Topics, mt)
+			return r
+		case kmsg.FindCoordinator:
+			r := kmsg.NewPtrFindCoordinatorResponse()
+			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
+			return r
+		case kmsg.InitProducerID:
+			r := kmsg.NewPtrInitProducerIDResponse()
+			r.ProducerID, r.ProducerEpoch = pid, 4
+			return r
+		case kmsg.AddPartitionsToTxn:
+			req := kmsg.NewPtrAddPartitionsToTxnRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewAddPartitionsToTxnResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					pp.Partition = p
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		case kmsg.Produce:
+			req := kmsg.NewPtrProduceRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.ProduceResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewProduceResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewProduceResponseTopicPartition()
+					pp.Partition, pp.BaseOffset = p.Partition, 30
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		case kmsg.EndTxn:
+			req := kmsg.NewPtrEndTxnRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			onEnd(req)
+			ends <- req
+			return req.ResponseKind()
+		case kmsg.DescribeProducers:
+			req := kmsg.NewPtrDescribeProducersRequest()
+			if !wiretest.Request(h, body, req) {
+				return nil
+			}
+			r := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+			for _, rt := range req.Topics {
+				t := kmsg.NewDescribeProducersResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pp := kmsg.NewDescribeProducersResponseTopicPartition()
+					pp.Partition, pp.ActiveProducers = p, describe()
+					t.Partitions = append(t.Partitions, pp)
+				}
+				r.Topics = append(r.Topics, t)
+			}
+			return r
+		}
+		return nil
+	})
+	return s.Addr.String(), ends
+}
+
+// A transaction of the shard's own producer id left open below the load marker, which the
+// coordinator no longer knows (seen after an upstream broker restart: records written just
+// before the broker stopped, the transactional id Empty after it), is aborted by the load with
+// that producer: its abort marker ends the open transaction whatever its epoch, the replay
+// goes on, and the records stay invisible. Naming it alone left the shard unserved until an
+// operator aborted it (issue 18).
+func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
+	var aborted atomic.Bool // the partition's transaction of producer 3 stays open until then
+	hanging := func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = 3, 2, 17
+		if aborted.Load() {
+			ap.ProducerEpoch, ap.CurrentTxnStartOffset = 5, -1
+		}
+		return []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
+	}
+	addr, ends := txnBroker(t, "state", 3, func(end *kmsg.EndTxnRequest) {
+		if !end.Commit && end.ProducerID == 3 {
+			aborted.Store(true)
+		}
+	}, hanging)
+	core, logs := observer.New(zap.InfoLevel)
+	b := &Backend{lg: zap.New(core), opts: Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
+		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "hanging-", TransactionTimeout: 5 * time.Second,
+		MaxBatchBytes: defaultMaxBatchBytes,
+	}}
+	lg, err := b.Open(0, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	l := lg.(*kafkaLog)
+	// As after the load's fence: the second producer holds producer id 3.
+	if _, _, err := l.kcs[1].ProducerID(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.pids = []int64{99, 3}
+	l.reportOpenTransactions(context.Background(), 23)
+	select {
+	case end := <-ends:
+		if end.Commit || end.ProducerID != 3 || end.TransactionalID != "hanging-0-1" {
+			t.Fatalf("ended %+v, want an abort by producer 3 (hanging-0-1)", end)
+		}
+	default:
+		t.Fatalf("the hanging transaction was not aborted (logged %v)", logs.All())
+	}
+	if logs.FilterMessageSnippet("aborted a transaction of this shard's own producer").Len() != 1 {
+		t.Fatalf("the abort was not logged (logged %v)", logs.All())
 	}
 }
