@@ -41,21 +41,13 @@ func unreachableAddr(t *testing.T) string {
 // in FAILED until a restart; closing the log ends the wait.
 func TestLoadRetriesWhileUpstreamUnreachable(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
-	b := &Backend{lg: zap.New(core), opts: Options{
-		// A short client retry bound makes each attempt fail within a second.
-		Client: []kgo.Opt{kgo.SeedBrokers(unreachableAddr(t)), kgo.RetryTimeout(time.Second)},
-		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "unreachable-", TransactionTimeout: time.Second,
-		MaxBatchBytes: defaultMaxBatchBytes,
-	}}
+	// A short client retry bound makes each attempt fail within a second.
+	b := stateBackend(zap.New(core), "unreachable-", 1, time.Second, kgo.SeedBrokers(unreachableAddr(t)), kgo.RetryTimeout(time.Second))
 	l, err := b.Open(0, log.Callbacks{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaded := make(chan error, 1)
-	go func() {
-		_, err := l.Load(func(int64, log.Record) error { return nil })
-		loaded <- err
-	}()
+	loaded := loadInBackground(l)
 	deadline := time.After(2 * time.Minute)
 	for logs.FilterMessageSnippet("retrying with a new producer").Len() < 2 {
 		select {
@@ -85,11 +77,7 @@ func TestLoadRetriesWhileUpstreamUnreachable(t *testing.T) {
 // load finishing then would fence the shard's new owner.
 func TestDisownEndsALoadWaitingForTheUpstream(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
-	b := &Backend{lg: zap.New(core), opts: Options{
-		Client: []kgo.Opt{kgo.SeedBrokers(unreachableAddr(t)), kgo.RetryTimeout(time.Second)},
-		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "unreachable-", TransactionTimeout: time.Second,
-		MaxBatchBytes: defaultMaxBatchBytes,
-	}}
+	b := stateBackend(zap.New(core), "unreachable-", 1, time.Second, kgo.SeedBrokers(unreachableAddr(t)), kgo.RetryTimeout(time.Second))
 	set := shard.NewSet(shard.SetOptions{Count: 1, Backend: b, Deferred: true})
 	defer set.Close(context.Background())
 	if !set.Own(0) {
@@ -124,38 +112,16 @@ func TestDisownEndsALoadWaitingForTheUpstream(t *testing.T) {
 func concurrentTxnBroker(t *testing.T) (addr string, inits *atomic.Int32) {
 	t.Helper()
 	inits = new(atomic.Int32)
-	s := wiretest.Listen(t)
-	port := int32(s.Addr.Port)
-	s.Start(func(h wire.Header, body []byte) kmsg.Response {
-		switch kmsg.Key(h.Key) {
-		case kmsg.ApiVersions:
-			r := kmsg.NewPtrApiVersionsResponse()
-			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 5}} {
-				ak := kmsg.NewApiVersionsResponseApiKey()
-				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
-				r.ApiKeys = append(r.ApiKeys, ak)
-			}
-			return r
-		case kmsg.Metadata:
-			r := kmsg.NewPtrMetadataResponse()
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
-			r.Brokers = append(r.Brokers, b)
-			r.ControllerID = 1
-			return r
-		case kmsg.FindCoordinator:
-			r := kmsg.NewPtrFindCoordinatorResponse()
-			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
-			return r
-		case kmsg.InitProducerID:
-			inits.Add(1)
-			r := kmsg.NewPtrInitProducerIDResponse()
-			r.ErrorCode, r.ProducerID, r.ProducerEpoch = kerr.ConcurrentTransactions.Code, -1, -1
-			return r
+	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 5}}, serve: func(h wire.Header, _ []byte) kmsg.Response {
+		if kmsg.Key(h.Key) != kmsg.InitProducerID {
+			return nil
 		}
-		return nil
-	})
-	return s.Addr.String(), inits
+		inits.Add(1)
+		r := kmsg.NewPtrInitProducerIDResponse()
+		r.ErrorCode, r.ProducerID, r.ProducerEpoch = kerr.ConcurrentTransactions.Code, -1, -1
+		return r
+	}}.start(t)
+	return addr, inits
 }
 
 // A transaction coordinator that answers InitProducerId with CONCURRENT_TRANSACTIONS without
@@ -169,20 +135,12 @@ func TestLoadAttemptsEndWhileTheCoordinatorAnswersConcurrentTransactions(t *test
 	loadReportEvery = 100 * time.Millisecond
 	addr, inits := concurrentTxnBroker(t)
 	core, logs := observer.New(zap.InfoLevel)
-	b := &Backend{lg: zap.New(core), opts: Options{
-		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
-		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "concurrent-", TransactionTimeout: time.Second,
-		MaxBatchBytes: defaultMaxBatchBytes,
-	}}
+	b := stateBackend(zap.New(core), "concurrent-", 1, time.Second, kgo.SeedBrokers(addr))
 	l, err := b.Open(0, log.Callbacks{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaded := make(chan error, 1)
-	go func() {
-		_, err := l.Load(func(int64, log.Record) error { return nil })
-		loaded <- err
-	}()
+	loaded := loadInBackground(l)
 	retried := func() []observer.LoggedEntry {
 		return logs.FilterMessageSnippet("retrying with a new producer").All()
 	}
@@ -226,64 +184,22 @@ func heldProduceBroker(t *testing.T, topic string) (addr string, produces *atomi
 	produces = new(atomic.Int32)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	s := wiretest.Listen(t)
-	port := int32(s.Addr.Port)
-	s.Start(func(h wire.Header, body []byte) kmsg.Response {
-		switch kmsg.Key(h.Key) {
-		case kmsg.ApiVersions:
-			r := kmsg.NewPtrApiVersionsResponse()
-			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}} {
-				ak := kmsg.NewApiVersionsResponseApiKey()
-				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
-				r.ApiKeys = append(r.ApiKeys, ak)
+	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}}, topic: topic, partitions: 1,
+		serve: func(h wire.Header, body []byte) kmsg.Response {
+			switch kmsg.Key(h.Key) {
+			case kmsg.InitProducerID:
+				r := kmsg.NewPtrInitProducerIDResponse()
+				r.ProducerID, r.ProducerEpoch = 1, 0
+				return r
+			case kmsg.AddPartitionsToTxn:
+				return addPartitionsAnswer(h, body)
+			case kmsg.Produce:
+				produces.Add(1)
+				<-release
 			}
-			return r
-		case kmsg.Metadata:
-			r := kmsg.NewPtrMetadataResponse()
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
-			r.Brokers = append(r.Brokers, b)
-			r.ControllerID = 1
-			mt := kmsg.NewMetadataResponseTopic()
-			mt.Topic = kmsg.StringPtr(topic)
-			mp := kmsg.NewMetadataResponseTopicPartition()
-			mp.Leader, mp.Replicas, mp.ISR = 1, []int32{1}, []int32{1}
-			mt.Partitions = append(mt.Partitions, mp)
-			r.Topics = append(r.Topics, mt)
-			return r
-		case kmsg.FindCoordinator:
-			r := kmsg.NewPtrFindCoordinatorResponse()
-			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
-			return r
-		case kmsg.InitProducerID:
-			r := kmsg.NewPtrInitProducerIDResponse()
-			r.ProducerID, r.ProducerEpoch = 1, 0
-			return r
-		case kmsg.AddPartitionsToTxn:
-			req := kmsg.NewPtrAddPartitionsToTxnRequest()
-			if !wiretest.Request(h, body, req) {
-				return nil
-			}
-			r := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-			for _, rt := range req.Topics {
-				t := kmsg.NewAddPartitionsToTxnResponseTopic()
-				t.Topic = rt.Topic
-				for _, p := range rt.Partitions {
-					pp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-					pp.Partition = p
-					t.Partitions = append(t.Partitions, pp)
-				}
-				r.Topics = append(r.Topics, t)
-			}
-			return r
-		case kmsg.Produce:
-			produces.Add(1)
-			<-release
 			return nil
-		}
-		return nil
-	})
-	return s.Addr.String(), produces
+		}}.start(t)
+	return addr, produces
 }
 
 // A log whose shard stops waiting for its write in flight (disowned, or its Close out of time)
@@ -293,11 +209,7 @@ func heldProduceBroker(t *testing.T, topic string) (addr string, produces *atomi
 // marker that held that load for good (the upstream-restart e2e test, issue 18).
 func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
 	addr, produces := heldProduceBroker(t, "state")
-	b := &Backend{lg: zap.NewNop(), opts: Options{
-		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
-		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "held-", TransactionTimeout: time.Minute,
-		MaxBatchBytes: defaultMaxBatchBytes,
-	}}
+	b := stateBackend(zap.NewNop(), "held-", 1, time.Minute, kgo.SeedBrokers(addr))
 	failed := make(chan error, 1)
 	lg, err := b.Open(0, log.Callbacks{Failed: func(err error) { failed <- err }, Durable: func(int64) { t.Error("a round was reported durable") }})
 	if err != nil {
@@ -345,64 +257,23 @@ func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
 // ends it. Those that began at or past the marker, and producers with no transaction open, are
 // not named: the replay does not wait on them.
 func TestStuckReplayNamesTheOpenTransactionBelowTheMarker(t *testing.T) {
-	s := wiretest.Listen(t)
-	port := int32(s.Addr.Port)
-	s.Start(func(h wire.Header, body []byte) kmsg.Response {
-		switch kmsg.Key(h.Key) {
-		case kmsg.ApiVersions:
-			r := kmsg.NewPtrApiVersionsResponse()
-			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {61, 0, 0}} {
-				ak := kmsg.NewApiVersionsResponseApiKey()
-				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
-				r.ApiKeys = append(r.ApiKeys, ak)
-			}
-			return r
-		case kmsg.Metadata:
-			r := kmsg.NewPtrMetadataResponse()
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
-			r.Brokers = append(r.Brokers, b)
-			r.ControllerID = 1
-			mt := kmsg.NewMetadataResponseTopic()
-			mt.Topic = kmsg.StringPtr("state")
-			for p := int32(0); p < 3; p++ {
-				mp := kmsg.NewMetadataResponseTopicPartition()
-				mp.Partition, mp.Leader, mp.Replicas, mp.ISR = p, 1, []int32{1}, []int32{1}
-				mt.Partitions = append(mt.Partitions, mp)
-			}
-			r.Topics = append(r.Topics, mt)
-			return r
-		case kmsg.DescribeProducers:
-			req := kmsg.NewPtrDescribeProducersRequest()
-			if !wiretest.Request(h, body, req) {
+	addr := fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {61, 0, 0}}, topic: "state", partitions: 3,
+		serve: func(h wire.Header, body []byte) kmsg.Response {
+			if kmsg.Key(h.Key) != kmsg.DescribeProducers {
 				return nil
 			}
-			r := req.ResponseKind().(*kmsg.DescribeProducersResponse)
-			for _, rt := range req.Topics {
-				t := kmsg.NewDescribeProducersResponseTopic()
-				t.Topic = rt.Topic
-				for _, p := range rt.Partitions {
-					pp := kmsg.NewDescribeProducersResponseTopicPartition()
-					pp.Partition = p
-					for _, a := range [][3]int64{{7, 3, 21}, {8, 5, -1}, {9, 1, 40}} { // id, epoch, txn start
-						ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-						ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = a[0], int32(a[1]), a[2]
-						pp.ActiveProducers = append(pp.ActiveProducers, ap)
-					}
-					t.Partitions = append(t.Partitions, pp)
+			return describeProducersAnswer(h, body, func(int32) []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+				var active []kmsg.DescribeProducersResponseTopicPartitionActiveProducer
+				for _, a := range [][3]int64{{7, 3, 21}, {8, 5, -1}, {9, 1, 40}} { // id, epoch, txn start
+					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+					ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = a[0], int32(a[1]), a[2]
+					active = append(active, ap)
 				}
-				r.Topics = append(r.Topics, t)
-			}
-			return r
-		}
-		return nil
-	})
+				return active
+			})
+		}}.start(t)
 	core, logs := observer.New(zap.InfoLevel)
-	b := &Backend{lg: zap.New(core), opts: Options{
-		Client: []kgo.Opt{kgo.SeedBrokers(s.Addr.String())},
-		Topic:  "state", Partitions: 3, TransactionalIDPrefix: "stuck-", TransactionTimeout: time.Second,
-		MaxBatchBytes: defaultMaxBatchBytes,
-	}}
+	b := stateBackend(zap.New(core), "stuck-", 3, time.Second, kgo.SeedBrokers(addr))
 	l, err := b.Open(2, log.Callbacks{})
 	if err != nil {
 		t.Fatal(err)
@@ -425,102 +296,46 @@ func TestStuckReplayNamesTheOpenTransactionBelowTheMarker(t *testing.T) {
 func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnRequest), describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
 	t.Helper()
 	ends = make(chan *kmsg.EndTxnRequest, 16)
-	s := wiretest.Listen(t)
-	port := int32(s.Addr.Port)
-	s.Start(func(h wire.Header, body []byte) kmsg.Response {
-		switch kmsg.Key(h.Key) {
-		case kmsg.ApiVersions:
-			r := kmsg.NewPtrApiVersionsResponse()
-			for _, k := range [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}, {61, 0, 0}} {
-				ak := kmsg.NewApiVersionsResponseApiKey()
-				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
-				r.ApiKeys = append(r.ApiKeys, ak)
-			}
-			return r
-		case kmsg.Metadata:
-			r := kmsg.NewPtrMetadataResponse()
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", port
-			r.Brokers = append(r.Brokers, b)
-			r.ControllerID = 1
-			mt := kmsg.NewMetadataResponseTopic()
-			mt.Topic = kmsg.StringPtr(topic)
-			mp := kmsg.NewMetadataResponseTopicPartition()
-			mp.Leader, mp.Replicas, mp.ISR = 1, []int32{1}, []int32{1}
-			mt.Partitions = append(mt.Partitions, mp)
-			r.Topics = append(r.Topics, mt)
-			return r
-		case kmsg.FindCoordinator:
-			r := kmsg.NewPtrFindCoordinatorResponse()
-			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", port
-			return r
-		case kmsg.InitProducerID:
-			r := kmsg.NewPtrInitProducerIDResponse()
-			r.ProducerID, r.ProducerEpoch = pid, 4
-			return r
-		case kmsg.AddPartitionsToTxn:
-			req := kmsg.NewPtrAddPartitionsToTxnRequest()
-			if !wiretest.Request(h, body, req) {
-				return nil
-			}
-			r := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-			for _, rt := range req.Topics {
-				t := kmsg.NewAddPartitionsToTxnResponseTopic()
-				t.Topic = rt.Topic
-				for _, p := range rt.Partitions {
-					pp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-					pp.Partition = p
-					t.Partitions = append(t.Partitions, pp)
+	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}, {61, 0, 0}}, topic: topic, partitions: 1,
+		serve: func(h wire.Header, body []byte) kmsg.Response {
+			switch kmsg.Key(h.Key) {
+			case kmsg.InitProducerID:
+				r := kmsg.NewPtrInitProducerIDResponse()
+				r.ProducerID, r.ProducerEpoch = pid, 4
+				return r
+			case kmsg.AddPartitionsToTxn:
+				return addPartitionsAnswer(h, body)
+			case kmsg.Produce:
+				req := kmsg.NewPtrProduceRequest()
+				if !wiretest.Request(h, body, req) {
+					return nil
 				}
-				r.Topics = append(r.Topics, t)
-			}
-			return r
-		case kmsg.Produce:
-			req := kmsg.NewPtrProduceRequest()
-			if !wiretest.Request(h, body, req) {
-				return nil
-			}
-			r := req.ResponseKind().(*kmsg.ProduceResponse)
-			for _, rt := range req.Topics {
-				t := kmsg.NewProduceResponseTopic()
-				t.Topic = rt.Topic
-				for _, p := range rt.Partitions {
-					pp := kmsg.NewProduceResponseTopicPartition()
-					pp.Partition, pp.BaseOffset = p.Partition, 30
-					t.Partitions = append(t.Partitions, pp)
+				r := req.ResponseKind().(*kmsg.ProduceResponse)
+				for _, rt := range req.Topics {
+					t := kmsg.NewProduceResponseTopic()
+					t.Topic = rt.Topic
+					for _, p := range rt.Partitions {
+						pp := kmsg.NewProduceResponseTopicPartition()
+						pp.Partition, pp.BaseOffset = p.Partition, 30
+						t.Partitions = append(t.Partitions, pp)
+					}
+					r.Topics = append(r.Topics, t)
 				}
-				r.Topics = append(r.Topics, t)
-			}
-			return r
-		case kmsg.EndTxn:
-			req := kmsg.NewPtrEndTxnRequest()
-			if !wiretest.Request(h, body, req) {
-				return nil
-			}
-			onEnd(req)
-			ends <- req
-			return req.ResponseKind()
-		case kmsg.DescribeProducers:
-			req := kmsg.NewPtrDescribeProducersRequest()
-			if !wiretest.Request(h, body, req) {
-				return nil
-			}
-			r := req.ResponseKind().(*kmsg.DescribeProducersResponse)
-			for _, rt := range req.Topics {
-				t := kmsg.NewDescribeProducersResponseTopic()
-				t.Topic = rt.Topic
-				for _, p := range rt.Partitions {
-					pp := kmsg.NewDescribeProducersResponseTopicPartition()
-					pp.Partition, pp.ActiveProducers = p, describe()
-					t.Partitions = append(t.Partitions, pp)
+				return r
+			case kmsg.EndTxn:
+				req := kmsg.NewPtrEndTxnRequest()
+				if !wiretest.Request(h, body, req) {
+					return nil
 				}
-				r.Topics = append(r.Topics, t)
+				onEnd(req)
+				ends <- req
+				return req.ResponseKind()
+			case kmsg.DescribeProducers:
+				return describeProducersAnswer(h, body, func(int32) []kmsg.DescribeProducersResponseTopicPartitionActiveProducer { return describe() })
 			}
-			return r
-		}
-		return nil
-	})
-	return s.Addr.String(), ends
+			return nil
+		}}.start(t)
+	return addr, ends
 }
 
 // A transaction of the shard's own producer id left open below the load marker, which the
@@ -545,11 +360,7 @@ func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
 		}
 	}, hanging)
 	core, logs := observer.New(zap.InfoLevel)
-	b := &Backend{lg: zap.New(core), opts: Options{
-		Client: []kgo.Opt{kgo.SeedBrokers(addr)},
-		Topic:  "state", Partitions: 1, TransactionalIDPrefix: "hanging-", TransactionTimeout: 5 * time.Second,
-		MaxBatchBytes: defaultMaxBatchBytes,
-	}}
+	b := stateBackend(zap.New(core), "hanging-", 1, 5*time.Second, kgo.SeedBrokers(addr))
 	lg, err := b.Open(0, log.Callbacks{})
 	if err != nil {
 		t.Fatal(err)
