@@ -100,15 +100,22 @@ func TestCommittedOffsetsReadBackAsCommitted(t *testing.T) {
 				t.Fatalf("round %d, %s: HasCommitted %v with %d offsets", round, stage, l.s.HasCommitted("g"), len(want))
 			}
 		}
-		check("as committed")
-		l.s.Settle()
-		check("settled")
-		l.reload(false)
-		check("reloaded")
-		l.reload(true)
-		check("reloaded compacted")
-		replayShuffled(t, l, rng)
+		checkThroughReloads(t, l, rng, check)
 	}
+}
+
+// checkThroughReloads runs check on the state as committed, settled, reloaded from its log,
+// reloaded from the compacted log, and replayed from it in random order.
+func checkThroughReloads(t *testing.T, l *shardLog, rng *rand.Rand, check func(stage string)) {
+	t.Helper()
+	check("as committed")
+	l.s.Settle()
+	check("settled")
+	l.reload(false)
+	check("reloaded")
+	l.reload(true)
+	check("reloaded compacted")
+	replayShuffled(t, l, rng)
 }
 
 // replayShuffled replays the latest record of every key, in random order, into a fresh state:
@@ -226,14 +233,7 @@ func TestCommitTimesAndLogPositionsFarApartReadBackAsCommitted(t *testing.T) {
 				check("as committed")
 			}
 		}
-		check("as committed")
-		l.s.Settle()
-		check("settled")
-		l.reload(false)
-		check("reloaded")
-		l.reload(true)
-		check("reloaded compacted")
-		replayShuffled(t, l, rng)
+		checkThroughReloads(t, l, rng, check)
 	}
 }
 

@@ -591,17 +591,7 @@ func TestJournalGatherKeepsEveryAcknowledgedGroup(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range commits {
-				off, err := o.log.Append([]log.Record{rec(fmt.Sprintf("g%d", sh), fmt.Sprint(i))})
-				if err != nil {
-					t.Errorf("shard %d append: %v", sh, err)
-					return
-				}
-				if !durableWithin(o.rec, off, 10*time.Second) {
-					t.Errorf("shard %d: offset %d not durable within 10s", sh, off)
-					return
-				}
-			}
+			commitOneByOne(t, sh, o, fmt.Sprintf("g%d", sh), commits)
 		}()
 	}
 	wg.Wait()
@@ -829,17 +819,7 @@ func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T)
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						for i := range commits {
-							off, err := o.log.Append([]log.Record{rec(fmt.Sprintf("g%d-%d", sh, a), fmt.Sprint(i))})
-							if err != nil {
-								t.Errorf("shard %d append: %v", sh, err)
-								return
-							}
-							if !durableWithin(o.rec, off, 10*time.Second) {
-								t.Errorf("shard %d: offset %d not durable within 10s", sh, off)
-								return
-							}
-						}
+						commitOneByOne(t, sh, o, fmt.Sprintf("g%d-%d", sh, a), commits)
 					}()
 				}
 			}
@@ -865,5 +845,22 @@ func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T)
 				}
 			}
 		})
+	}
+}
+
+// commitOneByOne appends n records of group to shard sh's log, each once the one before is
+// durable, as a consumer committing in a closed loop; a failure is reported with t.Errorf, so
+// it may run on a goroutine of its own.
+func commitOneByOne(t *testing.T, sh int32, o *opened, group string, n int) {
+	for i := range n {
+		off, err := o.log.Append([]log.Record{rec(group, fmt.Sprint(i))})
+		if err != nil {
+			t.Errorf("shard %d append: %v", sh, err)
+			return
+		}
+		if !durableWithin(o.rec, off, 10*time.Second) {
+			t.Errorf("shard %d: offset %d not durable within 10s", sh, off)
+			return
+		}
 	}
 }
