@@ -46,7 +46,7 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 		names[i], ids[i] = rt.Topic, rt.TopicID
 	}
 	snap, catErr := t.catalogKnowing(ctx, names, ids)
-	codes, commit := resolveCommit(snap, catErr, availabilityCode, r.Version >= 10, topics, func(topic string) bool {
+	codes, commit := resolveCommit(snap, catErr, availabilityCode, r.Version >= 10, topics, all, func(topic string) bool {
 		return !t.topicAllowed(r, topic, acl.OpRead)
 	})
 

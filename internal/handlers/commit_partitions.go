@@ -23,7 +23,10 @@ const pendingCode = -2
 // j, or is pendingCode for the partitions returned for the group to decide, in request order.
 // A topic denied (TOPIC READ) answers TOPIC_AUTHORIZATION_FAILED before its existence is
 // looked at, as Kafka's; by id, an unknown id is UNKNOWN_TOPIC_ID first since it has no name.
-func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16, byID bool, topics []commitTopic, denied func(topic string) bool) (codes [][]int16, commit []shard.CommitPartition) {
+// commit is built in into when it has room: into may be the array that holds every topic's parts
+// one after the other in request order, since each partition passed on is written at or before
+// the place it was read from (and that array is then the caller's no longer).
+func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16, byID bool, topics []commitTopic, into []shard.CommitPartition, denied func(topic string) bool) (codes [][]int16, commit []shard.CommitPartition) {
 	// One array for every code and one for the partitions passed on: per-topic slices and an
 	// appended commit list were several allocations per request on the commit hot path.
 	total := 0
@@ -32,7 +35,9 @@ func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16,
 	}
 	codes = make([][]int16, len(topics))
 	flat := make([]int16, total)
-	commit = make([]shard.CommitPartition, 0, total)
+	if commit = into[:0]; cap(commit) < total {
+		commit = make([]shard.CommitPartition, 0, total)
+	}
 	for i, ct := range topics {
 		codes[i], flat = flat[:len(ct.parts):len(ct.parts)], flat[len(ct.parts):]
 		var (

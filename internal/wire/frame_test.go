@@ -111,6 +111,36 @@ func TestParseHeader(t *testing.T) {
 	}
 }
 
+// A connection's requests are parsed knowing the client id of its last one: an id that
+// changes, becomes null or is cut short must still read as the frame says, never as the last.
+func TestParseHeaderKnowingLastClientID(t *testing.T) {
+	a, b, empty := "client-a", "client-b", ""
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		known string
+		want  string
+	}{
+		{"same id", header(8, 9, 1, &a), a, a},
+		{"id changed", header(8, 9, 2, &b), a, b},
+		{"id became null", header(8, 9, 3, nil), a, ""},
+		{"id became empty", header(8, 9, 4, &empty), a, ""},
+		{"prefix of the last", header(8, 9, 5, &empty), "", ""},
+		{"last was a prefix", append(header(8, 9, 6, &a), 0xAA), "client-", a},
+	} {
+		h, rest, err := parseHeader(tc.frame, tc.known)
+		wantH, wantRest, _ := ParseHeader(tc.frame)
+		if err != nil || h.ClientID != tc.want || h != wantH || !bytes.Equal(rest, wantRest) {
+			t.Errorf("%s: got %+v rest %x err %v, want client id %q (%+v rest %x)", tc.name, h, rest, err, tc.want, wantH, wantRest)
+		}
+	}
+	for n := 0; n < len(header(8, 9, 1, &a)); n++ {
+		if _, _, err := parseHeader(header(8, 9, 1, &a)[:n], a); err == nil {
+			t.Errorf("%d-byte header accepted knowing its id", n)
+		}
+	}
+}
+
 func TestAppendResponseHeaderVersions(t *testing.T) {
 	av := kmsg.NewPtrApiVersionsResponse()
 	av.SetVersion(4) // flexible, yet header v0

@@ -435,6 +435,9 @@ type serverConn struct {
 	// readBy and writeBy are the deadlines last set on nc (see extendDeadline); only the
 	// connection's own goroutine touches them.
 	readBy, writeBy time.Time
+	// clientID is the client id of the last request served, handed to parseHeader so that the
+	// same id is not copied out of every frame; only the connection's own goroutine touches it.
+	clientID string
 }
 
 // writeTimeout bounds writing one response to a peer that stopped reading.
@@ -797,10 +800,11 @@ func (c *serverConn) forward(frame []byte, reserve func(int) error) (raw []byte,
 // may read the next request into it.
 func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, reusable bool, why string) {
 	s := c.srv
-	hdr, rest, err := ParseHeader(frame)
+	hdr, rest, err := parseHeader(frame, c.clientID)
 	if err != nil {
 		return nil, hdr, false, err.Error()
 	}
+	c.clientID = hdr.ClientID
 	req, decode, ok := s.handler.NewRequest(hdr.Key, hdr.Version)
 	if !ok {
 		return nil, hdr, false, fmt.Sprintf("api key %d version %d is not served", hdr.Key, hdr.Version)

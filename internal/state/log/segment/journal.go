@@ -318,7 +318,6 @@ func (j *journal) round(q []*jreq) {
 			j.lg.Warn("starting a new journal file failed; writing on in the current one", zap.Error(err))
 		}
 	}
-	path := j.path(j.seq)
 	end := j.size + int64(len(buf))
 	_, err := j.f.WriteAt(buf, j.size)
 	if err == nil && end > j.zeroed {
@@ -329,7 +328,8 @@ func (j *journal) round(q []*jreq) {
 		}
 	}
 	if err != nil {
-		werr := fmt.Errorf("write journal %s at byte %d: %w", path, j.size, err)
+		// The file's name is formatted only here and below: per round it was two allocations.
+		werr := fmt.Errorf("write journal %s at byte %d: %w", j.path(j.seq), j.size, err)
 		j.zeroed = j.size
 		terr := j.f.Truncate(j.size)
 		if terr == nil {
@@ -349,7 +349,7 @@ func (j *journal) round(q []*jreq) {
 		// Only the shards of this round depend on what this fsync covered; the next round
 		// starts a new file, since this one can no longer be trusted.
 		j.broken = true
-		answer(jres{err: fmt.Errorf("fsync journal %s: %w", path, err), fatal: true})
+		answer(jres{err: fmt.Errorf("fsync journal %s: %w", j.path(j.seq), err), fatal: true})
 		return
 	}
 	j.mu.Lock()

@@ -591,7 +591,7 @@ func TestJournalGatherKeepsEveryAcknowledgedGroup(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			commitOneByOne(t, sh, o, fmt.Sprintf("g%d", sh), commits)
+			commitOneByOne(t, sh, o, fmt.Sprintf("g%d", sh), commits, nil)
 		}()
 	}
 	wg.Wait()
@@ -796,9 +796,10 @@ func TestJournalRoundTakingAGroupThatFailsToWriteLosesOnlyIt(t *testing.T) {
 	}
 }
 
-// Two closed-loop committers per shard, rounds slowed down so that a shard's next commit often
+// Four closed-loop committers per shard, rounds slowed down so that a shard's next commit often
 // arrives while its previous group waits in the queue (and is taken into that round): every
-// acknowledged record survives a power failure that tears what was not synced.
+// acknowledged record survives a power failure that tears what was not synced, with the bytes
+// it was appended with.
 func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T) {
 	for _, keep := range []int{0, 7, 1 << 20} {
 		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
@@ -813,13 +814,22 @@ func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T)
 				return nil
 			})
 			const commits = 100
+			// What each offset was appended with: the buffers of taken groups go back to the
+			// appends once their round is over, so a buffer handed back too early would show
+			// here as a record reloaded with another's bytes.
+			var appendedMu sync.Mutex
+			appended := map[int32]map[int64]log.Record{0: {}, 1: {}}
 			var wg sync.WaitGroup
 			for sh, o := range s.logs {
-				for a := range 2 {
+				for a := range 4 {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						commitOneByOne(t, sh, o, fmt.Sprintf("g%d-%d", sh, a), commits)
+						commitOneByOne(t, sh, o, fmt.Sprintf("g%d-%d", sh, a), commits, func(off int64, r log.Record) {
+							appendedMu.Lock()
+							appended[sh][off] = r
+							appendedMu.Unlock()
+						})
 					}()
 				}
 			}
@@ -828,7 +838,7 @@ func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T)
 			for _, n := range rounds.get() {
 				groups += n
 			}
-			t.Logf("%d commits went to the journal as %d requests", 4*commits, groups)
+			t.Logf("%d commits went to the journal as %d requests", 8*commits, groups)
 			acked := map[int32]int64{0: s.logs[0].rec.durableOffset(), 1: s.logs[1].rec.durableOffset()}
 			e.mem.Crash(func(string, []byte) (int, bool) { return keep, false })
 			e.mem.SetInject(nil)
@@ -842,6 +852,9 @@ func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T)
 					if en.off != int64(i) {
 						t.Fatalf("shard %d: offsets %v", sh, got)
 					}
+					if want := appended[sh][en.off]; en.key != string(want.Key) || en.val == nil || *en.val != string(want.Value) {
+						t.Fatalf("shard %d offset %d reloaded as %v, appended as %s=%s", sh, en.off, en, want.Key, want.Value)
+					}
 				}
 			}
 		})
@@ -850,13 +863,17 @@ func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T)
 
 // commitOneByOne appends n records of group to shard sh's log, each once the one before is
 // durable, as a consumer committing in a closed loop; a failure is reported with t.Errorf, so
-// it may run on a goroutine of its own.
-func commitOneByOne(t *testing.T, sh int32, o *opened, group string, n int) {
+// it may run on a goroutine of its own. note, when not nil, is told each record's offset.
+func commitOneByOne(t *testing.T, sh int32, o *opened, group string, n int, note func(off int64, r log.Record)) {
 	for i := range n {
-		off, err := o.log.Append([]log.Record{rec(group, fmt.Sprint(i))})
+		r := rec(group, fmt.Sprint(i))
+		off, err := o.log.Append([]log.Record{r})
 		if err != nil {
 			t.Errorf("shard %d append: %v", sh, err)
 			return
+		}
+		if note != nil {
+			note(off, r)
 		}
 		if !durableWithin(o.rec, off, 10*time.Second) {
 			t.Errorf("shard %d: offset %d not durable within 10s", sh, off)

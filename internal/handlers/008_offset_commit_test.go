@@ -1,0 +1,107 @@
+package handlers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
+	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
+	"github.com/coordinatord/coordinatord/internal/state/shard"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// A commit mixing refused partitions (unknown topic, partition beyond the topic) with accepted
+// ones stores exactly the accepted ones, each with its own offset and metadata: the partitions
+// passed to the group are gathered in the array the request's partitions were copied into, so
+// one written over before it was read would commit the wrong offset to the wrong partition.
+func TestOffsetCommitStoresOnlyAcceptedPartitionsWithTheirOwnOffsets(t *testing.T) {
+	pub := &meta.Published{}
+	m := runtime.New(runtime.Options[*meta.Catalog]{Shard: 0, New: meta.NewCatalog, Backend: memlog.New(), Kind: "meta", OnDurable: pub.Publish})
+	m.Start()
+	groups := shard.NewSet(shard.SetOptions{Count: 2, Backend: memlog.New()})
+	groups.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		groups.Close(ctx)
+		m.Close(ctx)
+	})
+	for m.State() != runtime.StateActive || groups.For("g").State() != runtime.StateActive {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := m.Write(context.Background(), meta.CreateTopics([]meta.NewTopic{{Name: "a", Partitions: 3, ReplicationFactor: 1}, {Name: "b", Partitions: 2, ReplicationFactor: 1}}, false, meta.Defaults{Partitions: 1, ReplicationFactor: 1, NodeID: 1})); err != nil {
+		t.Fatal(err)
+	}
+	tbl := &Table{deps: Deps{Meta: m, Catalog: pub, Groups: groups, Limits: Limits{OffsetMetadataMaxBytes: 4096}}, log: zap.NewNop()}
+
+	type part struct {
+		p      int32
+		offset int64
+		meta   string
+		code   int16
+	}
+	unknown, ok := kerr.UnknownTopicOrPartition.Code, int16(0)
+	request := []struct {
+		topic string
+		parts []part
+	}{
+		{"a", []part{{2, 22, "a2", ok}, {0, 23, "a0", ok}, {7, 20, "a7", unknown}}},
+		{"missing", []part{{0, 10, "m0", unknown}, {1, 11, "m1", unknown}}},
+		{"b", []part{{1, 31, "b1", ok}, {-1, 32, "b-", unknown}, {0, 30, "b0", ok}}},
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.SetVersion(8)
+	req.Group, req.Generation = "g", -1
+	for _, rt := range request {
+		t := kmsg.NewOffsetCommitRequestTopic()
+		t.Topic = rt.topic
+		for _, p := range rt.parts {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.Metadata = p.p, p.offset, kmsg.StringPtr(p.meta)
+			t.Partitions = append(t.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	resp := tbl.offsetCommit(context.Background(), &wire.Request{Header: wire.Header{Key: 8, Version: 8}, Body: req}).(*kmsg.OffsetCommitResponse)
+	for i, rt := range request {
+		for j, p := range rt.parts {
+			if got := resp.Topics[i].Partitions[j]; got.Partition != p.p || got.ErrorCode != p.code {
+				t.Errorf("commit answer for %s/%d: partition %d code %d, want code %d", rt.topic, p.p, got.Partition, got.ErrorCode, p.code)
+			}
+		}
+	}
+
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.SetVersion(7)
+	fetch.Group = "g"
+	fetch.Topics = nil // every committed offset of the group
+	fr := tbl.offsetFetch(context.Background(), &wire.Request{Header: wire.Header{Key: 9, Version: 7}, Body: fetch}).(*kmsg.OffsetFetchResponse)
+	type stored struct {
+		offset int64
+		meta   string
+	}
+	got := map[string]stored{}
+	for _, rt := range fr.Topics {
+		for _, p := range rt.Partitions {
+			meta := ""
+			if p.Metadata != nil {
+				meta = *p.Metadata
+			}
+			got[rt.Topic+"/"+string(rune('0'+p.Partition))] = stored{p.Offset, meta}
+		}
+	}
+	want := map[string]stored{"a/2": {22, "a2"}, "a/0": {23, "a0"}, "b/1": {31, "b1"}, "b/0": {30, "b0"}}
+	if len(got) != len(want) {
+		t.Errorf("stored %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s stored %+v, want %+v (all: %v)", k, got[k], w, got)
+		}
+	}
+}
