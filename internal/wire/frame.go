@@ -116,26 +116,21 @@ func ParseHeader(frame []byte) (h Header, rest []byte, err error) {
 // id has the same bytes: a connection sends one client id on every request, and copying it
 // out of each frame (with kbin's *string besides) was two allocations per request (issue 12).
 func parseHeader(frame []byte, known string) (h Header, rest []byte, err error) {
-	if len(frame) < 10 {
+	r := kbin.Reader{Src: frame}
+	h.Key = r.Int16()
+	h.Version = r.Int16()
+	h.CorrelationID = r.Int32()
+	if n := r.Int16(); n >= 0 {
+		if id := r.Span(int(n)); string(id) == known { // compares without allocating
+			h.ClientID = known
+		} else {
+			h.ClientID = string(id)
+		}
+	}
+	if err := r.Complete(); err != nil {
 		return Header{}, nil, &FrameError{Reason: "truncated request header"}
 	}
-	h.Key = int16(binary.BigEndian.Uint16(frame))
-	h.Version = int16(binary.BigEndian.Uint16(frame[2:]))
-	h.CorrelationID = int32(binary.BigEndian.Uint32(frame[4:]))
-	n := int16(binary.BigEndian.Uint16(frame[8:]))
-	rest = frame[10:]
-	if n < 0 { // null
-		return h, rest, nil
-	}
-	if int(n) > len(rest) {
-		return Header{}, nil, &FrameError{Reason: "truncated request header"}
-	}
-	if id := rest[:n]; string(id) == known { // compares without allocating
-		h.ClientID = known
-	} else {
-		h.ClientID = string(id)
-	}
-	return h, rest[n:], nil
+	return h, r.Src, nil
 }
 
 // SkipHeaderTags skips the request header's tagged fields (header v2). Unknown tags are
