@@ -3,12 +3,8 @@ package handlers
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
-	"github.com/coordinatord/coordinatord/internal/state/runtime"
-	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,22 +17,8 @@ import (
 // one written over before it was read would commit the wrong offset to the wrong partition.
 func TestOffsetCommitStoresOnlyAcceptedPartitionsWithTheirOwnOffsets(t *testing.T) {
 	pub := &meta.Published{}
-	m := runtime.New(runtime.Options[*meta.Catalog]{Shard: 0, New: meta.NewCatalog, Backend: memlog.New(), Kind: "meta", OnDurable: pub.Publish})
-	m.Start()
-	groups := shard.NewSet(shard.SetOptions{Count: 2, Backend: memlog.New()})
-	groups.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		groups.Close(ctx)
-		m.Close(ctx)
-	})
-	for m.State() != runtime.StateActive || groups.For("g").State() != runtime.StateActive {
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := m.Write(context.Background(), meta.CreateTopics([]meta.NewTopic{{Name: "a", Partitions: 3, ReplicationFactor: 1}, {Name: "b", Partitions: 2, ReplicationFactor: 1}}, false, meta.Defaults{Partitions: 1, ReplicationFactor: 1, NodeID: 1})); err != nil {
-		t.Fatal(err)
-	}
+	m := catalogShard(t, pub, meta.NewTopic{Name: "a", Partitions: 3, ReplicationFactor: 1}, meta.NewTopic{Name: "b", Partitions: 2, ReplicationFactor: 1})
+	groups := loadedGroupShards(t, 2)
 	tbl := &Table{deps: Deps{Meta: m, Catalog: pub, Groups: groups, Limits: Limits{OffsetMetadataMaxBytes: 4096}}, log: zap.NewNop()}
 
 	type part struct {

@@ -45,19 +45,7 @@ func TestSpec4_5_TxnOffsetCommitTranslation(t *testing.T) {
 // loadingTable has a loaded catalog with topic t and group shards that never load.
 func loadingTable(t *testing.T) *Table {
 	t.Helper()
-	m := runtime.New(runtime.Options[*meta.Catalog]{Shard: 0, New: meta.NewCatalog, Backend: memlog.New()})
-	m.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		m.Close(ctx)
-	})
-	for m.State() != runtime.StateActive {
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := m.Write(context.Background(), meta.CreateTopics([]meta.NewTopic{{Name: "t", Partitions: 1, ReplicationFactor: 1}}, false, meta.Defaults{Partitions: 1, ReplicationFactor: 1, NodeID: 1})); err != nil {
-		t.Fatal(err)
-	}
+	m := catalogShard(t, nil, meta.NewTopic{Name: "t", Partitions: 1, ReplicationFactor: 1})
 	groups := shard.NewSet(shard.SetOptions{Count: 50, Backend: memlog.New()}) // never started: loading
 	return &Table{deps: Deps{Meta: m, Groups: groups, Limits: Limits{OffsetMetadataMaxBytes: 4096}}, log: zap.NewNop()}
 }

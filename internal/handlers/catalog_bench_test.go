@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
-	"github.com/coordinatord/coordinatord/internal/state/runtime"
-	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -21,22 +17,8 @@ import (
 // the published snapshot (after).
 func BenchmarkOffsetCommitCatalog(b *testing.B) {
 	pub := &meta.Published{}
-	m := runtime.New(runtime.Options[*meta.Catalog]{Shard: 0, New: meta.NewCatalog, Backend: memlog.New(), Kind: "meta", OnDurable: pub.Publish})
-	m.Start()
-	groups := shard.NewSet(shard.SetOptions{Count: 4, Backend: memlog.New()})
-	groups.Start()
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		groups.Close(ctx)
-		m.Close(ctx)
-	})
-	for m.State() != runtime.StateActive {
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := m.Write(context.Background(), meta.CreateTopics([]meta.NewTopic{{Name: "t", Partitions: 10, ReplicationFactor: 1}}, false, meta.Defaults{Partitions: 1, ReplicationFactor: 1, NodeID: 1})); err != nil {
-		b.Fatal(err)
-	}
+	m := catalogShard(b, pub, meta.NewTopic{Name: "t", Partitions: 10, ReplicationFactor: 1})
+	groups := loadedGroupShards(b, 4)
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.SetVersion(8)
 	req.Group, req.Generation = "g", -1
