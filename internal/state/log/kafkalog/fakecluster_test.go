@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -123,4 +124,21 @@ func loadInBackground(l log.Log) <-chan error {
 		loaded <- err
 	}()
 	return loaded
+}
+
+// closeEndsLoad closes l and fails the test unless the load running in the background (loaded,
+// from loadInBackground) then ends with log.ErrClosed before deadline.
+func closeEndsLoad(t *testing.T, l log.Log, loaded <-chan error, deadline <-chan time.Time) {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-loaded:
+		if !errors.Is(err, log.ErrClosed) {
+			t.Fatalf("load after close: %v, want log.ErrClosed", err)
+		}
+	case <-deadline:
+		t.Fatal("close did not end the load")
+	}
 }

@@ -59,17 +59,7 @@ func TestLoadRetriesWhileUpstreamUnreachable(t *testing.T) {
 		}
 	}
 	t.Logf("retried after: %v", logs.FilterMessageSnippet("retrying").All()[0].ContextMap()["error"])
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-loaded:
-		if !errors.Is(err, log.ErrClosed) {
-			t.Fatalf("load after close: %v, want log.ErrClosed", err)
-		}
-	case <-deadline:
-		t.Fatal("close did not end the load")
-	}
+	closeEndsLoad(t, l, loaded, deadline)
 }
 
 // A shard that loses its ownership while its load waits for an unreachable upstream stops at
@@ -163,17 +153,7 @@ func TestLoadAttemptsEndWhileTheCoordinatorAnswersConcurrentTransactions(t *test
 	if f := logs.FilterMessage("shard load is waiting on the state topic").All()[0].ContextMap(); f["phase"] != phaseFence || f["waiting_for"] == nil {
 		t.Fatalf("the waiting load reported %v, want the fence phase and what it waits for", f)
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-loaded:
-		if !errors.Is(err, log.ErrClosed) {
-			t.Fatalf("load after close: %v, want log.ErrClosed", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("close did not end the load")
-	}
+	closeEndsLoad(t, l, loaded, time.After(20*time.Second))
 }
 
 // heldProduceBroker is a one-broker cluster whose transaction coordinator answers as usual and
