@@ -96,14 +96,6 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 
-	// The collector's headroom follows the scannable heap, not the pointer-free offset entries
-	// (internal/gcpace); an operator's GOGC wins. go_gc_gogc_percent shows what is in force.
-	gcPacing := "GOGC from the environment"
-	if pacer := gcpace.Start(nil); pacer != nil {
-		defer pacer.Stop()
-		gcPacing = "headroom of the scannable heap"
-	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := wire.NewMetrics(reg)
@@ -150,6 +142,14 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer st.close(log)
+	// The collector's headroom follows the scannable heap, not the pointer-free offset entries,
+	// except while shards load (internal/gcpace); an operator's GOGC wins. go_gc_gogc_percent
+	// shows what is in force.
+	gcPacing := "GOGC from the environment"
+	if pacer := gcpace.Start(nil, st.loading); pacer != nil {
+		defer pacer.Stop()
+		gcPacing = "headroom of the scannable heap"
+	}
 	// In gateway mode Streams internal topics are created upstream; gm is set before any
 	// listener serves, so no heartbeat can reach createTopics earlier.
 	var gm *gatewayMode

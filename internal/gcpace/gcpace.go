@@ -13,7 +13,10 @@
 //
 // After every collection the Pacer reads what the collector measured (runtime/metrics) and sets
 // GOGC so that the next goal is the live heap plus that headroom, never more than GOGC=100 would
-// give and never less than MinPercent of it. An operator's own GOGC is left alone.
+// give and never less than MinPercent of it. While the process says it is loading state, the
+// runtime's default stands: a load is mostly garbage (decoded batches, slices grown as the state
+// is built) that the process returns to the OS afterwards, and more collections during it would
+// only lengthen a start. An operator's own GOGC is left alone.
 package gcpace
 
 import (
@@ -75,21 +78,23 @@ func read(samples []metrics.Sample) Reading {
 type Pacer struct {
 	mu      sync.Mutex
 	stopped bool
+	loading func() bool
 	prior   int // GOGC before the Pacer started, restored by Stop
 	current int
 	samples []metrics.Sample
 }
 
 // Start begins pacing unless the operator set GOGC in the environment (then it returns nil and
-// the runtime paces by that GOGC). getenv is os.Getenv outside tests.
-func Start(getenv func(string) string) *Pacer {
+// the runtime paces by that GOGC). getenv is os.Getenv outside tests. loading, if not nil, is
+// asked after each collection; while it says true the headroom is MaxPercent's.
+func Start(getenv func(string) string, loading func() bool) *Pacer {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	if getenv("GOGC") != "" {
 		return nil
 	}
-	p := &Pacer{current: MaxPercent, samples: make([]metrics.Sample, len(sampleNames))}
+	p := &Pacer{current: MaxPercent, loading: loading, samples: make([]metrics.Sample, len(sampleNames))}
 	for i, n := range sampleNames {
 		p.samples[i].Name = n
 	}
@@ -115,7 +120,11 @@ func (p *Pacer) afterCollection() {
 	if p.stopped {
 		return
 	}
-	if want := Percent(read(p.samples)); want != p.current {
+	want := MaxPercent
+	if p.loading == nil || !p.loading() {
+		want = Percent(read(p.samples))
+	}
+	if want != p.current {
 		debug.SetGCPercent(want)
 		p.current = want
 	}

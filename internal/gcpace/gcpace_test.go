@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -54,18 +55,28 @@ func waitGOGC(t *testing.T, want int) {
 
 var keep []byte
 
-// A heap that is mostly pointer-free data gets the smaller headroom, and gets the runtime's
-// back once that data is gone: the pacer re-reads the collector after every collection.
+// A heap that is mostly pointer-free data gets the smaller headroom once no load is running,
+// and gets the runtime's back once that data is gone: the pacer re-reads the collector after
+// every collection.
 func TestPacerFollowsTheHeap(t *testing.T) {
 	prior := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prior) })
-	p := Start(func(string) string { return "" })
+	var loading atomic.Bool
+	loading.Store(true)
+	p := Start(func(string) string { return "" }, loading.Load)
 	if p == nil {
 		t.Fatal("Start with no GOGC in the environment did not pace")
 	}
 	t.Cleanup(p.Stop)
 
 	keep = make([]byte, 64*mib)
+	runtime.GC()
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	if got := gogc(); got != MaxPercent {
+		t.Errorf("while loading, GOGC = %d, want the runtime's %d", got, MaxPercent)
+	}
+	loading.Store(false)
 	waitGOGC(t, MinPercent)
 	if p.Percent() != MinPercent {
 		t.Errorf("Percent() = %d, want %d", p.Percent(), MinPercent)
@@ -95,7 +106,7 @@ func TestOperatorGOGCWins(t *testing.T) {
 			return "150"
 		}
 		return ""
-	}); p != nil {
+	}, nil); p != nil {
 		p.Stop()
 		t.Fatal("Start paced although GOGC was set in the environment")
 	}
