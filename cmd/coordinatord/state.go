@@ -208,8 +208,8 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 // about twice its live data before collecting, so without this the resident memory after a
 // start of 1M offsets was two to three times the state itself (docs/benchmarks-storage.md,
 // "Restart with 1M committed offsets"). It costs one forced collection per wave of loads, off
-// the shard goroutines; the memory the heap later grows into under traffic is the runtime's
-// ordinary headroom (GOGC, or a GOMEMLIMIT the operator sets).
+// the shard goroutines; the memory the heap later grows into under traffic is the collector's
+// headroom, which internal/gcpace sizes by the scannable heap once no shard is loading.
 func (s *state) releaseAfterLoads(log *zap.Logger) {
 	if s.loading() {
 		return // the last shard to finish releases for all
