@@ -19,6 +19,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/config"
 	"github.com/coordinatord/coordinatord/internal/console"
+	"github.com/coordinatord/coordinatord/internal/gcpace"
 	"github.com/coordinatord/coordinatord/internal/handlers"
 	"github.com/coordinatord/coordinatord/internal/plugin"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
@@ -141,6 +142,14 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer st.close(log)
+	// The collector's headroom follows the scannable heap, not the pointer-free offset entries,
+	// except while shards load (internal/gcpace); an operator's GOGC wins. go_gc_gogc_percent
+	// shows what is in force.
+	gcPacing := "GOGC from the environment"
+	if pacer := gcpace.Start(nil, st.loading); pacer != nil {
+		defer pacer.Stop()
+		gcPacing = "headroom of the scannable heap"
+	}
 	// In gateway mode Streams internal topics are created upstream; gm is set before any
 	// listener serves, so no heartbeat can reach createTopics earlier.
 	var gm *gatewayMode
@@ -282,7 +291,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	log.Info("coordinatord started",
 		zap.String("version", version), zap.Strings("listeners", addrs), zap.String("admin", adminLn.Addr().String()), zap.String("admin_protocol", cfg.AdminSecurity.Protocol),
 		zap.Int32("node_id", cfg.NodeID), zap.String("cluster_id", clusterID), zap.Int32("shards", cfg.ShardCount),
-		zap.String("log_dirs", cfg.LogDirs))
+		zap.String("log_dirs", cfg.LogDirs), zap.String("gc_pacing", gcPacing))
 
 	var serveErr error
 	select {

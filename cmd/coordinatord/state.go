@@ -208,13 +208,11 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 // about twice its live data before collecting, so without this the resident memory after a
 // start of 1M offsets was two to three times the state itself (docs/benchmarks-storage.md,
 // "Restart with 1M committed offsets"). It costs one forced collection per wave of loads, off
-// the shard goroutines; the memory the heap later grows into under traffic is the runtime's
-// ordinary headroom (GOGC, or a GOMEMLIMIT the operator sets).
+// the shard goroutines; the memory the heap later grows into under traffic is the collector's
+// headroom, which internal/gcpace sizes by the scannable heap once no shard is loading.
 func (s *state) releaseAfterLoads(log *zap.Logger) {
-	for i := int32(0); i < s.groups.Count(); i++ {
-		if st := s.groups.Shard(i).State(); st == rt.StateLoading || st == rt.StateInitial {
-			return // the last shard to finish releases for all
-		}
+	if s.loading() {
+		return // the last shard to finish releases for all
 	}
 	if !s.releasing.CompareAndSwap(false, true) {
 		return
@@ -225,6 +223,16 @@ func (s *state) releaseAfterLoads(log *zap.Logger) {
 		debug.FreeOSMemory()
 		log.Debug("returned the heap freed by shard loads to the OS", zap.Duration("took", time.Since(start)))
 	}()
+}
+
+// loading says whether a group shard is loading its log (or about to).
+func (s *state) loading() bool {
+	for i := int32(0); i < s.groups.Count(); i++ {
+		if st := s.groups.Shard(i).State(); st == rt.StateLoading || st == rt.StateInitial {
+			return true
+		}
+	}
+	return false
 }
 
 // waitCatalog blocks until the metadata shard has loaded (or failed), so that no client is

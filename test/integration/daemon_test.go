@@ -68,6 +68,8 @@ type daemon struct {
 	noWaitReady bool
 	// adminTLS, when set, is how to reach an HTTPS admin listener (admin.listener.security.protocol=SSL).
 	adminTLS *tls.Config
+	// env are KEY=value entries added to (and overriding) the test process's environment.
+	env []string
 
 	mu   sync.Mutex
 	logs []map[string]any
@@ -109,7 +111,7 @@ func (d *daemon) start(sets ...string) *daemon {
 		bin = d.binary
 	}
 	d.cmd = exec.Command(bin, args...)
-	d.cmd.Env = daemonEnv(bin)
+	d.cmd.Env = append(daemonEnv(bin), d.env...)
 	d.cmd.Stderr = os.Stderr
 	out, err := d.cmd.StdoutPipe()
 	if err != nil {

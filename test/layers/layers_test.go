@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"internal/upstream":           {"pkg/kerrclass"},
 	"internal/gateway":            {"internal/wire", "internal/upstream", "internal/acl", "pkg/kerrclass"},
 	"internal/membership":         {},
+	"internal/gcpace":             {},
 	"internal/console":            {"internal/plugin", "internal/state", "internal/offsets", "pkg/topologyplugin"},
 	"internal/handlers":           {"internal/wire", "internal/security", "internal/acl", "internal/plugin", "internal/state", "internal/offsets", "pkg/kerrclass", "pkg/topologyplugin"},
 }
