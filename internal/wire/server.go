@@ -391,8 +391,9 @@ func (s *Server) startConn(nc net.Conn) {
 		cancel: cancel,
 	}
 	c.info.sasl.required = s.opts.SASL
-	if tc, ok := nc.(*net.TCPConn); ok && !s.opts.SASL && PipeSupported {
-		c.info.pipeTo = tc // plaintext: a TLS listener's conns are *tls.Conn
+	if tc, ok := nc.(*net.TCPConn); ok && s.opts.TLS == nil && !s.opts.SASL && PipeSupported {
+		// Plaintext only: the bytes of a TLS connection must pass through its TLS layer.
+		c.info.pipeTo = tc
 	}
 	if s.opts.TLS != nil {
 		// Wrapped here, handshaken on the connection's goroutine: the accept loop never waits
