@@ -241,3 +241,35 @@ func (p *Pipe) SpliceTo(dst *net.TCPConn, n int) (int, error) {
 	}
 	return moved, serr
 }
+
+// WriteMore writes b to dst (a TCP socket) telling the kernel more follows at once (MSG_MORE),
+// so that an answer's start and the bytes spliced after it leave in full segments: written
+// alone, the start went as a small segment of its own, and the client woke up for it first.
+func WriteMore(dst *net.TCPConn, b []byte) (int, error) {
+	rc, err := dst.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	var serr error
+	err = rc.Write(func(fd uintptr) bool {
+		for done < len(b) {
+			m, e := unix.SendmsgN(int(fd), b[done:], nil, nil, unix.MSG_MORE|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+			switch {
+			case e == syscall.EINTR:
+				continue
+			case e == syscall.EAGAIN:
+				return false
+			case e != nil:
+				serr = e
+				return true
+			}
+			done += m
+		}
+		return true
+	})
+	if err != nil {
+		return done, err
+	}
+	return done, serr
+}

@@ -24,3 +24,5 @@ func (p *Pipe) FillFrom(*net.TCPConn, int) (int, error) { return 0, errNoSplice 
 func (p *Pipe) Write([]byte) (int, error)               { return 0, errNoSplice }
 func (p *Pipe) ReadFull([]byte) error                   { return errNoSplice }
 func (p *Pipe) SpliceTo(*net.TCPConn, int) (int, error) { return 0, errNoSplice }
+
+func WriteMore(*net.TCPConn, []byte) (int, error) { return 0, errNoSplice }

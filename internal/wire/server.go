@@ -702,10 +702,15 @@ func (c *serverConn) write(frame []byte) string {
 	return ""
 }
 
-// spliceOut writes the n bytes of a forwarded answer that wait in p, after its start.
-func (c *serverConn) spliceOut(p *Pipe, n int) string {
+// spliceOut writes a forwarded answer's start, then the n bytes of it that wait in p.
+func (c *serverConn) spliceOut(start []byte, p *Pipe, n int) string {
 	extendDeadline(c.nc.SetWriteDeadline, &c.writeBy, writeTimeout)
-	m, err := p.SpliceTo(c.info.pipeTo, n)
+	m, err := WriteMore(c.info.pipeTo, start)
+	if err == nil {
+		var spliced int
+		spliced, err = p.SpliceTo(c.info.pipeTo, n)
+		m += spliced
+	}
 	c.srv.metrics.bytesOut.Add(float64(m))
 	if err != nil {
 		c.warn("closing connection", "writing response: "+err.Error())
@@ -771,9 +776,11 @@ func (c *serverConn) answerForwarded(raw []byte, read time.Time, err error) stri
 	// a rewrite changes it by a few bytes of host names at most). It is written as it came:
 	// copying it (a fetch's records) into out would cost a copy and, for answers over
 	// initialFrameChunk, an allocation per answer.
-	reason := c.write(raw)
-	if reason == "" && piped > 0 {
-		reason = c.spliceOut(pipe, piped)
+	var reason string
+	if piped > 0 {
+		reason = c.spliceOut(raw, pipe, piped)
+	} else {
+		reason = c.write(raw)
 	}
 	var written time.Time
 	if reason == "" {
