@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -34,9 +33,6 @@ type clientConn struct {
 	// upstream and when its answer had been read: the span between them is the upstream's.
 	// Only the client connection's own goroutine touches them (requests are served in turn).
 	sent, answered time.Time
-	// pipedFrom is the upstream connection whose pipe holds the rest of the answer being
-	// written to the client (wire.AnswerPiper); the client connection's goroutine alone uses it.
-	pipedFrom *upConn
 }
 
 type upConn struct {
@@ -59,27 +55,11 @@ type upConn struct {
 	size [4]byte
 	iov  [2][]byte
 	bufs net.Buffers
-	// pipeable: Fetch answers may be spliced to the client through pipe (fetchsplice.go), opened
-	// on first use; pipeBroken: never again on this connection (no pipe could be had, or one was
-	// left holding bytes). piped counts the bytes of the last answer left in pipe, until the
-	// client connection's PipedRest takes them.
-	// pipe is atomic because close may run on another goroutine (a shutdown), the only
-	// access not from the client connection's own; closed stops a pipe opened meanwhile.
-	pipeable   bool
-	pipeBroken bool
-	pipe       atomic.Pointer[wire.Pipe]
-	closed     atomic.Bool
-	piped      int
-	pipedIn    *wire.Pipe
 }
 
 // close closes the upstream connection and forgets the watch on its client's context.
 func (u *upConn) close() {
 	u.nc.Close()
-	u.closed.Store(true)
-	if p := u.pipe.Swap(nil); p != nil {
-		p.Close()
-	}
 	if u.stop != nil {
 		u.stop()
 	}
@@ -138,9 +118,6 @@ func (g *Gateway) upstreamFor(ctx context.Context, c *wire.Conn, id int32) (*upC
 		expires = expires.Add(-time.Until(expires) / 10) // renew a little before the upstream's end
 	}
 	u := &upConn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), expires: expires, owner: cc, ctx: ctx}
-	if _, plain := nc.(*net.TCPConn); plain && c.SplicesAnswers() && g.opts.Security.TLS == nil && g.opts.Security.SASL == nil {
-		u.pipeable = true
-	}
 	u.stop = context.AfterFunc(ctx, func() { nc.Close() })
 	cc.ups[id] = u
 	return u, nil
@@ -236,14 +213,6 @@ func (g *Gateway) forwardFrame(ctx context.Context, node int32, c *wire.Conn, h 
 	if h.Key == 19 || h.Key == 20 || h.Key == 37 {
 		g.afterTopicChange(ctx, h, frame, out)
 	}
-	if u.piped > 0 {
-		// The answer's start: the rest waits in u's pipe, and the walk that put it there found
-		// no leader hints, so there is nothing to rewrite.
-		u.owner.pipedFrom = u
-		g.opts.Metrics.spliced.Add(float64(u.piped))
-		g.opts.Metrics.forwarded(node, h.Key, size+4, len(out)+u.piped, time.Since(start))
-		return out, nil
-	}
 	if out != nil {
 		raw := out
 		if out, err = g.rewrite(h, raw); err != nil {
@@ -308,13 +277,6 @@ func (g *Gateway) roundTrip(u *upConn, h wire.Header, frame []byte, body *io.Lim
 	}
 	if !answered {
 		return nil, nil // acks=0: the broker answers nothing (it closes the connection on error)
-	}
-	if h.Key == 1 && u.pipeable && !u.pipeBroken && u.br.Buffered() == 0 {
-		out, err := g.readFetchAnswer(u, h, reserve)
-		if err == nil && u.owner != nil {
-			u.owner.answered = time.Now()
-		}
-		return out, err
 	}
 	if _, err := io.ReadFull(u.br, size); err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/binary"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -79,52 +78,5 @@ func BenchmarkAddedLatencyObservation(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		cc.answered = time.Now()
 		g.observeAdded(c, cc.sent, time.Now())
-	}
-}
-
-// BenchmarkForwardedFetch64k is one Fetch v17 answered with a 64 KiB record set, forwarded
-// through a broker port, spliced (the default) or read into memory (sub-benchmark memory, the
-// path before fetch answers were spliced). The process holds the client and the upstream too:
-// compare the two, not the absolute figures.
-func BenchmarkForwardedFetch64k(b *testing.B) {
-	answer := frameOf(0, fetchAnswer(17, 1, 1, func(int32) int { return 64 << 10 }))
-	for _, mode := range []string{"spliced", "memory"} {
-		b.Run(mode, func(b *testing.B) {
-			if mode == "memory" {
-				old := minSplicedAnswer
-				minSplicedAnswer = 1 << 30
-				b.Cleanup(func() { minSplicedAnswer = old })
-			}
-			up := fakeUpstream(b, 1, func(c net.Conn) {
-				out := append([]byte(nil), answer...)
-				for {
-					frame, err := readRequest(c)
-					if err != nil {
-						return
-					}
-					copy(out[4:8], frame[4:8])
-					if _, err := c.Write(out); err != nil {
-						return
-					}
-				}
-			})
-			g := testGateway(b)
-			g.opts.Metrics = NewMetrics(prometheus.NewRegistry())
-			g.view = &upstream.View{Brokers: []upstream.Broker{up}}
-			c := dialBrokerPort(b, g)
-			req := fetchFrame(17, 1)
-			buf := make([]byte, len(answer))
-			b.SetBytes(int64(len(answer)))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := c.Write(req); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.ReadFull(c, buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

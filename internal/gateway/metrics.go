@@ -19,8 +19,6 @@ type Metrics struct {
 	timeouts *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	added    prometheus.Histogram
-	// spliced counts Fetch answer bytes passed through a pipe (fetchsplice.go).
-	spliced prometheus.Counter
 	// txnOutcomes counts the marker relay's outcomes (txnrelay.go).
 	txnOutcomes *prometheus.CounterVec
 	// txnGiveUps counts producers whose recovery met an error no retry can cure (txnrelay.go).
@@ -60,9 +58,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Latency the gateway adds to a forwarded request that has an answer: from reading the request to starting its write upstream (routing, connecting upstream), plus from having read the upstream's answer to having written it to the client (rewriting, the write). The upstream's own time is not in it.",
 			Buckets: []float64{.000005, .00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5},
 		}),
-		spliced: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "coordinatord_gateway_fetch_spliced_bytes_total", Help: "Fetch answer bytes that went from the upstream's socket to the client's through a pipe (splice), never entering coordinatord's memory: plaintext connections without SASL, answers of 16 KiB up to the pipe's capacity without leader hints. Also counted in coordinatord_gateway_forwarded_response_bytes_total.",
-		}),
 		txnOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinatord_gateway_txn_outcomes_total", Help: "Transaction outcomes the marker relay applied to staged offsets (outcome commit or abort) or could not tell (ambiguous, left staged), by where it learned them.",
 		}, []string{"outcome", "source"}),
@@ -71,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"category"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.added, m.spliced, m.txnOutcomes, m.txnGiveUps)
+		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.added, m.txnOutcomes, m.txnGiveUps)
 	}
 	return m
 }

@@ -174,24 +174,6 @@ func (p *portHandler) Release(c *wire.Conn, frame []byte, read, written time.Tim
 
 func (p *portHandler) Closed(c *wire.Conn) { p.g.closeConn(c) }
 
-// PipedRest hands the wire server the part of a Fetch answer left in an upstream connection's
-// pipe (fetchsplice.go), once.
-func (p *portHandler) PipedRest(c *wire.Conn) (*wire.Pipe, int) {
-	v, ok := p.g.conns.Load(c)
-	if !ok {
-		return nil, 0
-	}
-	cc := v.(*clientConn)
-	u := cc.pipedFrom
-	if u == nil {
-		return nil, 0
-	}
-	cc.pipedFrom = nil
-	n, pipe := u.piped, u.pipedIn
-	u.piped, u.pipedIn = 0, nil
-	return pipe, n
-}
-
 // findCoordinatorKeyType reads KeyType from a FindCoordinator request body (v1+; v0 is always
 // a group), skipping the header's tagged fields first for flexible versions.
 func findCoordinatorKeyType(version int16, rest []byte) int8 {

@@ -37,18 +37,11 @@ type Conn struct {
 	// host caches Host: the peer's address never changes, and working it out allocated
 	// several times per heartbeat (issue 12).
 	host atomic.Pointer[string]
-	// pipeTo is the client's socket when forwarded answers may be spliced to it from a pipe
-	// (AnswerPiper): plaintext TCP without SASL on Linux; nil otherwise.
-	pipeTo *net.TCPConn
 	// Memo is the handler's per-connection memory (a steady heartbeat's ticket, say). Only the
 	// connection's own goroutine touches it: the wire loop calls the handler one request at a
 	// time.
 	Memo any
 }
-
-// SplicesAnswers says whether an AnswerPiper may leave part of this connection's forwarded
-// answers in a pipe.
-func (c *Conn) SplicesAnswers() bool { return c.pipeTo != nil }
 
 // Host is the peer as Kafka names a client's host: "/" and the IP without the port (the whole
 // address when it has no port); "" without a remote address.
@@ -215,19 +208,6 @@ type BodyForwarder interface {
 	ForwardBody(ctx context.Context, c *Conn, h Header, head []byte, body *io.LimitedReader, reserve func(n int) error) ([]byte, error)
 }
 
-// AnswerPiper is a Forwarder whose answers may end in a kernel pipe: the bulk of a large
-// answer (a Fetch's records) goes from the upstream's socket into a pipe and from there to the
-// client's with splice(2), never entering user memory. Only on connections whose
-// SplicesAnswers says so.
-type AnswerPiper interface {
-	Forwarder
-	// PipedRest returns, and forgets, the rest of the answer Forward (or ForwardBody) just
-	// returned: n bytes waiting in p, to be written right after it. n=0: the answer was whole.
-	// Asked once after every such answer, before it is written; when the answer cannot be
-	// written whole, the connection closes, and what p still holds is the Forwarder's to drop.
-	PipedRest(c *Conn) (p *Pipe, n int)
-}
-
 // ErrRequestCutShort is a BodyForwarder's error for a request body the client did not finish:
 // the connection closes as for a frame cut short ("truncated frame"; "shutdown" while draining).
 var ErrRequestCutShort = errors.New("request frame cut short by end of stream")
@@ -391,10 +371,6 @@ func (s *Server) startConn(nc net.Conn) {
 		cancel: cancel,
 	}
 	c.info.sasl.required = s.opts.SASL
-	if tc, ok := nc.(*net.TCPConn); ok && s.opts.TLS == nil && !s.opts.SASL && PipeSupported {
-		// Plaintext only: the bytes of a TLS connection must pass through its TLS layer.
-		c.info.pipeTo = tc
-	}
 	if s.opts.TLS != nil {
 		// Wrapped here, handshaken on the connection's goroutine: the accept loop never waits
 		// for a peer, and Shutdown's deadlines and Close reach the TLS connection.
@@ -702,23 +678,6 @@ func (c *serverConn) write(frame []byte) string {
 	return ""
 }
 
-// spliceOut writes a forwarded answer's start, then the n bytes of it that wait in p.
-func (c *serverConn) spliceOut(start []byte, p *Pipe, n int) string {
-	extendDeadline(c.nc.SetWriteDeadline, &c.writeBy, writeTimeout)
-	m, err := WriteMore(c.info.pipeTo, start)
-	if err == nil {
-		var spliced int
-		spliced, err = p.SpliceTo(c.info.pipeTo, n)
-		m += spliced
-	}
-	c.srv.metrics.bytesOut.Add(float64(m))
-	if err != nil {
-		c.warn("closing connection", "writing response: "+err.Error())
-		return "write failed"
-	}
-	return ""
-}
-
 // readFailure classifies why reading the next frame stopped and logs what an operator needs.
 func (c *serverConn) readFailure(err error) string {
 	var fe *FrameError
@@ -762,26 +721,11 @@ func (c *serverConn) answerForwarded(raw []byte, read time.Time, err error) stri
 	case raw == nil:
 		return ""
 	}
-	var pipe *Pipe
-	var piped int
-	if ap, ok := c.srv.handler.(AnswerPiper); ok && c.info.pipeTo != nil {
-		pipe, piped = ap.PipedRest(c.info)
-		if piped > 0 && pipe == nil {
-			c.warn("closing connection", "forwarder left an answer's rest in no pipe")
-			c.srv.handler.(Forwarder).Release(c.info, raw, read, time.Time{})
-			return "write failed"
-		}
-	}
 	// The answer's size as the upstream sent it is what is held (reserved before it was read;
 	// a rewrite changes it by a few bytes of host names at most). It is written as it came:
 	// copying it (a fetch's records) into out would cost a copy and, for answers over
 	// initialFrameChunk, an allocation per answer.
-	var reason string
-	if piped > 0 {
-		reason = c.spliceOut(raw, pipe, piped)
-	} else {
-		reason = c.write(raw)
-	}
+	reason := c.write(raw)
 	var written time.Time
 	if reason == "" {
 		written = time.Now()

@@ -119,14 +119,14 @@ func servedFetchPort(t *testing.T, b upstream.Broker) (*Gateway, net.Conn, *prom
 	return g, c, reg, addr
 }
 
-// Fetch answers of every shape reach the client exactly as the in-memory path makes them:
-// byte for byte when they name no broker, with only the leader hints rewritten when they do;
-// one partition or many, null record sets, aborted transactions and partition tags, response
-// header tags, answers below the splice threshold and above the pipe's capacity, versions
-// before and after leader hints, all on one connection, pipelined, so that an answer left
-// in the pipe, or a pipe read out of turn, would show in the next one. Most of the bytes go
-// through the pipe.
-func TestFetchAnswersReachTheClientAsBefore(t *testing.T) {
+// Fetch answers of every shape reach the client as the rewrite makes them: byte for byte
+// when they name no broker, with only the leader hints rewritten when they do; one partition
+// or many, null record sets, aborted transactions and partition tags, response header tags,
+// 1 KiB to 3 MiB, versions before and after leader hints, all on one connection, pipelined,
+// so that an answer buffer given back too early, or bytes of one answer left for the next,
+// would show. (Written for the splicing of Fetch answers, which was measured and left out:
+// docs/benchmarks-gateway.md; any later change of how answers are relayed must pass it.)
+func TestFetchAnswersReachTheClientAsRewritten(t *testing.T) {
 	rack := "r1"
 	hint := kmsg.NewFetchResponseBroker()
 	hint.NodeID, hint.Host, hint.Port, hint.Rack = 1, "10.9.9.9", 9092, &rack
@@ -170,7 +170,7 @@ func TestFetchAnswersReachTheClientAsBefore(t *testing.T) {
 	}
 	go c.Write(requests)
 	c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	var total, spliceable float64
+	var total float64
 	for i, s := range shapes {
 		got, err := readAnswer(c)
 		if err != nil {
@@ -187,56 +187,9 @@ func TestFetchAnswersReachTheClientAsBefore(t *testing.T) {
 			t.Fatalf("%s v%d: the upstream's address reached the client", s.name, s.v)
 		}
 		total += float64(len(got))
-		if len(s.answer.Brokers) == 0 && len(got) >= minSplicedAnswer && len(got) <= fetchPipeSize {
-			spliceable += float64(len(got))
-		}
-	}
-	// All but the structure read with the records' first bytes: a few hundred bytes an answer.
-	spliced := counterValue(t, reg, "coordinatord_gateway_fetch_spliced_bytes_total", nil)
-	if spliced < spliceable*0.9 || spliced > spliceable {
-		t.Fatalf("%.0f answer bytes went through the pipe, of %.0f in answers that can: splicing did not run", spliced, spliceable)
 	}
 	if out := counterValue(t, reg, "coordinatord_bytes_sent_total", nil); out != total {
 		t.Fatalf("coordinatord_bytes_sent_total %v, want %v", out, total)
-	}
-}
-
-// The pipe fills before the answer is in (its slots hold socket buffers, and this one holds
-// a single page): what it holds is drained into memory and the rest read there, in order.
-func TestFetchAnswerThatOverflowsThePipeIsFinishedInMemory(t *testing.T) {
-	oldSize, oldMin, oldRun := fetchPipeSize, minSplicedAnswer, minSplicedRun
-	fetchPipeSize, minSplicedAnswer, minSplicedRun = 4096, 1024, 512
-	t.Cleanup(func() { fetchPipeSize, minSplicedAnswer, minSplicedRun = oldSize, oldMin, oldRun })
-	frame := frameOf(1, fetchAnswer(16, 1, 2, func(int32) int { return 1500 }))
-	if len(frame) > 4096 {
-		t.Fatalf("test answer of %d bytes does not fit the pipe's capacity", len(frame))
-	}
-	b := fetchUpstream(t, func(int32) []byte { return frame }, func(c net.Conn, f []byte) error {
-		// In pieces, each its own socket buffer by the time the gateway splices it.
-		for len(f) > 0 {
-			n := min(300, len(f))
-			if _, err := c.Write(f[:n]); err != nil {
-				return err
-			}
-			f = f[n:]
-			time.Sleep(2 * time.Millisecond)
-		}
-		return nil
-	})
-	_, c, reg, _ := servedFetchPort(t, b)
-	for corr := int32(1); corr <= 3; corr++ {
-		c.Write(fetchFrame(16, 1))
-		c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		got, err := readAnswer(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, frame) {
-			t.Fatalf("answer %d: the client got different bytes", corr)
-		}
-	}
-	if spliced := counterValue(t, reg, "coordinatord_gateway_fetch_spliced_bytes_total", nil); spliced != 0 {
-		t.Fatalf("%v bytes counted as spliced, yet the pipe could not hold a whole answer", spliced)
 	}
 }
 
@@ -305,8 +258,8 @@ func openFDs(t *testing.T) int {
 	return len(fds)
 }
 
-// Clients that close their connection in the middle of a spliced answer: each connection is
-// closed, and its upstream connection and pipe with it, so nothing is left open behind them.
+// Clients that close their connection in the middle of a large answer: each connection is
+// closed, and its upstream connection with it, so nothing is left open behind them.
 func TestClientClosingMidFetchAnswerLeavesNothingOpen(t *testing.T) {
 	frame := frameOf(1, fetchAnswer(17, 1, 1, func(int32) int { return 900 << 10 }))
 	b := fetchUpstream(t, func(int32) []byte { return frame }, nil)
