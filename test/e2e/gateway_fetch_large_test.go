@@ -36,7 +36,7 @@ func TestGateway_LargeFetchAnswersIntact(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	topic := "gw-splice-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic := "gw-large-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	const partitions, perPartition = 4, 30
 	adm := kadm.NewClient(newClient(t, g.Addr))
 	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
