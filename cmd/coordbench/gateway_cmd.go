@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,7 @@ type gatewayFlags struct {
 	sets         []string
 	out          string
 	work         string
+	cpus         string
 }
 
 func newGatewayCommand() *cobra.Command {
@@ -60,13 +62,17 @@ func newGatewayCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.upstream, "upstream", "auto", "the upstream broker as host:port[,pid=PID] (its CPU is read with a pid); auto: start test/kafka/kafka.sh")
 	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "extra coordinatord setting key=value (repeatable), e.g. admin.pprof.enable=true")
 	cmd.Flags().StringVar(&f.out, "out", "bin/benchmarks-gateway.md", "markdown table to write")
+	cmd.Flags().StringVar(&f.cpus, "cpus", "", "upstream=CPUS,loadgen=CPUS,gateway=CPUS: pin the upstream broker (needs its pid), this process (the load generator) and the gateways to these CPUs with taskset, e.g. upstream=0,loadgen=0,gateway=1 to measure the hop as deployed, on cores of its own; the direct target runs with the same upstream and load generator CPUs (default: no pinning, all share the machine)")
 	cmd.Flags().StringVar(&f.work, "work", "", "folder for data and logs (default: a temporary one, removed afterwards)")
 	return cmd
 }
 
 func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
+	plan, err := parseCPUPlan(f.cpus)
+	if err != nil {
+		return err
+	}
 	work := f.work
-	var err error
 	if work == "" {
 		if work, err = os.MkdirTemp("", "coordbench-gateway-"); err != nil {
 			return err
@@ -107,6 +113,23 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 		direct.Addr, direct.PID = t.Addr, t.PID
 	}
 
+	if plan.set() {
+		if direct.PID == 0 {
+			return fmt.Errorf("--cpus pins the upstream: give its pid (--upstream host:port,pid=PID)")
+		}
+		before, err := processCPUs(direct.PID)
+		if err != nil {
+			return fmt.Errorf("upstream pid %d: %w", direct.PID, err)
+		}
+		if err := pinProcess(direct.PID, plan.upstream); err != nil {
+			return err
+		}
+		// A broker of the caller's goes back to the CPUs it had.
+		stops = append(stops, func() { pinProcess(direct.PID, before) })
+		direct.Note = "CPUs: " + plan.String()
+		fmt.Fprintf(log, "gateway: %s\n", plan)
+	}
+
 	targets := []result.Target{direct}
 	bins := append([]string{"gateway=" + f.coordinatord}, f.also...)
 	for _, spec := range bins {
@@ -125,7 +148,7 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 			"upstream.bootstrap.servers=" + direct.Addr,
 			fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+10),
 		}, append(append([]string{}, f.sets...), own...)...)
-		gt, stopG, err := startCoordinatordWith(ctx, bin, filepath.Join(work, name+"-data"), log, name, sets)
+		gt, stopG, err := startCoordinatordOn(ctx, bin, filepath.Join(work, name+"-data"), log, name, sets, plan.gateway)
 		if err != nil {
 			return err
 		}
@@ -136,6 +159,14 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 		targets = append(targets, gt)
 	}
 	fmt.Fprintf(log, "gateway: direct %s (pid %d)\n", direct.Addr, direct.PID)
+	if plan.set() {
+		// The load generator is this process: its own threads, and as many Ps as its CPUs, as
+		// the runtime would have chosen had it started on them.
+		if err := pinProcess(os.Getpid(), plan.loadgen); err != nil {
+			return err
+		}
+		runtime.GOMAXPROCS(len(plan.loadgen))
+	}
 
 	var scs []string
 	for _, s := range f.scenarios {
@@ -152,7 +183,7 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	md, err := gatewayTable(file)
+	md, err := gatewayTable(file, plan)
 	if err != nil {
 		return err
 	}
@@ -183,7 +214,7 @@ func targetSets(spec string) (bin string, sets []string, err error) {
 }
 
 // gatewayTable compares target "gateway" with target "direct" per scenario and client count.
-func gatewayTable(file *result.File) (string, error) {
+func gatewayTable(file *result.File, plan cpuPlan) (string, error) {
 	set, err := report.Aggregate([]*result.File{file})
 	if err != nil {
 		return "", err
@@ -193,6 +224,7 @@ func gatewayTable(file *result.File) (string, error) {
 		"Each window %s after a %s warm-up, %d rounds, targets alternating (direct, gateway, direct, gateway, ...).\n\n",
 		file.Started.UTC().Format(time.RFC3339), file.Host.CPUs, file.Host.CPUModel, file.Host.LoadStart, file.Host.LoadEnd,
 		file.Settings.Duration, file.Settings.Warmup, file.Settings.Rounds)
+	fmt.Fprintf(&b, "CPUs: %s.\n\n", plan)
 	b.WriteString("| scenario | clients | gateway | direct ops/s | gateway ops/s | gateway ÷ direct | MiB/s through the gateway | p50 direct | p50 gateway | p50 added | p99 direct | p99 gateway | coordinatord CPU ms per MiB | Kafka CPU ms per MiB (direct) |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, sc := range set.Scenarios {

@@ -211,6 +211,13 @@ func startCoordinatord(ctx context.Context, bin, data string, log io.Writer) (re
 // startCoordinatordWith is startCoordinatord with the target's name and settings of its own
 // (listeners among them).
 func startCoordinatordWith(ctx context.Context, bin, data string, log io.Writer, name string, sets []string) (result.Target, func(), error) {
+	return startCoordinatordOn(ctx, bin, data, log, name, sets, nil)
+}
+
+// startCoordinatordOn is startCoordinatordWith on the given CPUs (nil: wherever the scheduler
+// puts it), set by taskset before the binary starts, so that the Go runtime sizes GOMAXPROCS
+// and every thread it makes to them.
+func startCoordinatordOn(ctx context.Context, bin, data string, log io.Writer, name string, sets []string, cpus []int) (result.Target, func(), error) {
 	t := result.Target{Name: name, Kind: "coordinatord (built from this tree)"}
 	if out, err := exec.Command(bin, "version").Output(); err == nil {
 		t.Version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "coordinatord"))
@@ -232,6 +239,9 @@ func startCoordinatordWith(ctx context.Context, bin, data string, log io.Writer,
 		t.Note = "started with " + strings.Join(used, ", ") + " (as test/kafka configures Kafka); every other key at its default"
 	}
 	cmd := exec.Command(bin, args...)
+	if cpus != nil {
+		cmd = exec.Command("taskset", append([]string{"-c", cpuList(cpus), bin}, args...)...)
+	}
 	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
