@@ -37,6 +37,18 @@ const (
 // maxSpareBuffer bounds the write buffer the syncer keeps between rounds.
 const maxSpareBuffer = 4 << 20
 
+const (
+	// tailFlushBytes: once a shard holds this many acknowledged bytes that its segment does not
+	// have yet, its syncer writes them (without fsync) before its next group. With the journal,
+	// a group is not written into its segment when it commits: the journal holds it durably, and
+	// the segment gets the shard's recent groups in one pwrite at its next sync, roll or close, or
+	// at this size (issue 12: one segment pwrite per group was a tenth of a commit's CPU).
+	tailFlushBytes = 128 << 10
+	// tailMaxBytes bounds the unwritten tail while writing it fails: beyond it, new groups fail as
+	// write errors until the segment takes the tail again.
+	tailMaxBytes = 1 << 20
+)
+
 type shardLog struct {
 	store *Store
 	shard int32
@@ -76,18 +88,21 @@ type shardLog struct {
 	// Syncer goroutine only (set up by Load before it starts).
 	active      File
 	activeBase  int64
-	size        int64 // bytes in the active segment
+	size        int64 // bytes in the active segment, the unwritten tail included
 	durableSize int64 // bytes of the active segment up to the last batch reported durable
-	unsynced    bool  // written but not fsynced (the journal or the relaxed flush mode covers it)
-	spare       []byte
-	closeErr    error
-	jseq        int64 // newest journal file holding an entry of ours not yet fsynced in our segment; -1: none
-	jreq        jreq
-	// topUpErr: the write of a group topUp took failed; its offsets, lost with it.
-	topUpErr           error
-	topUpFrom, topUpTo int64
-	topUpLast          int64    // last offset topUp added to the round; -1: none
-	journal            *journal // nil in the relaxed flush mode
+	unsynced    bool  // written or in the tail but not fsynced (the journal or the relaxed flush mode covers it)
+	// The active segment holds its first written bytes in the file; tail holds the rest (up to
+	// size), which only the journal has on disk (it keeps them until the segment is fsynced,
+	// which writes the tail first). With the journal, the file never holds a byte that is not
+	// acknowledged: the tail is written only between rounds.
+	written   int64
+	tail      []byte
+	spare     []byte
+	closeErr  error
+	jseq      int64 // newest journal file holding an entry of ours not yet fsynced in our segment; -1: none
+	jreq      jreq
+	topUpLast int64    // last offset topUp added to the round; -1: none
+	journal   *journal // nil in the relaxed flush mode
 	// topUpSpare is the buffer of the group the last round took through topUp, which topUp
 	// hands to the appends in its place: without it every round that topped up left the
 	// shard's next appends a nil buffer to grow afresh (about one allocation per commit under
@@ -244,7 +259,7 @@ func (l *shardLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 	next := max(last+1, activeBase)
 
 	l.active, l.activeBase = active, activeBase
-	l.size, l.durableSize = res.size, res.size
+	l.size, l.durableSize, l.written = res.size, res.size, res.size
 	for i, base := range segs {
 		if base <= cleanThrough {
 			cleanTombMs = min(cleanTombMs, tombMs[i])
@@ -421,6 +436,10 @@ func (l *shardLog) run() {
 			l.spare = buf[:0]
 		}
 		if closing {
+			if err := l.flushTail(); err != nil {
+				l.closeErr = fmt.Errorf("shard %d: %w (the journal keeps the groups the segment lacks for the next open)", l.shard, err)
+				return
+			}
 			if !l.syncUnsynced() {
 				l.closeErr = l.failErrValue()
 			}
@@ -448,18 +467,29 @@ func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
 			return l.writeFailed(err, from, to)
 		}
 	}
-	if _, err := l.active.WriteAt(buf, l.size); err != nil {
-		return l.writeFailed(fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.size, err), from, to)
-	}
 	pos := l.size
+	j := l.journal
+	if j == nil {
+		// The UNSAFE relaxed mode: the write to the OS is all there is until the timer's fsync.
+		if _, err := l.active.WriteAt(buf, l.size); err != nil {
+			return l.writeFailed(fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.size, err), from, to)
+		}
+		l.written = l.size + int64(len(buf))
+	} else {
+		if len(l.tail) >= tailFlushBytes {
+			if err := l.flushTail(); err != nil && len(l.tail) >= tailMaxBytes {
+				return l.writeFailed(err, from, to)
+			}
+		}
+		l.tail = append(l.tail, buf...)
+	}
 	l.size += int64(len(buf))
-	// The segment itself is fsynced later (roll, close, or when the journal asks): the journal
-	// or, in the UNSAFE relaxed mode, nothing covers it until then.
+	// The segment itself is written and fsynced later (roll, close, or when the journal asks):
+	// the journal or, in the UNSAFE relaxed mode, nothing covers it until then.
 	l.unsynced = true
-	if j := l.journal; j != nil {
+	if j != nil {
 		l.jreq.base, l.jreq.pos, l.jreq.data = l.activeBase, pos, buf
 		res := j.commit(&l.jreq)
-		topUpErr, topUpFrom, topUpTo := l.topUpErr, l.topUpFrom, l.topUpTo
 		if l.topUpLast >= 0 {
 			to = l.topUpLast // the round carried the groups topUp added as well
 		}
@@ -468,25 +498,15 @@ func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
 				l.topUpSpare = c.data[:0]
 			}
 		}
-		l.jreq.data, l.jreq.more, l.topUpErr, l.topUpLast = nil, l.jreq.more[:0], nil, -1
+		l.jreq.data, l.jreq.more, l.topUpLast = nil, l.jreq.more[:0], -1
 		if res.err != nil {
 			if res.fatal {
 				l.fail(res.err)
 				return false
 			}
-			if topUpErr != nil {
-				to = topUpTo
-			}
 			return l.writeFailed(res.err, from, to)
 		}
 		l.jseq = max(l.jseq, res.seq)
-		if topUpErr != nil {
-			// The round made everything before the failed write durable; the failed group and
-			// whatever is pending behind it are lost, as after any write error.
-			l.durableSize = l.size
-			l.cb.Durable(to)
-			return l.writeFailed(topUpErr, topUpFrom, topUpTo)
-		}
 	}
 	l.durableSize = l.size
 	l.cb.Durable(to)
@@ -499,27 +519,49 @@ func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
 // segment is left to the syncer.
 func (l *shardLog) topUp(r *jreq) {
 	l.mu.Lock()
-	buf, from, to, end := l.pend.buf, l.pendFrom, l.pendTo, l.pendEnd
-	if len(buf) == 0 || l.state != stateOpen || l.size+int64(len(buf)) > l.opts.SegmentBytes {
+	buf, to, end := l.pend.buf, l.pendTo, l.pendEnd
+	if len(buf) == 0 || l.state != stateOpen || l.size+int64(len(buf)) > l.opts.SegmentBytes || len(l.tail) >= tailMaxBytes {
 		l.mu.Unlock()
 		return
 	}
 	l.pend.buf, l.topUpSpare = l.topUpSpare[:0], nil
 	l.mu.Unlock()
 	setFlags(buf, end, flagGroupEnd)
-	if _, err := l.active.WriteAt(buf, l.size); err != nil {
-		l.topUpErr = fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.size, err)
-		l.topUpFrom, l.topUpTo = from, to
-		return
-	}
+	l.tail = append(l.tail, buf...)
 	r.more = append(r.more, jchunk{pos: l.size, data: buf})
 	l.size += int64(len(buf))
 	l.topUpLast = to
 }
 
-// syncUnsynced fsyncs what the relaxed flush mode has written; false once the log has failed.
+// flushTail writes the tail into the segment, without fsync. It is called only between rounds,
+// when every byte of the tail is acknowledged. After a failed write the tail stays (the bytes
+// that did reach the file are the same bytes, written again next time).
+func (l *shardLog) flushTail() error {
+	if len(l.tail) == 0 {
+		return nil
+	}
+	if _, err := l.active.WriteAt(l.tail, l.written); err != nil {
+		return fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.written, err)
+	}
+	l.written += int64(len(l.tail))
+	if cap(l.tail) > 2*tailFlushBytes {
+		l.tail = nil
+	} else {
+		l.tail = l.tail[:0]
+	}
+	return nil
+}
+
+// syncUnsynced writes the tail and fsyncs the segment, then releases the shard's journal
+// entries; false once the log has failed.
 func (l *shardLog) syncUnsynced() bool {
 	if !l.unsynced {
+		return true
+	}
+	if err := l.flushTail(); err != nil {
+		// The journal keeps holding the tail (nothing is released), so nothing is at risk;
+		// the next sync, roll or close tries again.
+		l.lg.Warn("writing the journaled tail into the segment failed; the journal keeps it", zap.Error(err))
 		return true
 	}
 	if err := l.active.Sync(); err != nil {
@@ -553,6 +595,9 @@ func (l *shardLog) requestSync() {
 // directory may be left in a state recovery would misread.
 func (l *shardLog) roll(base int64) (err error, fatal bool) {
 	if l.unsynced {
+		if err := l.flushTail(); err != nil {
+			return err, false // the tail stays with the journal; the group that would roll is lost
+		}
 		if err := l.active.Sync(); err != nil {
 			return fmt.Errorf("fsync %s before roll: %w", l.segPath(l.activeBase), err), true
 		}
@@ -580,7 +625,7 @@ func (l *shardLog) roll(base int64) (err error, fatal bool) {
 	}
 	sealedBase, sealedSize := l.activeBase, l.size
 	l.active, l.activeBase = f, base
-	l.size, l.durableSize = headerLen, headerLen
+	l.size, l.durableSize, l.written = headerLen, headerLen, headerLen
 	l.mu.Lock()
 	l.segs = append(l.segs, base)
 	l.segBytes[sealedBase] = sealedSize
@@ -601,17 +646,24 @@ func (l *shardLog) writeFailed(cause error, from, to int64) bool {
 	l.state, l.lostErr = stateLost, werr
 	l.mu.Unlock()
 
-	err := l.active.Truncate(l.durableSize)
-	if err == nil {
-		err = l.active.Sync()
+	if l.journal != nil {
+		// Nothing that was not durable reached the file: the lost groups are only in the
+		// tail. What stays of the tail is acknowledged and still held by the journal.
+		l.tail = l.tail[:l.durableSize-l.written]
+		l.size = l.durableSize
+	} else {
+		err := l.active.Truncate(l.durableSize)
+		if err == nil {
+			err = l.active.Sync()
+		}
+		if err != nil {
+			l.fail(fmt.Errorf("%w; cutting %s back to byte %d failed: %v", werr, l.segPath(l.activeBase), l.durableSize, err))
+			return false
+		}
+		l.size, l.written = l.durableSize, l.durableSize
+		l.unsynced = false
+		l.segmentSynced()
 	}
-	if err != nil {
-		l.fail(fmt.Errorf("%w; cutting %s back to byte %d failed: %v", werr, l.segPath(l.activeBase), l.durableSize, err))
-		return false
-	}
-	l.size = l.durableSize
-	l.unsynced = false
-	l.segmentSynced()
 	if l.cb.Lost == nil {
 		l.fail(werr)
 		return false
