@@ -3,6 +3,12 @@ package segment
 // One shard's log: Load (recovery), Append (hand-off to the syncer), the syncer goroutine
 // (group commit), failure handling and Close.
 //
+// With a journal, the syncer's state (everything about the active segment's tail) belongs to
+// the syncer goroutine or, while a group of the shard is in the journal (inFlight), to the
+// journal round that carries it: the round reports the group durable and hands the shard's next
+// pending group to the following round itself (complete), so that a busy shard's commits pass
+// through no goroutine of its own log. The hand-over in both directions is under mu.
+//
 // Concurrency. The shard goroutine calls Load, Append and Close, and Compact runs on a goroutine
 // of the runtime's, one at a time (Close stops and waits for it); the syncer goroutine
 // (started by Load) owns the active segment file and everything about its tail (size, durable
@@ -43,7 +49,7 @@ const (
 	// a group is not written into its segment when it commits: the journal holds it durably, and
 	// the segment gets the shard's recent groups in one pwrite at its next sync, roll or close, or
 	// at this size (issue 12: one segment pwrite per group was a tenth of a commit's CPU).
-	tailFlushBytes = 128 << 10
+	tailFlushBytes = 64 << 10
 	// tailMaxBytes bounds the unwritten tail while writing it fails: beyond it, new groups fail as
 	// write errors until the segment takes the tail again.
 	tailMaxBytes = 1 << 20
@@ -65,6 +71,7 @@ type shardLog struct {
 	lostErr  *log.WriteError
 	failErr  error
 	closed   bool
+	inFlight bool        // a group of ours is in the journal: its round owns the syncer's state
 	next     int64       // offset of the next appended record
 	pend     batchWriter // encoded batches handed to the syncer, not yet taken
 	pendFrom int64       // first offset in pend
@@ -95,19 +102,13 @@ type shardLog struct {
 	// size), which only the journal has on disk (it keeps them until the segment is fsynced,
 	// which writes the tail first). With the journal, the file never holds a byte that is not
 	// acknowledged: the tail is written only between rounds.
-	written   int64
-	tail      []byte
-	spare     []byte
-	closeErr  error
-	jseq      int64 // newest journal file holding an entry of ours not yet fsynced in our segment; -1: none
-	jreq      jreq
-	topUpLast int64    // last offset topUp added to the round; -1: none
-	journal   *journal // nil in the relaxed flush mode
-	// topUpSpare is the buffer of the group the last round took through topUp, which topUp
-	// hands to the appends in its place: without it every round that topped up left the
-	// shard's next appends a nil buffer to grow afresh (about one allocation per commit under
-	// 64 committing clients, issue 12).
-	topUpSpare []byte
+	written  int64
+	tail     []byte
+	spare    []byte
+	closeErr error
+	jseq     int64 // newest journal file holding an entry of ours not yet fsynced in our segment; -1: none
+	jreq     jreq
+	journal  *journal // nil in the relaxed flush mode
 
 	// syncWanted: the journal wants to drop a file we hold entries in (set by the journal, taken
 	// by the syncer).
@@ -126,11 +127,10 @@ func openShard(s *Store, shard int32, cb log.Callbacks) (*shardLog, error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		jseq:    -1,
-		jreq:    jreq{shard: shard, done: make(chan jres, 1)},
+		jreq:    jreq{shard: shard},
 		journal: s.journalFor(shard),
 	}
-	l.jreq.topUp = l.topUp
-	l.topUpLast = -1
+	l.jreq.topUp, l.jreq.complete = l.topUp, l.complete
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open shard %d: create %s: %w", shard, l.dir, err)
 	}
@@ -380,9 +380,11 @@ func (l *shardLog) Append(recs []log.Record) (int64, error) {
 	l.pendTo = base + int64(len(recs)) - 1
 	l.pendEnd = pos
 	l.next = l.pendTo + 1
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	if !l.inFlight { // else the round that carries our group takes this one (complete)
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
 	}
 	return l.pendTo, nil
 }
@@ -405,6 +407,10 @@ func (l *shardLog) appendErrLocked() error {
 // reports the highest offset durable; appends arriving meanwhile share the next round.
 func (l *shardLog) run() {
 	defer close(l.done)
+	if l.journal != nil {
+		l.runJournaled()
+		return
+	}
 	var tick <-chan time.Time
 	if l.opts.FlushInterval > 0 {
 		t := time.NewTicker(l.opts.FlushInterval)
@@ -436,10 +442,6 @@ func (l *shardLog) run() {
 			l.spare = buf[:0]
 		}
 		if closing {
-			if err := l.flushTail(); err != nil {
-				l.closeErr = fmt.Errorf("shard %d: %w (the journal keeps the groups the segment lacks for the next open)", l.shard, err)
-				return
-			}
 			if !l.syncUnsynced() {
 				l.closeErr = l.failErrValue()
 			}
@@ -454,8 +456,8 @@ func (l *shardLog) failErrValue() error {
 	return l.failErr
 }
 
-// writeGroup writes one group of batches and makes it durable. It returns false once the log
-// has failed for good.
+// writeGroup writes one group of batches in the relaxed flush mode (no journal) and reports it
+// durable. It returns false once the log has failed for good.
 func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
 	setFlags(buf, end, flagGroupEnd)
 	if l.size > headerLen && l.size+int64(len(buf)) > l.opts.SegmentBytes {
@@ -467,56 +469,153 @@ func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
 			return l.writeFailed(err, from, to)
 		}
 	}
-	pos := l.size
-	j := l.journal
-	if j == nil {
-		// The UNSAFE relaxed mode: the write to the OS is all there is until the timer's fsync.
-		if _, err := l.active.WriteAt(buf, l.size); err != nil {
-			return l.writeFailed(fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.size, err), from, to)
-		}
-		l.written = l.size + int64(len(buf))
-	} else {
-		if len(l.tail) >= tailFlushBytes {
-			if err := l.flushTail(); err != nil && len(l.tail) >= tailMaxBytes {
-				return l.writeFailed(err, from, to)
-			}
-		}
-		l.tail = append(l.tail, buf...)
+	// The UNSAFE relaxed mode: the write to the OS is all there is until the timer's fsync.
+	if _, err := l.active.WriteAt(buf, l.size); err != nil {
+		return l.writeFailed(fmt.Errorf("write %s at byte %d: %w", l.segPath(l.activeBase), l.size, err), from, to)
 	}
 	l.size += int64(len(buf))
-	// The segment itself is written and fsynced later (roll, close, or when the journal asks):
-	// the journal or, in the UNSAFE relaxed mode, nothing covers it until then.
+	l.written = l.size
 	l.unsynced = true
-	if j != nil {
-		l.jreq.base, l.jreq.pos, l.jreq.data = l.activeBase, pos, buf
-		res := j.commit(&l.jreq)
-		if l.topUpLast >= 0 {
-			to = l.topUpLast // the round carried the groups topUp added as well
-		}
-		for _, c := range l.jreq.more { // written and copied into the journal: free again
-			if cap(c.data) <= maxSpareBuffer {
-				l.topUpSpare = c.data[:0]
-			}
-		}
-		l.jreq.data, l.jreq.more, l.topUpLast = nil, l.jreq.more[:0], -1
-		if res.err != nil {
-			if res.fatal {
-				l.fail(res.err)
-				return false
-			}
-			return l.writeFailed(res.err, from, to)
-		}
-		l.jseq = max(l.jseq, res.seq)
-	}
 	l.durableSize = l.size
 	l.cb.Durable(to)
 	return true
 }
 
-// topUp adds the groups appended since the syncer handed r to the journal to r's round (see
-// jreq.topUp). It runs on the round's goroutine while the syncer waits for r's answer, so the
-// syncer's state is this goroutine's until the answer is sent. A group that would roll the
-// segment is left to the syncer.
+// runJournaled is the syncer with a journal. It hands the shard's pending groups to the
+// journal and lets go: the round reports them durable and sends the shard's next groups on
+// (complete). The goroutine takes over again, woken by complete or Append, for what a round
+// must not do on its goroutine, which all shards' answers wait for: rolls, writing the tail
+// into the segment past tailFlushBytes, segment fsyncs the journal asks for, and the close.
+func (l *shardLog) runJournaled() {
+	for range l.kick {
+		l.mu.Lock()
+		inFlight, failed, closing := l.inFlight, l.state == stateFailed, l.closed
+		l.mu.Unlock()
+		if inFlight {
+			continue // the round that carries our group goes on from here
+		}
+		if failed {
+			return
+		}
+		if l.syncWanted.Swap(false) && !l.syncUnsynced() {
+			return
+		}
+		sent, alive := l.sendPending()
+		if !alive {
+			return
+		}
+		if sent || !closing {
+			continue
+		}
+		if err := l.flushTail(); err != nil {
+			l.closeErr = fmt.Errorf("shard %d: %w (the journal keeps the groups the segment lacks for the next open)", l.shard, err)
+			return
+		}
+		if !l.syncUnsynced() {
+			l.closeErr = l.failErrValue()
+		}
+		return
+	}
+}
+
+// sendPending hands what is pending to the journal (rolling the segment or writing the tail
+// first when due). sent: a group is in the journal now; alive: false once the log has failed.
+func (l *shardLog) sendPending() (sent, alive bool) {
+	l.mu.Lock()
+	buf, from, to, end := l.pend.buf, l.pendFrom, l.pendTo, l.pendEnd
+	if len(buf) == 0 {
+		l.mu.Unlock()
+		return false, true
+	}
+	l.pend.buf, l.spare = l.spare[:0], nil
+	l.mu.Unlock()
+	setFlags(buf, end, flagGroupEnd)
+	if l.size > headerLen && l.size+int64(len(buf)) > l.opts.SegmentBytes {
+		if err, fatal := l.roll(from); err != nil {
+			if fatal {
+				l.fail(err)
+				return false, false
+			}
+			return false, l.writeFailed(err, from, to)
+		}
+	}
+	if len(l.tail) >= tailFlushBytes {
+		if err := l.flushTail(); err != nil && len(l.tail) >= tailMaxBytes {
+			return false, l.writeFailed(err, from, to)
+		}
+	}
+	l.stage(buf, from, to)
+	l.mu.Lock()
+	l.inFlight = true
+	l.mu.Unlock()
+	l.journal.submit(&l.jreq)
+	return true, true
+}
+
+// stage puts a group at the end of the tail and makes it the shard's journal request. The
+// segment itself gets it later (flushTail): the journal covers it until the segment is fsynced.
+func (l *shardLog) stage(buf []byte, from, to int64) {
+	pos := l.size
+	l.tail = append(l.tail, buf...)
+	l.size += int64(len(buf))
+	l.unsynced = true
+	r := &l.jreq
+	r.base, r.pos, r.data, r.from, r.to = l.activeBase, pos, l.tail[len(l.tail)-len(buf):], from, to
+	r.more = r.more[:0]
+	if cap(buf) <= maxSpareBuffer {
+		l.spare = buf[:0]
+	}
+}
+
+// complete is the journal round's answer to our request, on the round's goroutine (or on the
+// syncer's when the journal refused it at once), which owns the syncer's state until it sets
+// inFlight false. While the shard has a group pending that the round may send, it sends it to
+// the next round at once: no goroutine of ours wakes between two rounds of a busy shard.
+func (l *shardLog) complete(r *jreq, res jres) {
+	if res.err != nil {
+		if res.fatal {
+			l.fail(res.err)
+		} else {
+			l.writeFailed(res.err, r.from, r.to)
+		}
+		l.letGo()
+		return
+	}
+	l.jseq = max(l.jseq, res.seq)
+	l.durableSize = l.size
+	l.cb.Durable(r.to)
+	l.mu.Lock()
+	buf, from, to, end := l.pend.buf, l.pendFrom, l.pendTo, l.pendEnd
+	if len(buf) > 0 && l.state == stateOpen && !l.closed && !l.syncWanted.Load() &&
+		len(l.tail) < tailFlushBytes && l.size+int64(len(buf)) <= l.opts.SegmentBytes {
+		l.pend.buf, l.spare = l.spare[:0], nil
+		l.mu.Unlock()
+		setFlags(buf, end, flagGroupEnd)
+		l.stage(buf, from, to)
+		l.journal.resubmit(r)
+		return
+	}
+	l.mu.Unlock()
+	l.letGo()
+}
+
+// letGo gives the syncer's state back to the syncer goroutine, waking it when it has work.
+func (l *shardLog) letGo() {
+	l.mu.Lock()
+	l.inFlight = false
+	wake := len(l.pend.buf) > 0 || l.closed || l.state == stateFailed || l.syncWanted.Load() || len(l.tail) >= tailFlushBytes
+	l.mu.Unlock()
+	if wake {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// topUp adds the groups appended since r was queued to r's round (see jreq.topUp). It runs on
+// the round's goroutine, which owns the syncer's state while r is in the journal. A group that
+// would roll the segment is left to the syncer.
 func (l *shardLog) topUp(r *jreq) {
 	l.mu.Lock()
 	buf, to, end := l.pend.buf, l.pendTo, l.pendEnd
@@ -524,13 +623,17 @@ func (l *shardLog) topUp(r *jreq) {
 		l.mu.Unlock()
 		return
 	}
-	l.pend.buf, l.topUpSpare = l.topUpSpare[:0], nil
+	l.pend.buf, l.spare = l.spare[:0], nil
 	l.mu.Unlock()
 	setFlags(buf, end, flagGroupEnd)
+	pos := l.size
 	l.tail = append(l.tail, buf...)
-	r.more = append(r.more, jchunk{pos: l.size, data: buf})
+	r.more = append(r.more, jchunk{pos: pos, data: l.tail[len(l.tail)-len(buf):]})
 	l.size += int64(len(buf))
-	l.topUpLast = to
+	r.to = to
+	if cap(buf) <= maxSpareBuffer {
+		l.spare = buf[:0]
+	}
 }
 
 // flushTail writes the tail into the segment, without fsync. It is called only between rounds,
