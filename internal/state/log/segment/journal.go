@@ -206,6 +206,25 @@ func (j *journal) submit(r *jreq) {
 	j.loop(r)
 }
 
+// enqueue queues r for the next round from a shard's Append; an idle journal starts a round
+// loop of its own (the appending shard goroutine must not wait for the disk).
+func (j *journal) enqueue(r *jreq) {
+	j.mu.Lock()
+	if err := j.refusalLocked(); err != nil {
+		j.mu.Unlock()
+		r.complete(r, jres{err: err, fatal: true})
+		return
+	}
+	j.enqueueLocked(r)
+	if j.running {
+		j.mu.Unlock()
+		return
+	}
+	j.running = true
+	j.mu.Unlock()
+	go j.loop(nil)
+}
+
 // resubmit queues r again from its complete, on the goroutine of the round that answered it.
 func (j *journal) resubmit(r *jreq) {
 	j.mu.Lock()

@@ -4,10 +4,12 @@ package segment
 // (group commit), failure handling and Close.
 //
 // With a journal, the syncer's state (everything about the active segment's tail) belongs to
-// the syncer goroutine or, while a group of the shard is in the journal (inFlight), to the
-// journal round that carries it: the round reports the group durable and hands the shard's next
-// pending group to the following round itself (complete), so that a busy shard's commits pass
-// through no goroutine of its own log. The hand-over in both directions is under mu.
+// the syncer goroutine while it works (busy) or, while a group of the shard is in the journal
+// (inFlight), to the journal round that carries it: the round reports the group durable and
+// hands the shard's next pending group to the following round itself (complete). When neither
+// holds it, Append hands its group to the journal itself. So a commit passes through no
+// goroutine of its shard's log; the syncer goroutine wakes only for rolls, writing the tail into
+// the segment, fsyncs and the close. Every hand-over of the state is under mu.
 //
 // Concurrency. The shard goroutine calls Load, Append and Close, and Compact runs on a goroutine
 // of the runtime's, one at a time (Close stops and waits for it); the syncer goroutine
@@ -72,6 +74,7 @@ type shardLog struct {
 	failErr  error
 	closed   bool
 	inFlight bool        // a group of ours is in the journal: its round owns the syncer's state
+	busy     bool        // the syncer goroutine is working on the syncer's state
 	next     int64       // offset of the next appended record
 	pend     batchWriter // encoded batches handed to the syncer, not yet taken
 	pendFrom int64       // first offset in pend
@@ -358,8 +361,8 @@ func (l *shardLog) Append(recs []log.Record) (int64, error) {
 		return 0, fmt.Errorf("shard %d: append of an empty batch", l.shard)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := l.appendErrLocked(); err != nil {
+		l.mu.Unlock()
 		return 0, err
 	}
 	base := l.next
@@ -370,6 +373,7 @@ func (l *shardLog) Append(recs []log.Record) (int64, error) {
 	}
 	if size := l.pend.size(); size > l.opts.MaxBatchBytes {
 		l.pend.abort()
+		l.mu.Unlock()
 		return 0, fmt.Errorf("shard %d: batch of %d records is %d bytes, message.max.bytes is %d: %w",
 			l.shard, len(recs), size, l.opts.MaxBatchBytes, log.ErrBatchTooLarge)
 	}
@@ -380,13 +384,37 @@ func (l *shardLog) Append(recs []log.Record) (int64, error) {
 	l.pendTo = base + int64(len(recs)) - 1
 	l.pendEnd = pos
 	l.next = l.pendTo + 1
-	if !l.inFlight { // else the round that carries our group takes this one (complete)
+	last := l.pendTo
+	switch {
+	case l.inFlight:
+		// The round that carries our last group takes this one along or sends it next (topUp,
+		// complete).
+		l.mu.Unlock()
+	case !l.busy && l.journal != nil && !l.syncWanted.Load() && len(l.tail) < tailFlushBytes &&
+		l.size+int64(len(l.pend.buf)) <= l.opts.SegmentBytes:
+		// Nobody holds the syncer's state and the group needs nothing of the syncer goroutine:
+		// hand it to the journal from here, sparing a wake-up per commit.
+		buf, from, to, end := l.takePendLocked()
+		l.inFlight = true
+		l.mu.Unlock()
+		setFlags(buf, end, flagGroupEnd)
+		l.stage(buf, from, to)
+		l.journal.enqueue(&l.jreq)
+	default:
+		l.mu.Unlock()
 		select {
 		case l.kick <- struct{}{}:
 		default:
 		}
 	}
-	return l.pendTo, nil
+	return last, nil
+}
+
+// takePendLocked takes the pending groups for sending, leaving the spare buffer to the appends.
+func (l *shardLog) takePendLocked() (buf []byte, from, to int64, end int) {
+	buf, from, to, end = l.pend.buf, l.pendFrom, l.pendTo, l.pendEnd
+	l.pend.buf, l.spare = l.spare[:0], nil
+	return buf, from, to, end
 }
 
 func (l *shardLog) appendErrLocked() error {
@@ -489,45 +517,59 @@ func (l *shardLog) writeGroup(buf []byte, from, to int64, end int) bool {
 func (l *shardLog) runJournaled() {
 	for range l.kick {
 		l.mu.Lock()
-		inFlight, failed, closing := l.inFlight, l.state == stateFailed, l.closed
-		l.mu.Unlock()
-		if inFlight {
+		if l.inFlight {
+			l.mu.Unlock()
 			continue // the round that carries our group goes on from here
 		}
-		if failed {
+		l.busy = true
+		l.mu.Unlock()
+		stop := l.turn()
+		l.mu.Lock()
+		l.busy = false
+		l.mu.Unlock()
+		if stop {
 			return
 		}
-		if l.syncWanted.Swap(false) && !l.syncUnsynced() {
-			return
-		}
-		sent, alive := l.sendPending()
-		if !alive {
-			return
-		}
-		if sent || !closing {
-			continue
-		}
-		if err := l.flushTail(); err != nil {
-			l.closeErr = fmt.Errorf("shard %d: %w (the journal keeps the groups the segment lacks for the next open)", l.shard, err)
-			return
-		}
-		if !l.syncUnsynced() {
-			l.closeErr = l.failErrValue()
-		}
-		return
 	}
+}
+
+// turn does what the syncer goroutine was woken for; true when the syncer is done for good.
+func (l *shardLog) turn() (stop bool) {
+	l.mu.Lock()
+	failed, closing := l.state == stateFailed, l.closed
+	l.mu.Unlock()
+	if failed {
+		return true
+	}
+	if l.syncWanted.Swap(false) && !l.syncUnsynced() {
+		return true
+	}
+	sent, alive := l.sendPending()
+	if !alive {
+		return true
+	}
+	if sent || !closing {
+		return false
+	}
+	if err := l.flushTail(); err != nil {
+		l.closeErr = fmt.Errorf("shard %d: %w (the journal keeps the groups the segment lacks for the next open)", l.shard, err)
+		return true
+	}
+	if !l.syncUnsynced() {
+		l.closeErr = l.failErrValue()
+	}
+	return true
 }
 
 // sendPending hands what is pending to the journal (rolling the segment or writing the tail
 // first when due). sent: a group is in the journal now; alive: false once the log has failed.
 func (l *shardLog) sendPending() (sent, alive bool) {
 	l.mu.Lock()
-	buf, from, to, end := l.pend.buf, l.pendFrom, l.pendTo, l.pendEnd
-	if len(buf) == 0 {
+	if len(l.pend.buf) == 0 {
 		l.mu.Unlock()
 		return false, true
 	}
-	l.pend.buf, l.spare = l.spare[:0], nil
+	buf, from, to, end := l.takePendLocked()
 	l.mu.Unlock()
 	setFlags(buf, end, flagGroupEnd)
 	if l.size > headerLen && l.size+int64(len(buf)) > l.opts.SegmentBytes {
@@ -546,7 +588,7 @@ func (l *shardLog) sendPending() (sent, alive bool) {
 	}
 	l.stage(buf, from, to)
 	l.mu.Lock()
-	l.inFlight = true
+	l.inFlight, l.busy = true, false // the round owns the state now, even if we run it (submit)
 	l.mu.Unlock()
 	l.journal.submit(&l.jreq)
 	return true, true
@@ -585,10 +627,9 @@ func (l *shardLog) complete(r *jreq, res jres) {
 	l.durableSize = l.size
 	l.cb.Durable(r.to)
 	l.mu.Lock()
-	buf, from, to, end := l.pend.buf, l.pendFrom, l.pendTo, l.pendEnd
-	if len(buf) > 0 && l.state == stateOpen && !l.closed && !l.syncWanted.Load() &&
-		len(l.tail) < tailFlushBytes && l.size+int64(len(buf)) <= l.opts.SegmentBytes {
-		l.pend.buf, l.spare = l.spare[:0], nil
+	if n := len(l.pend.buf); n > 0 && l.state == stateOpen && !l.closed && !l.syncWanted.Load() &&
+		len(l.tail) < tailFlushBytes && l.size+int64(n) <= l.opts.SegmentBytes {
+		buf, from, to, end := l.takePendLocked()
 		l.mu.Unlock()
 		setFlags(buf, end, flagGroupEnd)
 		l.stage(buf, from, to)
@@ -618,12 +659,11 @@ func (l *shardLog) letGo() {
 // would roll the segment is left to the syncer.
 func (l *shardLog) topUp(r *jreq) {
 	l.mu.Lock()
-	buf, to, end := l.pend.buf, l.pendTo, l.pendEnd
-	if len(buf) == 0 || l.state != stateOpen || l.size+int64(len(buf)) > l.opts.SegmentBytes || len(l.tail) >= tailMaxBytes {
+	if n := len(l.pend.buf); n == 0 || l.state != stateOpen || l.size+int64(n) > l.opts.SegmentBytes || len(l.tail) >= tailMaxBytes {
 		l.mu.Unlock()
 		return
 	}
-	l.pend.buf, l.spare = l.spare[:0], nil
+	buf, _, to, end := l.takePendLocked()
 	l.mu.Unlock()
 	setFlags(buf, end, flagGroupEnd)
 	pos := l.size
