@@ -12,9 +12,10 @@ package segment
 // the segment, fsyncs and the close. Every hand-over of the state is under mu.
 //
 // Concurrency. The shard goroutine calls Load, Append and Close, and Compact runs on a goroutine
-// of the runtime's, one at a time (Close stops and waits for it); the syncer goroutine
-// (started by Load) owns the active segment file and everything about its tail (size, durable
-// size, rolls). They share only what mu guards: the pending buffer, the offset counter, the
+// of the runtime's, one at a time (Close stops and waits for it); the holder of the syncer's
+// state (above; in the relaxed mode always the syncer goroutine, started by Load) owns the
+// active segment file and everything about its tail (size, durable size, the unwritten tail,
+// rolls). They share only what mu guards: the pending buffer, the offset counter, the
 // state, and the segment list (the syncer appends to it when it rolls; Compact replaces its
 // sealed prefix, which the syncer never touches). Sealed segments are immutable, so Compact
 // reads and replaces them without stopping the syncer.
@@ -355,7 +356,8 @@ func (l *shardLog) CheckBatch(recs []log.Record) error {
 	return nil
 }
 
-// Append encodes recs as one batch into the pending buffer and wakes the syncer.
+// Append encodes recs as one batch into the pending buffer, then hands it to the journal itself,
+// leaves it to the round that holds the shard, or wakes the syncer goroutine.
 func (l *shardLog) Append(recs []log.Record) (int64, error) {
 	if len(recs) == 0 {
 		return 0, fmt.Errorf("shard %d: append of an empty batch", l.shard)
@@ -431,8 +433,9 @@ func (l *shardLog) appendErrLocked() error {
 	return nil
 }
 
-// run is the syncer: it takes everything pending, writes it with one call, fsyncs once, and
-// reports the highest offset durable; appends arriving meanwhile share the next round.
+// run is the syncer goroutine. In the relaxed flush mode it takes everything pending, writes it
+// with one call and reports it durable (fsyncing on the timer); appends arriving meanwhile share
+// the next write. With a journal, see runJournaled.
 func (l *shardLog) run() {
 	defer close(l.done)
 	if l.journal != nil {
