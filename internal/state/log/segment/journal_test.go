@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -888,64 +889,87 @@ func boolInt(b bool) int {
 // arrives while its previous group waits in the queue (and is taken into that round): every
 // acknowledged record survives a power failure that tears what was not synced, with the bytes
 // it was appended with.
+//
+// busy: large records in small segments and a small journal, so that while rounds carry the
+// shards' groups and send their next ones on, the syncers roll segments, write tails past
+// tailFlushBytes and fsync segments for journal files to go (the hand-overs of a shard log's
+// state between Append, the rounds and the syncer goroutine).
 func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T) {
-	for _, keep := range []int{0, 7, 1 << 20} {
-		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
-			e := newMemEnv(t)
-			var rounds roundSizes
-			e.opts.RoundObserver = rounds.observe
-			s := e.openShared(t, 0, 1)
-			e.mem.SetInject(func(op Op, path string) error {
-				if op == OpSync && strings.HasSuffix(path, journalExt) {
-					time.Sleep(200 * time.Microsecond)
-				}
-				return nil
+	for _, busy := range []bool{false, true} {
+		for _, keep := range []int{0, 7, 1 << 20} {
+			t.Run(fmt.Sprintf("busy=%v/keep=%d", busy, keep), func(t *testing.T) {
+				journalRoundsKeepEveryAcknowledgedRecord(t, busy, keep)
 			})
-			const commits = 100
-			// What each offset was appended with: the buffers of taken groups go back to the
-			// appends once their round is over, so a buffer handed back too early would show
-			// here as a record reloaded with another's bytes.
-			var appendedMu sync.Mutex
-			appended := map[int32]map[int64]log.Record{0: {}, 1: {}}
-			var wg sync.WaitGroup
-			for sh, o := range s.logs {
-				for a := range 4 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						commitOneByOne(t, sh, o, fmt.Sprintf("g%d-%d", sh, a), commits, func(off int64, r log.Record) {
-							appendedMu.Lock()
-							appended[sh][off] = r
-							appendedMu.Unlock()
-						})
-					}()
-				}
+		}
+	}
+}
+
+func journalRoundsKeepEveryAcknowledgedRecord(t *testing.T, busy bool, keep int) {
+	e := newMemEnv(t)
+	var rounds roundSizes
+	e.opts.RoundObserver = rounds.observe
+	pad := ""
+	if busy {
+		e.opts.SegmentBytes = 256 << 10
+		e.opts.journalBytes = 32 << 10
+		pad = strings.Repeat("p", 1500)
+	}
+	s := e.openShared(t, 0, 1)
+	e.mem.SetInject(func(op Op, path string) error {
+		if op == OpSync && strings.HasSuffix(path, journalExt) {
+			time.Sleep(200 * time.Microsecond)
+		}
+		return nil
+	})
+	const commits = 100
+	// What each offset was appended with: the buffers of taken groups go back to the
+	// appends once their round is over, so a buffer handed back too early would show
+	// here as a record reloaded with another's bytes.
+	var appendedMu sync.Mutex
+	appended := map[int32]map[int64]log.Record{0: {}, 1: {}}
+	var wg sync.WaitGroup
+	for sh, o := range s.logs {
+		for a := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				commitOneByOne(t, sh, o, fmt.Sprintf("g%d-%d%s", sh, a, pad), commits, func(off int64, r log.Record) {
+					appendedMu.Lock()
+					appended[sh][off] = r
+					appendedMu.Unlock()
+				})
+			}()
+		}
+	}
+	wg.Wait()
+	groups := 0
+	for _, n := range rounds.get() {
+		groups += n
+	}
+	t.Logf("%d commits went to the journal as %d requests", 8*commits, groups)
+	acked := map[int32]int64{0: s.logs[0].rec.durableOffset(), 1: s.logs[1].rec.durableOffset()}
+	e.mem.Crash(func(string, []byte) (int, bool) { return keep, false })
+	e.mem.SetInject(nil)
+	s.store.Close()
+	for sh := int32(0); sh < 2; sh++ {
+		got, next := e.reload(sh)
+		if int64(len(got)) < acked[sh]+1 || next != int64(len(got)) {
+			t.Fatalf("shard %d: reloaded %d records (next %d), %d acknowledged", sh, len(got), next, acked[sh]+1)
+		}
+		for i, en := range got {
+			if en.off != int64(i) {
+				t.Fatalf("shard %d: offsets %v", sh, got)
 			}
-			wg.Wait()
-			groups := 0
-			for _, n := range rounds.get() {
-				groups += n
+			if want := appended[sh][en.off]; en.key != string(want.Key) || en.val == nil || *en.val != string(want.Value) {
+				t.Fatalf("shard %d offset %d reloaded as %v, appended as %s=%s", sh, en.off, en, want.Key, want.Value)
 			}
-			t.Logf("%d commits went to the journal as %d requests", 8*commits, groups)
-			acked := map[int32]int64{0: s.logs[0].rec.durableOffset(), 1: s.logs[1].rec.durableOffset()}
-			e.mem.Crash(func(string, []byte) (int, bool) { return keep, false })
-			e.mem.SetInject(nil)
-			s.store.Close()
-			for sh := int32(0); sh < 2; sh++ {
-				got, next := e.reload(sh)
-				if int64(len(got)) < acked[sh]+1 || next != int64(len(got)) {
-					t.Fatalf("shard %d: reloaded %d records (next %d), %d acknowledged", sh, len(got), next, acked[sh]+1)
-				}
-				for i, en := range got {
-					if en.off != int64(i) {
-						t.Fatalf("shard %d: offsets %v", sh, got)
-					}
-					if want := appended[sh][en.off]; en.key != string(want.Key) || en.val == nil || *en.val != string(want.Value) {
-						t.Fatalf("shard %d offset %d reloaded as %v, appended as %s=%s", sh, en.off, en, want.Key, want.Value)
-					}
-				}
+		}
+		if busy {
+			segs, _ := e.mem.ReadDir(filepath.Join(e.opts.Dir, shardDirName(sh)))
+			if len(segs) < 2 {
+				t.Fatalf("shard %d has segments %v: the test meant it to roll", sh, segs)
 			}
-		})
+		}
 	}
 }
 
