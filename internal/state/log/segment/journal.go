@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -88,10 +89,12 @@ type journal struct {
 	want     int
 	gathered chan struct{}
 	running  bool
-	failErr  error
-	closed   bool
-	idle     *sync.Cond // signalled when the round loop stops
-	cur      int64      // sequence number of the file rounds are written to
+	// busy mirrors running for a look without the mutex (Append's choice of path).
+	busy    atomic.Bool
+	failErr error
+	closed  bool
+	idle    *sync.Cond // signalled when the round loop stops
+	cur     int64      // sequence number of the file rounds are written to
 	// held: for every journal file still on disk, the shards with entries in it that are not
 	// yet fsynced in their own segments. A file other than cur goes when its set is empty.
 	held map[int64]map[int32]bool
@@ -202,12 +205,14 @@ func (j *journal) submit(r *jreq) {
 		return
 	}
 	j.running = true
+	j.busy.Store(true)
 	j.mu.Unlock()
 	j.loop(r)
 }
 
-// enqueue queues r for the next round from a shard's Append; an idle journal starts a round
-// loop of its own (the appending shard goroutine must not wait for the disk).
+// enqueue queues r for the next round from a shard's Append, which calls it only when the
+// journal looked busy; one that went idle meanwhile starts a round loop of its own (the
+// appending shard goroutine must not wait for the disk).
 func (j *journal) enqueue(r *jreq) {
 	j.mu.Lock()
 	if err := j.refusalLocked(); err != nil {
@@ -221,6 +226,7 @@ func (j *journal) enqueue(r *jreq) {
 		return
 	}
 	j.running = true
+	j.busy.Store(true)
 	j.mu.Unlock()
 	go j.loop(nil)
 }
@@ -275,6 +281,7 @@ func (j *journal) loop(mine *jreq) {
 		q := j.queue
 		if len(q) == 0 {
 			j.running = false
+			j.busy.Store(false)
 			j.idle.Broadcast()
 			j.mu.Unlock()
 			return

@@ -392,10 +392,13 @@ func (l *shardLog) Append(recs []log.Record) (int64, error) {
 		// The round that carries our last group takes this one along or sends it next (topUp,
 		// complete).
 		l.mu.Unlock()
-	case !l.busy && l.journal != nil && !l.syncWanted.Load() && len(l.tail) < tailFlushBytes &&
-		l.size+int64(len(l.pend.buf)) <= l.opts.SegmentBytes:
-		// Nobody holds the syncer's state and the group needs nothing of the syncer goroutine:
-		// hand it to the journal from here, sparing a wake-up per commit.
+	case !l.busy && l.journal != nil && l.journal.busy.Load() && !l.syncWanted.Load() &&
+		len(l.tail) < tailFlushBytes && l.size+int64(len(l.pend.buf)) <= l.opts.SegmentBytes:
+		// Nobody holds the syncer's state, the group needs nothing of the syncer goroutine and
+		// a round loop runs: hand the group to it from here, sparing a wake-up per commit. An
+		// idle journal is left to the syncer goroutine, which runs the round itself: a round
+		// loop started from here would be a new goroutine, which cost a lone committer more
+		// than the wake-up (offset-commit at 1 client: 3,834 -> 3,244 ops/s, 120 -> 142 µs/op).
 		buf, from, to, end := l.takePendLocked()
 		l.inFlight = true
 		l.mu.Unlock()
