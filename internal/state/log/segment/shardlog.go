@@ -7,9 +7,10 @@ package segment
 // the syncer goroutine while it works (busy) or, while a group of the shard is in the journal
 // (inFlight), to the journal round that carries it: the round reports the group durable and
 // hands the shard's next pending group to the following round itself (complete). When neither
-// holds it, Append hands its group to the journal itself. So a commit passes through no
-// goroutine of its shard's log; the syncer goroutine wakes only for rolls, writing the tail into
-// the segment, fsyncs and the close. Every hand-over of the state is under mu.
+// holds it and the journal's round loop runs, Append hands its group to the journal itself. So
+// under load a commit passes through no goroutine of its shard's log; the syncer goroutine wakes
+// for an idle journal (whose round it runs), rolls, writing the tail into the segment, fsyncs and
+// the close. Every hand-over of the state is under mu.
 //
 // Concurrency. The shard goroutine calls Load, Append and Close, and Compact runs on a goroutine
 // of the runtime's, one at a time (Close stops and waits for it); the holder of the syncer's
