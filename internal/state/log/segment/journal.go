@@ -2,11 +2,11 @@ package segment
 
 // The journal: one write-ahead file per store through which the group commits of all its shards
 // become durable, so that a round costs one fdatasync however many shards it covers
-// (docs/storage.md, "Write path"). A shard's syncer still writes its group into its own segment,
-// without syncing it, then hands the same bytes to the journal and waits for the round that
-// holds them. A shard's segment is fsynced later, when it rolls, closes, or when the journal
-// asks it to so that an old journal file can go; only then does the shard release its entries
-// in that file.
+// (docs/storage.md, "Write path"). A shard hands its group to the journal and keeps the bytes in
+// memory as its segment's unwritten tail; the round answers the shard itself (jreq.complete),
+// which may hand the shard's next group to the next round. A shard's segment is written and
+// fsynced later, when it rolls, closes, or when the journal asks it to so that an old journal
+// file can go; only then does the shard release its entries in that file.
 //
 // Frame: [u32 length][u32 crc32c][u8 flags][i32 shard][i64 segment base][i64 byte position][data]
 // length counts the bytes after the length field; the CRC covers flags through data. flags bit 0
@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -80,15 +81,20 @@ type journal struct {
 
 	mu    sync.Mutex
 	queue []*jreq
+	// requeued: requests queued by the answers of the round in progress (resubmit), which the
+	// next round's expectation must not count twice.
+	requeued int
 	// want: while a round gathers, the queue length that ends its wait (0: none gathers);
 	// the commit that reaches it sends on gathered.
 	want     int
 	gathered chan struct{}
 	running  bool
-	failErr  error
-	closed   bool
-	idle     *sync.Cond // signalled when the round loop stops
-	cur      int64      // sequence number of the file rounds are written to
+	// busy mirrors running for a look without the mutex (Append's choice of path).
+	busy    atomic.Bool
+	failErr error
+	closed  bool
+	idle    *sync.Cond // signalled when the round loop stops
+	cur     int64      // sequence number of the file rounds are written to
 	// held: for every journal file still on disk, the shards with entries in it that are not
 	// yet fsynced in their own segments. A file other than cur goes when its set is empty.
 	held map[int64]map[int32]bool
@@ -112,11 +118,14 @@ type jreq struct {
 	shard     int32
 	base, pos int64
 	data      []byte
-	done      chan jres
-	// topUp, when set, runs when the request's round starts, on the round's goroutine, while
-	// the shard's syncer waits for the answer: it may write more of the shard's groups into
-	// its segment and add them (more) to the round, so that a commit arriving while its shard's
-	// previous group waits for a round joins that round instead of the next.
+	from, to  int64 // offsets the request carries (topUp moves to)
+	queued    bool  // in the queue, not yet taken by a round (under mu)
+	// complete receives the round's answer, on the round's goroutine; it may resubmit the
+	// request for the next round.
+	complete func(r *jreq, res jres)
+	// topUp, when set, runs when the request's round starts, on the round's goroutine: it may
+	// add more of the shard's groups (more) to the round, so that a commit arriving while its
+	// shard's previous group waits for a round joins that round instead of the next.
 	topUp func(r *jreq)
 	more  []jchunk
 }
@@ -179,58 +188,105 @@ func (j *journal) create(seq int64) (File, error) {
 	return f, nil
 }
 
-// commit makes data (written by shard r.shard at r.pos of segment r.base) durable in the next
-// round and returns that round's answer.
-func (j *journal) commit(r *jreq) jres {
+// submit queues r for the next round; r.complete receives the answer. An idle journal's round
+// runs on the caller, which saves a goroutine hand-off per commit when commits are sparse,
+// until r is answered and not queued again; whatever queued meanwhile goes to a round loop of
+// its own.
+func (j *journal) submit(r *jreq) {
 	j.mu.Lock()
-	if j.failErr != nil || j.closed {
-		err := j.failErr
-		if err == nil {
-			err = log.ErrClosed
-		}
+	if err := j.refusalLocked(); err != nil {
 		j.mu.Unlock()
-		return jres{err: err, fatal: true}
+		r.complete(r, jres{err: err, fatal: true})
+		return
 	}
+	j.enqueueLocked(r)
+	if j.running {
+		j.mu.Unlock()
+		return
+	}
+	j.running = true
+	j.busy.Store(true)
+	j.mu.Unlock()
+	j.loop(r)
+}
+
+// enqueue queues r for the next round from a shard's Append, which calls it only when the
+// journal looked busy; one that went idle meanwhile starts a round loop of its own (the
+// appending shard goroutine must not wait for the disk).
+func (j *journal) enqueue(r *jreq) {
+	j.mu.Lock()
+	if err := j.refusalLocked(); err != nil {
+		j.mu.Unlock()
+		r.complete(r, jres{err: err, fatal: true})
+		return
+	}
+	j.enqueueLocked(r)
+	if j.running {
+		j.mu.Unlock()
+		return
+	}
+	j.running = true
+	j.busy.Store(true)
+	j.mu.Unlock()
+	go j.loop(nil)
+}
+
+// resubmit queues r again from its complete, on the goroutine of the round that answered it.
+func (j *journal) resubmit(r *jreq) {
+	j.mu.Lock()
+	if err := j.refusalLocked(); err != nil {
+		j.mu.Unlock()
+		r.complete(r, jres{err: err, fatal: true})
+		return
+	}
+	j.enqueueLocked(r)
+	j.requeued++
+	j.mu.Unlock()
+}
+
+func (j *journal) refusalLocked() error {
+	if j.failErr != nil {
+		return j.failErr
+	}
+	if j.closed {
+		return log.ErrClosed
+	}
+	return nil
+}
+
+func (j *journal) enqueueLocked(r *jreq) {
 	j.queue = append(j.queue, r)
+	r.queued = true
 	if j.want > 0 && len(j.queue) >= j.want {
 		j.want = 0
 		j.gathered <- struct{}{} // never blocks: one send per gathering wait, received or drained by it
 	}
-
-	if j.running {
-		j.mu.Unlock()
-		return <-r.done
-	}
-	// An idle journal: this syncer runs the rounds itself until its own group is durable
-	// (saving a goroutine hand-off per commit when commits are sparse), then leaves whatever
-	// queued meanwhile to a round loop of its own.
-	j.running = true
-	j.mu.Unlock()
-	j.loop(r)
-	return <-r.done
 }
 
 // loop runs rounds while requests are queued; requests arriving during a round share the next.
-// With mine set, it returns once mine is answered, handing any queued requests to a new loop.
+// With mine set, it returns once mine is answered and not queued again, handing any queued
+// requests to a new loop.
 //
 // Before a round it may gather: a round that would carry fewer groups than expect waits, at
 // most j.wait, for more to queue. expect is the groups of the last round plus those that queued
-// during it: when commits come in closed loops (a client sends its next commit once the last is
-// answered), those are the shards whose next groups are on their way, and a round that starts
-// with the first of them makes the others pay a second fsync. A lone committer's rounds carry
-// one group, so it never waits; at most one round waits in vain when the load drops. Every
-// shard has at most one request in a journal, so expect never exceeds the shards it serves.
+// during it (not counting a shard twice whose next group its answer queued): when commits come
+// in closed loops (a client sends its next commit once the last is answered), those are the
+// shards whose next groups are on their way, and a round that starts with the first of them
+// makes the others pay a second fsync. A lone committer's rounds carry one group, so it never
+// waits; at most one round waits in vain when the load drops. Every shard has at most one
+// request in a journal, so expect never exceeds the shards it serves.
 func (j *journal) loop(mine *jreq) {
 	for {
 		j.mu.Lock()
 		q := j.queue
 		if len(q) == 0 {
 			j.running = false
+			j.busy.Store(false)
 			j.idle.Broadcast()
 			j.mu.Unlock()
 			return
 		}
-		if mine != nil && len(mine.done) > 0 {
+		if mine != nil && !mine.queued {
 			j.mu.Unlock()
 			go j.loop(nil)
 			return
@@ -241,11 +297,15 @@ func (j *journal) loop(mine *jreq) {
 			j.mu.Lock()
 			q = j.queue
 		}
+		for _, r := range q {
+			r.queued = false
+		}
 		j.queue = j.spare[:0]
+		j.requeued = 0
 		j.mu.Unlock()
 		j.round(q)
 		j.mu.Lock()
-		j.expect = len(q) + len(j.queue)
+		j.expect = len(q) + len(j.queue) - j.requeued
 		j.mu.Unlock()
 		clear(q)
 		j.spare = q[:0]
@@ -287,7 +347,7 @@ func (j *journal) round(q []*jreq) {
 	}
 	answer := func(res jres) {
 		for _, r := range q {
-			r.done <- res
+			r.complete(r, res)
 		}
 	}
 	for _, r := range q {

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -754,110 +755,221 @@ func TestJournalRoundTakesTheShardsLaterGroups(t *testing.T) {
 	}
 }
 
-// A group the round takes for its shard fails to be written into the segment: the shard's
-// group that was waiting is made durable by the round, the failed one is reported lost, and
-// nothing of it comes back after a power failure.
-func TestJournalRoundTakingAGroupThatFailsToWriteLosesOnlyIt(t *testing.T) {
-	e := newMemEnv(t)
-	e.mem.SetPartialWrites(true)
-	s := e.openShared(t, 0, 1)
-	hold := make(chan struct{})
-	var holding, failing atomic.Bool
-	holding.Store(true)
-	e.mem.SetInject(func(op Op, path string) error {
-		if op == OpSync && strings.HasSuffix(path, journalExt) && holding.CompareAndSwap(true, false) {
-			<-hold
-		}
-		if op == OpWrite && strings.Contains(path, "shard-1") && failing.CompareAndSwap(true, false) {
-			return errInjected
-		}
-		return nil
-	})
-	s.logs[0].mustAppend(t, rec("a", "1")) // round 1, its fsync held
-	waitRoundStarted(t, s.store.journals[0])
-	first := s.logs[1].mustAppend(t, rec("b", "1"))
-	waitQueued(t, s.store.journals[0], 1)
-	failing.Store(true) // the next write into shard 1's segment: the round's, of "b"="2"
-	second := s.logs[1].mustAppend(t, rec("b", strings.Repeat("2", 100)))
-	close(hold)
-	lost := s.logs[1].rec.waitLost(t, 1)
-	if lost.First != second || lost.Last != second {
-		t.Fatalf("lost %d..%d, want the failed group's offset %d alone", lost.First, lost.Last, second)
+// A group is not written into its segment when it commits: the journal holds it, and the
+// segment gets the shard's recent groups in larger pieces later (at its sync, roll or close, or
+// once they pass tailFlushBytes). A crash in that window, with the segment lacking acknowledged
+// groups entirely or holding a torn piece of the ones it was given, loses none of them.
+func TestJournalCrashBeforeTheSegmentHasTheAcknowledgedGroups(t *testing.T) {
+	for _, keep := range []int{0, 3000, 1 << 30} {
+		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
+			e := newMemEnv(t)
+			s := e.openShared(t, 0, 1)
+			big := strings.Repeat("v", 8<<10)
+			acked := map[int32]int64{}
+			for i := 0; i < 40; i++ {
+				for sh, o := range s.logs {
+					val := fmt.Sprint(i)
+					if sh == 1 {
+						val += big // shard 1 passes tailFlushBytes: part of its tail is written, unsynced
+					}
+					acked[sh] = o.mustAppend(t, rec(fmt.Sprintf("k%d", i), val))
+					o.rec.waitDurable(t, acked[sh])
+				}
+			}
+			seg0, _ := e.mem.ReadFile(e.segFile(0, 0))
+			if len(seg0) != headerLen {
+				t.Fatalf("shard 0's segment has %d bytes after %d acknowledged groups: the groups were written at commit", len(seg0), acked[0]+1)
+			}
+			seg1, _ := e.mem.ReadFile(e.segFile(1, 0))
+			if len(seg1) <= headerLen || len(seg1) >= 40*(8<<10) {
+				t.Fatalf("shard 1's segment has %d bytes: want part of its %d acknowledged groups written, not all", len(seg1), acked[1]+1)
+			}
+			e.mem.Crash(func(path string, _ []byte) (int, bool) {
+				if strings.HasSuffix(path, journalExt) {
+					return 0, false // the journal's rounds were all fsynced: nothing of it is unsynced
+				}
+				return keep, false
+			})
+			s.store.Close()
+			for sh := int32(0); sh < 2; sh++ {
+				got, next := e.reload(sh)
+				if int64(len(got)) != acked[sh]+1 || next != acked[sh]+1 {
+					t.Fatalf("shard %d: reloaded %d records (next %d), acknowledged %d", sh, len(got), next, acked[sh]+1)
+				}
+				for i, en := range got {
+					want := fmt.Sprint(i)
+					if sh == 1 {
+						want += big
+					}
+					if en.off != int64(i) || en.key != fmt.Sprintf("k%d", i) || *en.val != want {
+						t.Fatalf("shard %d: record %d is %d:%s", sh, i, en.off, en.key)
+					}
+				}
+			}
+		})
 	}
-	if d := s.logs[1].rec.durableOffset(); d != first {
-		t.Fatalf("shard 1 durable up to %d, want %d (the group the round was for)", d, first)
+}
+
+// The segment refuses the groups the journal already made durable (its writes fail, the
+// journal's do not): commits go on being acknowledged while the unwritten tail is below
+// tailMaxBytes, then new groups fail as retriable write errors; nothing acknowledged is lost,
+// neither in a crash while the segment still fails nor once it takes writes again.
+func TestSegmentWriteFailureKeepsAcknowledgedGroupsInTheJournal(t *testing.T) {
+	for _, heal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("heal=%v", heal), func(t *testing.T) {
+			e := newMemEnv(t)
+			s := e.openShared(t, 0)
+			o := s.logs[0]
+			seg := e.segFile(0, 0)
+			var failing atomic.Bool
+			failing.Store(true)
+			e.mem.SetInject(func(op Op, path string) error {
+				if op == OpWrite && path == seg && failing.Load() {
+					return errInjected
+				}
+				return nil
+			})
+			val := strings.Repeat("v", 16<<10)
+			acked := int64(-1)
+			for i := 0; ; i++ {
+				if i > 2*tailMaxBytes/len(val) {
+					t.Fatalf("%d groups acknowledged while the segment took none of them: the unwritten tail is not bounded", acked+1)
+				}
+				last, err := o.log.Append([]log.Record{rec(fmt.Sprintf("k%d", i), val)})
+				if err != nil {
+					t.Fatalf("append: %v", err)
+				}
+				o.rec.wait(t, "durable or lost", func() bool { return o.rec.durable >= last || len(o.rec.lost) > 0 })
+				if o.rec.durableOffset() < last {
+					break
+				}
+				acked = last
+			}
+			lost := o.rec.waitLost(t, 1)
+			if !lost.Retriable() || lost.First != acked+1 || !errors.Is(lost, errInjected) {
+				t.Fatalf("lost %v (retriable %v), want offset %d lost by the injected write error", lost, lost.Retriable(), acked+1)
+			}
+			if acked+1 < tailMaxBytes/int64(len(val))-1 {
+				t.Fatalf("only %d groups acknowledged before the tail bound", acked+1)
+			}
+			if heal {
+				failing.Store(false)
+				o.rec.resume()
+				last := o.mustAppend(t, rec("after", "v"))
+				o.rec.waitDurable(t, last)
+				if got, _ := e.mem.ReadFile(seg); int64(len(got)) <= int64(headerLen)+acked*int64(len(val)) {
+					t.Fatalf("segment has %d bytes after it healed: the tail was not written", len(got))
+				}
+				acked = last
+			}
+			e.mem.Crash(nil)
+			e.mem.SetInject(nil)
+			s.store.Close()
+			got, next := e.reload(0)
+			if int64(len(got)) != acked+1-int64(boolInt(heal)) || (heal && got[len(got)-1].key != "after") {
+				t.Fatalf("reloaded %d records (next %d), acknowledged %d", len(got), next, acked+1)
+			}
+			for i, en := range got[:len(got)-boolInt(heal)] {
+				if en.off != int64(i) || en.key != fmt.Sprintf("k%d", i) || *en.val != val {
+					t.Fatalf("record %d is %d:%s", i, en.off, en.key)
+				}
+			}
+		})
 	}
-	e.mem.Crash(nil)
-	e.mem.SetInject(nil)
-	s.store.Close()
-	got, next := e.reload(1)
-	if len(got) != 1 || got[0].key != "b" || *got[0].val != "1" || next != 1 {
-		t.Fatalf("shard 1 reloaded %+v (next %d), want only the acknowledged record", got, next)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
+	return 0
 }
 
 // Four closed-loop committers per shard, rounds slowed down so that a shard's next commit often
 // arrives while its previous group waits in the queue (and is taken into that round): every
 // acknowledged record survives a power failure that tears what was not synced, with the bytes
 // it was appended with.
+//
+// busy: large records in small segments and a small journal, so that while rounds carry the
+// shards' groups and send their next ones on, the syncers roll segments, write tails past
+// tailFlushBytes and fsync segments for journal files to go (the hand-overs of a shard log's
+// state between Append, the rounds and the syncer goroutine).
 func TestJournalRoundsTakingLaterGroupsKeepEveryAcknowledgedRecord(t *testing.T) {
-	for _, keep := range []int{0, 7, 1 << 20} {
-		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
-			e := newMemEnv(t)
-			var rounds roundSizes
-			e.opts.RoundObserver = rounds.observe
-			s := e.openShared(t, 0, 1)
-			e.mem.SetInject(func(op Op, path string) error {
-				if op == OpSync && strings.HasSuffix(path, journalExt) {
-					time.Sleep(200 * time.Microsecond)
-				}
-				return nil
+	for _, busy := range []bool{false, true} {
+		for _, keep := range []int{0, 7, 1 << 20} {
+			t.Run(fmt.Sprintf("busy=%v/keep=%d", busy, keep), func(t *testing.T) {
+				journalRoundsKeepEveryAcknowledgedRecord(t, busy, keep)
 			})
-			const commits = 100
-			// What each offset was appended with: the buffers of taken groups go back to the
-			// appends once their round is over, so a buffer handed back too early would show
-			// here as a record reloaded with another's bytes.
-			var appendedMu sync.Mutex
-			appended := map[int32]map[int64]log.Record{0: {}, 1: {}}
-			var wg sync.WaitGroup
-			for sh, o := range s.logs {
-				for a := range 4 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						commitOneByOne(t, sh, o, fmt.Sprintf("g%d-%d", sh, a), commits, func(off int64, r log.Record) {
-							appendedMu.Lock()
-							appended[sh][off] = r
-							appendedMu.Unlock()
-						})
-					}()
-				}
+		}
+	}
+}
+
+func journalRoundsKeepEveryAcknowledgedRecord(t *testing.T, busy bool, keep int) {
+	e := newMemEnv(t)
+	var rounds roundSizes
+	e.opts.RoundObserver = rounds.observe
+	pad := ""
+	if busy {
+		e.opts.SegmentBytes = 256 << 10
+		e.opts.journalBytes = 32 << 10
+		pad = strings.Repeat("p", 1500)
+	}
+	s := e.openShared(t, 0, 1)
+	e.mem.SetInject(func(op Op, path string) error {
+		if op == OpSync && strings.HasSuffix(path, journalExt) {
+			time.Sleep(200 * time.Microsecond)
+		}
+		return nil
+	})
+	const commits = 100
+	// What each offset was appended with: the buffers of taken groups go back to the
+	// appends once their round is over, so a buffer handed back too early would show
+	// here as a record reloaded with another's bytes.
+	var appendedMu sync.Mutex
+	appended := map[int32]map[int64]log.Record{0: {}, 1: {}}
+	var wg sync.WaitGroup
+	for sh, o := range s.logs {
+		for a := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				commitOneByOne(t, sh, o, fmt.Sprintf("g%d-%d%s", sh, a, pad), commits, func(off int64, r log.Record) {
+					appendedMu.Lock()
+					appended[sh][off] = r
+					appendedMu.Unlock()
+				})
+			}()
+		}
+	}
+	wg.Wait()
+	groups := 0
+	for _, n := range rounds.get() {
+		groups += n
+	}
+	t.Logf("%d commits went to the journal as %d requests", 8*commits, groups)
+	acked := map[int32]int64{0: s.logs[0].rec.durableOffset(), 1: s.logs[1].rec.durableOffset()}
+	e.mem.Crash(func(string, []byte) (int, bool) { return keep, false })
+	e.mem.SetInject(nil)
+	s.store.Close()
+	for sh := int32(0); sh < 2; sh++ {
+		got, next := e.reload(sh)
+		if int64(len(got)) < acked[sh]+1 || next != int64(len(got)) {
+			t.Fatalf("shard %d: reloaded %d records (next %d), %d acknowledged", sh, len(got), next, acked[sh]+1)
+		}
+		for i, en := range got {
+			if en.off != int64(i) {
+				t.Fatalf("shard %d: offsets %v", sh, got)
 			}
-			wg.Wait()
-			groups := 0
-			for _, n := range rounds.get() {
-				groups += n
+			if want := appended[sh][en.off]; en.key != string(want.Key) || en.val == nil || *en.val != string(want.Value) {
+				t.Fatalf("shard %d offset %d reloaded as %v, appended as %s=%s", sh, en.off, en, want.Key, want.Value)
 			}
-			t.Logf("%d commits went to the journal as %d requests", 8*commits, groups)
-			acked := map[int32]int64{0: s.logs[0].rec.durableOffset(), 1: s.logs[1].rec.durableOffset()}
-			e.mem.Crash(func(string, []byte) (int, bool) { return keep, false })
-			e.mem.SetInject(nil)
-			s.store.Close()
-			for sh := int32(0); sh < 2; sh++ {
-				got, next := e.reload(sh)
-				if int64(len(got)) < acked[sh]+1 || next != int64(len(got)) {
-					t.Fatalf("shard %d: reloaded %d records (next %d), %d acknowledged", sh, len(got), next, acked[sh]+1)
-				}
-				for i, en := range got {
-					if en.off != int64(i) {
-						t.Fatalf("shard %d: offsets %v", sh, got)
-					}
-					if want := appended[sh][en.off]; en.key != string(want.Key) || en.val == nil || *en.val != string(want.Value) {
-						t.Fatalf("shard %d offset %d reloaded as %v, appended as %s=%s", sh, en.off, en, want.Key, want.Value)
-					}
-				}
+		}
+		if busy {
+			segs, _ := e.mem.ReadDir(filepath.Join(e.opts.Dir, shardDirName(sh)))
+			if len(segs) < 2 {
+				t.Fatalf("shard %d has segments %v: the test meant it to roll", sh, segs)
 			}
-		})
+		}
 	}
 }
 
