@@ -137,6 +137,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer topology.Close() // after the shards: the coordinator has stopped serving
+	procs, procsWhy := setSchedulerProcs(cfg.LogBackend.Kafka())
 	st, err := openState(cfg, clusterID, log, reg, topology.Volatile())
 	if err != nil {
 		return err
@@ -291,7 +292,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	log.Info("coordinatord started",
 		zap.String("version", version), zap.Strings("listeners", addrs), zap.String("admin", adminLn.Addr().String()), zap.String("admin_protocol", cfg.AdminSecurity.Protocol),
 		zap.Int32("node_id", cfg.NodeID), zap.String("cluster_id", clusterID), zap.Int32("shards", cfg.ShardCount),
-		zap.String("log_dirs", cfg.LogDirs), zap.String("gc_pacing", gcPacing))
+		zap.String("log_dirs", cfg.LogDirs), zap.String("gc_pacing", gcPacing),
+		zap.Int("gomaxprocs", procs), zap.String("gomaxprocs_from", procsWhy))
 
 	var serveErr error
 	select {
