@@ -265,6 +265,15 @@ func TestStreamsStaticMemberRestart(t *testing.T) {
 func TestStreamsKillDaemonMidRebalance(t *testing.T) {
 	t.Parallel()
 	d := startStreamsDaemon(t, "group.streams.num.standby.replicas=1", "group.streams.session.timeout.ms=10000")
+	t.Cleanup(func() {
+		if t.Failed() { // the daemon's warnings across the kill say what the restart made of the group
+			for _, l := range d.allLogs() {
+				if l["level"] != "info" && l["level"] != "debug" {
+					t.Logf("coordinatord: %v", l)
+				}
+			}
+		}
+	})
 	createStreamsTopics(t, d.Addr, 16, "kill-in-0", "kill-in-1")
 	app := newStreamsApp(t, d.Addr, "kill", streamsTopology("kill-in", 2))
 	defer app.stopAll()

@@ -432,6 +432,13 @@ func (a *streamsApp) waitConverged(live []*simMember, subs, parts, standbys int,
 		}
 		m.mu.Unlock()
 	}
+	// What the coordinator holds tells a lost member or a target never computed from a member
+	// that never reconciled.
+	g := describeStreams(a.t, a.getAddr(), a.group)
+	a.t.Logf("group %s: state %s, group epoch %d, assignment epoch %d, %d members", a.group, g.State, g.Epoch, g.AssignmentEpoch, len(g.Members))
+	for _, gm := range g.Members {
+		a.t.Logf("  %s: member epoch %d, %d active subtopologies assigned, %d target", gm.MemberID, gm.MemberEpoch, len(gm.Assignment.ActiveTasks), len(gm.TargetAssignment.ActiveTasks))
+	}
 	a.t.Fatalf("no convergence within %v: %s", within, why)
 }
 
