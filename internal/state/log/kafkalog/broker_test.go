@@ -44,12 +44,21 @@ func newBackendTimeout(t testing.TB, partitions int32, txnTimeout time.Duration)
 	b, err := New(ctx, Options{
 		Client: []kgo.Opt{kgo.SeedBrokers(addr)}, Topic: topic, Partitions: partitions,
 		ReplicationFactor: 1, MinInsyncReplicas: 1, TransactionalIDPrefix: topic + "-shard-",
+		NodeTransactionalIDPrefix: topic + "-node-", NodeID: 1,
 		TransactionTimeout: txnTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// otherNode is a backend on b's topic as the node with id node: its own node producers, its own
+// writer, as another coordinatord process would have.
+func otherNode(b *Backend, node int32) *Backend {
+	opts := b.opts
+	opts.NodeID = node
+	return &Backend{opts: opts, lg: b.lg}
 }
 
 type reports struct {
@@ -222,6 +231,7 @@ func TestBrokerSecondOwnerFencesFirst(t *testing.T) {
 
 func secondOwnerFencesFirst(t *testing.T, before int) {
 	b := newBackend(t, 1)
+	b2 := otherNode(b, 2)
 	old, oldR := open(t, b, 0)
 	defer old.Close()
 	load(t, old)
@@ -236,7 +246,7 @@ func secondOwnerFencesFirst(t *testing.T, before int) {
 		want = append(want, r)
 	}
 
-	cur, curR := open(t, b, 0)
+	cur, curR := open(t, b2, 0)
 	defer cur.Close()
 	got, _ := load(t, cur)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -265,7 +275,7 @@ func secondOwnerFencesFirst(t *testing.T, before int) {
 		t.Fatal(err)
 	}
 	waitDurable(t, curR, o)
-	third, _ := open(t, b, 0)
+	third, _ := open(t, otherNode(b, 3), 0)
 	defer third.Close()
 	got, _ = load(t, third)
 	if want = append(want, rec("b", "new")); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -648,9 +658,9 @@ func TestBrokerLoadAllocatesNoRecordPerRecord(t *testing.T) {
 	}
 }
 
-// Consecutive rounds (the load marker included) are written by different producers, so that a
-// round's produce never waits for the markers of the transaction its producer just ended
-// (shardProducers; the speed is BenchmarkBrokerShardRounds').
+// Consecutive rounds (the claim and load marker included) are written by different producers of
+// the node, so that a round's produce never waits for the markers of the transaction its
+// producer just ended (shardProducers; the speed is BenchmarkBrokerShardRounds').
 func TestBrokerRoundsAlternateProducers(t *testing.T) {
 	b := newBackend(t, 1)
 	l, r := open(t, b, 0)
@@ -673,13 +683,17 @@ func TestBrokerRoundsAlternateProducers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	var producers []int64 // of the marker, then of each round
-	for len(producers) < 1+rounds {
+	var producers []int64 // of the claim round (ownership record and marker), then of each round
+	for n := 0; n < 2+rounds; {
 		fs := cc.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d records of %d: %v", len(producers), 1+rounds, ctx.Err())
+			t.Fatalf("read %d records of %d: %v", n, 2+rounds, ctx.Err())
 		}
-		fs.EachRecord(func(r *kgo.Record) { producers = append(producers, r.ProducerID) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if n++; n != 2 { // the claim round's second record
+				producers = append(producers, r.ProducerID)
+			}
+		})
 	}
 	for i := 1; i < len(producers); i++ {
 		if producers[i] == producers[i-1] {

@@ -198,7 +198,7 @@ func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
 	l := lg.(*kafkaLog)
 	// As if loaded: the writer's rounds are what this test is about, not the load.
 	l.started = true
-	go l.writer()
+	l.w.attach(l)
 	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
 		t.Fatal(err)
 	}
