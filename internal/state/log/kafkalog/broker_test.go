@@ -702,3 +702,110 @@ func TestBrokerRoundsAlternateProducers(t *testing.T) {
 		}
 	}
 }
+
+// A node that loads a shard whose last owner never released it (killed, paused past its
+// session) fences that owner's node producers, and so every shard that node holds: the old
+// node's next round, of a shard the new owner never touched, fails, and nothing it appends is
+// acknowledged. The new owner loads everything the old node acknowledged for the shard.
+func TestBrokerLoadFencesTheOldNodeWhoseClaimWasNotReleased(t *testing.T) {
+	b := newBackend(t, 2)
+	old0, old0R := open(t, b, 0)
+	defer old0.Close()
+	old1, old1R := open(t, b, 1)
+	defer old1.Close()
+	load(t, old0)
+	load(t, old1)
+	want := rec("a", "acknowledged")
+	last, err := old0.Append([]log.Record{want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, old0R, last)
+	last1, err := old1.Append([]log.Record{rec("b", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, old1R, last1)
+
+	cur, curR := open(t, otherNode(b, 2), 0)
+	defer cur.Close()
+	if got, _ := load(t, cur); fmt.Sprint(got) != fmt.Sprint([]log.Record{want}) {
+		t.Fatalf("new owner loaded %v, want %v", got, want)
+	}
+	// The old node's shard 1, which nobody else loaded, is fenced with it.
+	if _, err := old1.Append([]log.Record{rec("b", "stale")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-old1R.failed:
+		if !errors.Is(err, log.ErrFailed) {
+			t.Fatalf("failure %v does not match log.ErrFailed", err)
+		}
+	case o := <-old1R.durable:
+		t.Fatalf("the fenced node reported offset %d of its other shard durable", o)
+	case <-time.After(time.Minute):
+		t.Fatal("the fenced node's other shard never failed")
+	}
+	select {
+	case err := <-old0R.failed:
+		if !errors.Is(err, log.ErrFailed) {
+			t.Fatalf("failure %v does not match log.ErrFailed", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the fenced node's shard 0 did not fail with the node's producer")
+	}
+	o, err := cur.Append([]log.Record{rec("c", "new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, curR, o)
+}
+
+// A node that closes one of its shards releases it after the last round holding its records
+// (which may also hold records of a shard it keeps): the next owner finds it released, loads
+// what was acknowledged and fences nobody, and the old node's other shard goes on.
+func TestBrokerReleasedShardMovesAndTheOldNodeKeepsItsOtherShard(t *testing.T) {
+	b := newBackend(t, 2)
+	old0, old0R := open(t, b, 0)
+	old1, old1R := open(t, b, 1)
+	defer old1.Close()
+	load(t, old0)
+	load(t, old1)
+	// One round of the node holds both shards' records; Close follows it at once.
+	last0, err := old0.Append([]log.Record{rec("a", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old1.Append([]log.Record{rec("b", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old0.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-old0R.durable:
+		if o != last0 {
+			t.Fatalf("durable %d, want %d", o, last0)
+		}
+	default:
+		t.Fatal("Close returned before the shard's last round was answered")
+	}
+
+	cur, curR := open(t, otherNode(b, 2), 0)
+	defer cur.Close()
+	if got, _ := load(t, cur); fmt.Sprint(got) != fmt.Sprint([]log.Record{rec("a", "1")}) {
+		t.Fatalf("new owner loaded %v", got)
+	}
+	o, err := cur.Append([]log.Record{rec("c", "new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, curR, o)
+	for i := 0; i < shardProducers+1; i++ { // a round on each of the old node's producers
+		last1, err := old1.Append([]log.Record{rec("b", fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDurable(t, old1R, last1)
+	}
+}

@@ -1,0 +1,224 @@
+package kafkalog
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/state/log"
+	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/coordinatord/coordinatord/internal/wire/wiretest"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// roundBroker is a one-broker cluster that serves transactions (TV1: the client adds
+// partitions) for one producer id and answers each Produce with answer(partition), after
+// hold() returns; it records, per Produce and EndTxn, what it got, in order.
+type roundBroker struct {
+	mu     sync.Mutex
+	events []string // "produce:<partitions>" or "end:commit"/"end:abort"
+}
+
+func (rb *roundBroker) add(e string) {
+	rb.mu.Lock()
+	rb.events = append(rb.events, e)
+	rb.mu.Unlock()
+}
+
+func (rb *roundBroker) seen() []string {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	return append([]string(nil), rb.events...)
+}
+
+func (rb *roundBroker) start(t *testing.T, partitions int32, hold func(), answer func(partition int32) int16) string {
+	t.Helper()
+	return fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}}, topic: "state", partitions: partitions,
+		serve: func(h wire.Header, body []byte) kmsg.Response {
+			switch kmsg.Key(h.Key) {
+			case kmsg.InitProducerID:
+				r := kmsg.NewPtrInitProducerIDResponse()
+				r.ProducerID, r.ProducerEpoch = 1, 0
+				return r
+			case kmsg.AddPartitionsToTxn:
+				return addPartitionsAnswer(h, body)
+			case kmsg.Produce:
+				req := kmsg.NewPtrProduceRequest()
+				if !wiretest.Request(h, body, req) {
+					return nil
+				}
+				hold()
+				r := req.ResponseKind().(*kmsg.ProduceResponse)
+				var parts []byte
+				for _, rt := range req.Topics {
+					t := kmsg.NewProduceResponseTopic()
+					t.Topic = rt.Topic
+					for _, p := range rt.Partitions {
+						parts = append(parts, byte('0'+p.Partition))
+						pp := kmsg.NewProduceResponseTopicPartition()
+						pp.Partition, pp.BaseOffset, pp.ErrorCode = p.Partition, 30, answer(p.Partition)
+						t.Partitions = append(t.Partitions, pp)
+					}
+					r.Topics = append(r.Topics, t)
+				}
+				rb.add("produce:" + string(parts))
+				return r
+			case kmsg.EndTxn:
+				req := kmsg.NewPtrEndTxnRequest()
+				if !wiretest.Request(h, body, req) {
+					return nil
+				}
+				if req.Commit {
+					rb.add("end:commit")
+				} else {
+					rb.add("end:abort")
+				}
+				return req.ResponseKind()
+			}
+			return nil
+		}}.start(t)
+}
+
+// shardReports are what a shard's log reported.
+type shardReports struct {
+	durable chan int64
+	failed  chan error
+	lost    chan *log.WriteError
+}
+
+// openAttached opens shard as if loaded: attached to the node's writer, the state after its
+// claim and replay (the load is not what these tests are about).
+func openAttached(t *testing.T, b *Backend, shard int32) (*kafkaLog, *shardReports) {
+	t.Helper()
+	r := &shardReports{durable: make(chan int64, 64), failed: make(chan error, 1), lost: make(chan *log.WriteError, 1)}
+	lg, err := b.Open(shard, log.Callbacks{
+		Durable: func(o int64) { r.durable <- o },
+		Failed:  func(err error) { r.failed <- err },
+		Lost:    func(err *log.WriteError, _ func()) { r.lost <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lg.(*kafkaLog)
+	l.started = true
+	l.next = 100 * int64(shard+1)
+	l.w.attach(l)
+	return l, r
+}
+
+// A round the upstream refuses is aborted as a whole, and every shard with records in it loses
+// its own part (Lost with its own offsets, nothing reported durable), not only the first: the
+// node's transaction held all of them.
+func TestAbortedNodeRoundLosesEveryShardsPartOfIt(t *testing.T) {
+	var rb roundBroker
+	var held sync.WaitGroup
+	held.Add(1)
+	addr := rb.start(t, 2, held.Wait, func(int32) int16 { return kerr.TransactionAbortable.Code })
+	b := stateBackend(zap.NewNop(), "lost-", 2, 5*time.Second, kgo.SeedBrokers(addr))
+	l0, r0 := openAttached(t, b, 0)
+	l1, r1 := openAttached(t, b, 1)
+	defer l0.Close()
+	defer l1.Close()
+	// Both shards' records queue before the first produce is answered, so one round takes both.
+	if _, err := l0.Append([]log.Record{rec("a", "1"), rec("b", "2")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l1.Append([]log.Record{rec("c", "3")}); err != nil {
+		t.Fatal(err)
+	}
+	held.Done()
+	want := map[int32][2]int64{0: {100, 101}, 1: {200, 200}}
+	for shard, r := range map[int32]*shardReports{0: r0, 1: r1} {
+		select {
+		case werr := <-r.lost:
+			if got := [2]int64{werr.First, werr.Last}; werr.Shard != shard || got != want[shard] {
+				t.Fatalf("shard %d lost %v (shard %d), want offsets %v", shard, got, werr.Shard, want[shard])
+			}
+		case o := <-r.durable:
+			t.Fatalf("shard %d: offset %d reported durable in an aborted round", shard, o)
+		case err := <-r.failed:
+			t.Fatalf("shard %d failed: %v, want Lost", shard, err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("shard %d never heard of its aborted round (broker saw %v)", shard, rb.seen())
+		}
+	}
+	if ev := rb.seen(); len(ev) < 2 || ev[0] != "produce:01" && ev[0] != "produce:10" || ev[1] != "end:abort" {
+		t.Fatalf("broker saw %v, want one produce for both partitions, then the abort", ev)
+	}
+}
+
+// Closing a shard waits until no round of the node holds its records: its release follows
+// them, in a later round or the same, and only then does the next owner find it released. A
+// Close that returned while its records' round was still open would let the next owner load
+// without those records and without fencing this node.
+func TestCloseWaitsForTheNodeRoundHoldingTheShardsRecords(t *testing.T) {
+	var rb roundBroker
+	release := make(chan struct{})
+	var produces atomic.Int32
+	addr := rb.start(t, 2, func() {
+		if produces.Add(1) == 1 {
+			<-release
+		}
+	}, func(int32) int16 { return 0 })
+	b := stateBackend(zap.NewNop(), "close-", 2, 10*time.Second, kgo.SeedBrokers(addr))
+	l0, r0 := openAttached(t, b, 0)
+	l1, r1 := openAttached(t, b, 1)
+	defer l1.Close()
+	last0, err := l0.Append([]log.Record{rec("a", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l1.Append([]log.Record{rec("b", "2")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for produces.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the round's produce never reached the broker")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { l0.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the node's round holding the shard's records was open")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Close did not return once the round was answered (broker saw %v)", rb.seen())
+	}
+	select {
+	case o := <-r0.durable:
+		if o != last0 {
+			t.Fatalf("durable %d, want %d", o, last0)
+		}
+	default:
+		t.Fatal("Close returned before the shard's records were reported durable")
+	}
+	ev := rb.seen()
+	if len(ev) < 4 || ev[1] != "end:commit" || ev[2] != "produce:0" || ev[3] != "end:commit" {
+		t.Fatalf("broker saw %v, want the round, then the release of shard 0 in a transaction of its own", ev)
+	}
+	// The shard the node keeps goes on.
+	last1, err := l1.Append([]log.Record{rec("c", "3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := range r1.durable {
+		if o >= last1 {
+			break
+		}
+	}
+	if _, err := l0.Append([]log.Record{rec("d", "4")}); !errors.Is(err, log.ErrClosed) {
+		t.Fatalf("append after Close: %v, want log.ErrClosed", err)
+	}
+}
