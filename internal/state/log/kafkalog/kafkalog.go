@@ -316,7 +316,12 @@ func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 	l.mu.Lock()
 	l.next = end + 2 // past the marker and its commit
 	l.started = true
+	failed := l.failed
 	l.mu.Unlock()
+	if failed != nil {
+		// The node's producers broke after the claim: the shard may not serve on them.
+		return 0, failed
+	}
 	return end + 2, nil
 }
 
@@ -514,8 +519,14 @@ func (l *kafkaLog) reportOpenTransactions(ctx context.Context, end int64) {
 			zap.Time("last_produce", time.UnixMilli(dp.LastTimestamp)),
 			zap.String("abort_with", fmt.Sprintf("kafka-transactions.sh --bootstrap-server <upstream.bootstrap.servers> abort --topic %s --partition %d --start-offset %d",
 				topic, l.shard, dp.CurrentTxnStartOffset))}
-		if i := slices.Index(pids, dp.ProducerID); i >= 0 {
-			err := l.abortHanging(ctx, i)
+		own := slices.Contains(l.w.nodePIDs(), dp.ProducerID)
+		if i := slices.Index(pids, dp.ProducerID); i >= 0 || own {
+			var err error
+			if own {
+				err = l.w.abortOwn(ctx, l, dp.ProducerID)
+			} else {
+				err = l.abortHanging(ctx, i)
+			}
 			if err == nil && l.stillOpen(ctx, kc, dp) {
 				err = errors.New("the transaction is still open after the abort")
 			}

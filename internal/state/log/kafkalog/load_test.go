@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -357,6 +358,60 @@ func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
 	case end := <-ends:
 		if end.Commit || end.ProducerID != 3 || end.TransactionalID != "hanging-0-1" {
 			t.Fatalf("ended %+v, want an abort by producer 3 (hanging-0-1)", end)
+		}
+	default:
+		t.Fatalf("the hanging transaction was not aborted (logged %v)", logs.All())
+	}
+	if logs.FilterMessageSnippet("aborted a transaction of this shard's own producer").Len() != 1 {
+		t.Fatalf("the abort was not logged (logged %v)", logs.All())
+	}
+}
+
+// The same for a transaction of the node's own producer (the one that writes every shard's
+// rounds): the node writer aborts it with that producer between two rounds, and the shard's
+// other writes go on.
+func TestStuckReplayAbortsTheNodeProducersHangingTransaction(t *testing.T) {
+	var aborted atomic.Bool
+	hanging := func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = 3, 2, 17
+		if aborted.Load() {
+			ap.ProducerEpoch, ap.CurrentTxnStartOffset = 5, -1
+		}
+		return []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
+	}
+	addr, ends := txnBroker(t, "state", 3, func(end *kmsg.EndTxnRequest) {
+		if !end.Commit && end.ProducerID == 3 {
+			aborted.Store(true)
+		}
+	}, hanging)
+	core, logs := observer.New(zap.InfoLevel)
+	b := stateBackend(zap.New(core), "hanging-", 1, 5*time.Second, kgo.SeedBrokers(addr))
+	lg, err := b.Open(0, log.Callbacks{Durable: func(int64) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	l := lg.(*kafkaLog)
+	l.started = true
+	l.w.attach(l)
+	// A round, so that the node's producers exist (producer id 3).
+	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case end := <-ends:
+		if !end.Commit {
+			t.Fatalf("the round ended %+v", end)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the round never ended")
+	}
+	l.reportOpenTransactions(context.Background(), 23)
+	select {
+	case end := <-ends:
+		if end.Commit || end.ProducerID != 3 || !strings.HasPrefix(end.TransactionalID, "hanging-node-1") {
+			t.Fatalf("ended %+v, want an abort by the node's producer 3", end)
 		}
 	default:
 		t.Fatalf("the hanging transaction was not aborted (logged %v)", logs.All())

@@ -51,8 +51,12 @@ type nodeWriter struct {
 type ownershipJob struct {
 	l       *kafkaLog
 	release bool
-	done    chan error // buffered; gets exactly one answer
-	marker  int64      // a claim's load marker offset, once done answered nil
+	// abortPID: not a claim or release but the abort of a transaction of the node's own
+	// producer pid left hanging in the shard's partition (reportOpenTransactions).
+	abortPID int64
+	done     chan error // buffered; gets exactly one answer
+	marker   int64      // a claim's load marker offset, once done answered nil
+	tries    int        // rounds a release was in that were aborted
 }
 
 func (j *ownershipJob) finish(err error) { j.done <- err }
@@ -180,6 +184,7 @@ func (w *nodeWriter) abandon(l *kafkaLog) {
 // for the reason shardProducers gives.
 type nodeProducers struct {
 	kcs  []*kgo.Client
+	pids []int64 // of kcs, from their InitProducerId
 	turn int
 }
 
@@ -228,8 +233,10 @@ func (w *nodeWriter) newProducers() (*nodeProducers, error) {
 		}
 		p.kcs = append(p.kcs, kc)
 		ctx, cancel := context.WithTimeout(context.Background(), w.b.opts.TransactionTimeout)
-		_, _, err = kc.ProducerID(ctx)
+		var pid int64
+		pid, _, err = kc.ProducerID(ctx)
 		cancel()
+		p.pids = append(p.pids, pid)
 		if err != nil {
 			p.close()
 			return nil, fmt.Errorf("init node producer %s: %w", w.b.nodeTransactionalID(w.b.opts.NodeID, i), err)
@@ -259,6 +266,23 @@ func (w *nodeWriter) run() {
 		}
 		jobs := w.jobs
 		w.jobs = nil
+		var aborts []*ownershipJob
+		kept := jobs[:0]
+		for _, j := range jobs {
+			if j.abortPID != 0 {
+				aborts = append(aborts, j)
+				continue
+			}
+			kept = append(kept, j)
+		}
+		jobs = kept
+		if prod := w.prod; len(aborts) > 0 {
+			w.mu.Unlock()
+			for _, j := range aborts {
+				j.finish(w.abortHanging(prod, j))
+			}
+			w.mu.Lock()
+		}
 		if len(parts) == 0 && len(jobs) == 0 {
 			if len(w.logs) == 0 {
 				w.running = false
@@ -322,6 +346,18 @@ func (w *nodeWriter) finish(prod *nodeProducers, parts []roundPart, jobs []*owne
 			}
 		}
 	case lost:
+		// A release goes again in the next round (a few times): without it the shard's next
+		// owner fences the whole node.
+		kept := jobs[:0]
+		for _, j := range jobs {
+			if j.release && j.tries < releaseTries-1 {
+				j.tries++
+				w.jobs = append(w.jobs, j)
+				continue
+			}
+			kept = append(kept, j)
+		}
+		jobs = kept
 		for _, p := range parts {
 			if p.l.cb.Lost == nil && w.attachedLocked(p.l) {
 				w.detachLocked(p.l)
@@ -392,6 +428,74 @@ func (w *nodeWriter) finish(prod *nodeProducers, parts []roundPart, jobs []*owne
 	}
 	for _, j := range dropJobs {
 		j.finish(err)
+	}
+}
+
+// releaseTries bounds the aborted rounds a release is put in again.
+const releaseTries = 3
+
+// abortHanging ends the transaction of the node's own producer j.abortPID left open in j's
+// shard's partition below its load marker, which the transaction coordinator no longer knows
+// (storage.md, "A hanging transaction after an upstream restart"): that producer, at its
+// current epoch, adds the partition to a transaction of its own and aborts it, and the abort
+// marker ends the open one as aborted whatever its epoch. Its records were never acknowledged:
+// the producer's InitProducerId, before any round, completed every transaction the
+// coordinator knew. Only when the producer that has the pid is still the node's.
+func (w *nodeWriter) abortHanging(prod *nodeProducers, j *ownershipJob) error {
+	if prod == nil {
+		return errors.New("the node's producers were replaced since the hanging transaction was seen")
+	}
+	i := -1
+	for k, pid := range prod.pids {
+		if pid == j.abortPID {
+			i = k
+		}
+	}
+	if i < 0 {
+		return fmt.Errorf("producer id %d is not one of the node's producers now", j.abortPID)
+	}
+	kc := prod.kcs[i]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*w.b.opts.TransactionTimeout)
+	defer cancel()
+	if err := kc.BeginTransaction(); err != nil {
+		return err
+	}
+	produced := make(chan error, 1)
+	kc.Produce(ctx, &kgo.Record{Key: loadMarkerKey, Value: []byte("abort " + time.Now().UTC().Format(time.RFC3339Nano)), Partition: j.l.shard},
+		func(_ *kgo.Record, err error) { produced <- err })
+	if err := kc.Flush(ctx); err != nil {
+		kc.AbortBufferedRecords(context.Background())
+	}
+	perr := <-produced
+	if err := kc.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("abort: %w (produce: %v)", err, perr)
+	}
+	return nil
+}
+
+// nodePIDs are the producer ids of the node's producers now (none before the first round).
+func (w *nodeWriter) nodePIDs() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.prod == nil {
+		return nil
+	}
+	return append([]int64(nil), w.prod.pids...)
+}
+
+// abortOwn asks the writer to abort the node producer pid's transaction hanging in l's
+// partition, between two rounds.
+func (w *nodeWriter) abortOwn(ctx context.Context, l *kafkaLog, pid int64) error {
+	j := &ownershipJob{l: l, abortPID: pid, done: make(chan error, 1)}
+	w.mu.Lock()
+	w.jobs = append(w.jobs, j)
+	w.startLocked()
+	w.mu.Unlock()
+	select {
+	case err := <-j.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
