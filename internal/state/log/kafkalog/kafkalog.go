@@ -155,7 +155,7 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 		return nil, fmt.Errorf("shard %d out of range (%d partitions)", shard, b.opts.Partitions)
 	}
 	l := &kafkaLog{b: b, w: b.writer(), shard: shard, cb: cb, lg: b.lg.With(zap.Int32("shard", shard)),
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), abandonedCh: make(chan struct{})}
 	for i := 0; i < shardProducers; i++ {
 		opts := b.producerOpts(b.transactionalID(shard, i))
 		kc, err := kgo.NewClient(opts...)
@@ -232,6 +232,10 @@ type kafkaLog struct {
 
 	stop     chan struct{}
 	stopOnce sync.Once
+	// abandonedCh is closed by Abandon; release is the shard's release job once queued
+	// (nodeWriter.mu).
+	abandonedCh chan struct{}
+	release     *ownershipJob
 }
 
 type pendingBatch struct {
@@ -981,10 +985,11 @@ func (l *kafkaLog) Compact() error { return nil }
 // reloads (its shard goes FAILED and its node retries an owned FAILED shard).
 func (l *kafkaLog) AbortLoad() { l.stopOnce.Do(func() { close(l.stop) }) }
 
-// Abandon implements log.Abandoner: the shard leaves the node's rounds at once, its queued
-// records and release are dropped, and a round in flight holding any of them is given up (the
-// node writer closes its producers, nodeWriter.abandon). Nothing more is sent for the shard;
-// the round is never reported durable. Without a release its next owner fences this node.
+// Abandon implements log.Abandoner: the shard leaves the node's rounds at once (its queued
+// records are dropped, a round in flight reports nothing more to it, and Close stops waiting),
+// while its release is still written after the round in flight (nodeWriter.abandon), so that
+// the next owner does not have to fence the node and every shard it keeps. The producers are
+// the node's and go on.
 func (l *kafkaLog) Abandon() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	l.mu.Lock()
@@ -993,6 +998,7 @@ func (l *kafkaLog) Abandon() {
 		return
 	}
 	l.abandoned = true
+	close(l.abandonedCh)
 	kcs := l.kcs
 	waiting := len(l.pending) > 0
 	l.mu.Unlock()
@@ -1020,8 +1026,12 @@ func (l *kafkaLog) Close() error {
 	l.mu.Unlock()
 	l.stopOnce.Do(func() { close(l.stop) })
 	if j := l.w.release(l); j != nil {
-		if err := <-j.done; err != nil && !errors.Is(err, log.ErrClosed) {
-			l.lg.Warn("the shard's release did not reach the state topic; its next owner fences this node", zap.Error(err))
+		select {
+		case err := <-j.done:
+			if err != nil && !errors.Is(err, log.ErrClosed) {
+				l.lg.Warn("the shard's release did not reach the state topic; its next owner fences this node", zap.Error(err))
+			}
+		case <-l.abandonedCh:
 		}
 	}
 	l.mu.Lock()

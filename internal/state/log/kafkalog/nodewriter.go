@@ -108,6 +108,9 @@ func (w *nodeWriter) attach(l *kafkaLog) {
 func (w *nodeWriter) release(l *kafkaLog) *ownershipJob {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if l.release != nil {
+		return l.release
+	}
 	if !w.attachedLocked(l) && !w.inflight[l] {
 		// A claim not yet sent is dropped: nothing of it reaches the topic.
 		for i, j := range w.jobs {
@@ -121,10 +124,7 @@ func (w *nodeWriter) release(l *kafkaLog) *ownershipJob {
 	}
 	// Attached, or its claim is in the round in flight (which may commit): released in a
 	// round after it.
-	j := &ownershipJob{l: l, release: true, done: make(chan error, 1)}
-	w.jobs = append(w.jobs, j)
-	w.startLocked()
-	return j
+	return w.queueReleaseLocked(l)
 }
 
 func (w *nodeWriter) attachedLocked(l *kafkaLog) bool {
@@ -145,39 +145,48 @@ func (w *nodeWriter) detachLocked(l *kafkaLog) {
 	}
 }
 
-// abandon gives up l's part in the node's rounds at once: its queued records and release are
-// dropped, and a round in flight that holds any of them is given up by closing the producer
-// (kgo would otherwise keep retrying its produce through an outage and send it once the
-// upstream is back, when another node may have loaded the shard). Every shard of that round
-// fails with it and reloads. Nothing of the shard is released, so its next owner fences this
-// node.
+// abandon takes l out of the node's rounds at once: its queued records are dropped (nobody
+// waits for them), a round in flight holding some of them reports nothing to it, and its
+// release is queued (unless it already is), to be written after that round, so that the
+// shard's next owner need not fence this node. A round that reaches the upstream late (kgo
+// retries a produce through an outage) is harmless: if the release committed before the next
+// owner's claim, so did the round, and the next owner replays it; otherwise the next owner
+// fences this node and the late round fails (storage.md, Fencing). A claim not yet sent is
+// dropped.
 func (w *nodeWriter) abandon(l *kafkaLog) {
 	w.mu.Lock()
-	w.detachLocked(l)
 	var dropped []*ownershipJob
 	kept := w.jobs[:0]
 	for _, j := range w.jobs {
-		if j.l == l {
+		if j.l == l && !j.release {
 			dropped = append(dropped, j)
 			continue
 		}
 		kept = append(kept, j)
 	}
 	w.jobs = kept
-	var broken *nodeProducers
-	if w.inflight[l] {
-		broken = w.prod
+	if w.attachedLocked(l) {
+		w.detachLocked(l)
+		w.queueReleaseLocked(l)
 	}
 	w.mu.Unlock()
+	l.mu.Lock()
+	l.pending = nil
+	l.mu.Unlock()
 	for _, j := range dropped {
 		j.finish(fmt.Errorf("shard %d: %w", l.shard, log.ErrClosed))
 	}
-	if broken != nil {
-		w.lg.Info("a closed shard gave up the node's round in flight: the node's producers are closed and every shard of the round reloads",
-			zap.Int32("shard", l.shard))
-		broken.close()
+}
+
+// queueReleaseLocked queues l's release unless one is queued or written already; w.mu held.
+func (w *nodeWriter) queueReleaseLocked(l *kafkaLog) *ownershipJob {
+	if l.release != nil {
+		return l.release
 	}
-	w.wake()
+	l.release = &ownershipJob{l: l, release: true, done: make(chan error, 1)}
+	w.jobs = append(w.jobs, l.release)
+	w.startLocked()
+	return l.release
 }
 
 // nodeProducers are the node's two transactional producers; rounds alternate between them,
@@ -341,8 +350,8 @@ func (w *nodeWriter) finish(prod *nodeProducers, parts []roundPart, jobs []*owne
 			if !j.release && !j.l.isClosedForClaim() && !w.attachedLocked(j.l) {
 				w.logs = append(w.logs, j.l)
 			} else if !j.release && !w.attachedLocked(j.l) {
-				// Closed (or abandoned) while its claim was in flight: released next round.
-				w.jobs = append(w.jobs, &ownershipJob{l: j.l, release: true, done: make(chan error, 1)})
+				// Abandoned while its claim was in flight: released next round.
+				w.queueReleaseLocked(j.l)
 			}
 		}
 	case lost:
@@ -610,8 +619,8 @@ func (l *kafkaLog) releasedIn(jobs []*ownershipJob) bool {
 	return false
 }
 
-// isClosedForClaim: the log was abandoned, so a claim of it that committed must be released
-// by the writer (its Close no longer waits for it).
+// isClosedForClaim: the log was abandoned, so a claim of it that committed is not attached but
+// released by the writer (nobody appends to it any more).
 func (l *kafkaLog) isClosedForClaim() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
