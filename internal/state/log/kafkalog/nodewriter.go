@@ -44,7 +44,12 @@ type nodeWriter struct {
 	// inflight are the shards with records or a job in the round being committed.
 	inflight map[*kafkaLog]bool
 	running  bool
+	first    int // where the next round begins among logs
 }
+
+// roundMaxRecords bounds the records of one round (a batch is never split: a larger one goes
+// alone), so that a round of every shard stays within what the producer buffers.
+const roundMaxRecords = 16384
 
 // ownershipJob is a claim (a load's, with the load marker) or a release (a close's) of a
 // shard, written in a round of the node's transaction.
@@ -224,6 +229,10 @@ func (b *Backend) producerOpts(transactionalID string) []kgo.Opt {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// One flush per round: records wait in the client until then.
 		kgo.ManualFlushing(),
+		// A round's records wait in the client until its flush (with manual flushing a full
+		// buffer fails the produce): roundMaxRecords, or one batch of the largest size
+		// CheckBatch lets through.
+		kgo.MaxBufferedRecords(roundMaxRecords+b.opts.MaxBatchBytes/recordOverhead+1),
 		kgo.ProducerBatchMaxBytes(int32(b.opts.MaxBatchBytes+batchSlack)),
 		kgo.RecordDeliveryTimeout(b.opts.TransactionTimeout),
 		kgo.MetadataMinAge(shardMetadataMinAge),
@@ -265,14 +274,24 @@ func (w *nodeWriter) run() {
 	for {
 		w.mu.Lock()
 		var parts []roundPart
-		for _, l := range w.logs {
+		records := 0
+		// Whole batches, up to roundMaxRecords, starting with the shard after the one the
+		// previous round began with, so that no shard waits behind busier ones for long.
+		for i := range w.logs {
+			l := w.logs[(w.first+i)%len(w.logs)]
 			l.mu.Lock()
-			if len(l.pending) > 0 {
-				parts = append(parts, roundPart{l: l, batches: l.pending})
-				l.pending = nil
+			n := 0
+			for n < len(l.pending) && (records == 0 || records+len(l.pending[n].recs) <= roundMaxRecords) {
+				records += len(l.pending[n].recs)
+				n++
+			}
+			if n > 0 {
+				parts = append(parts, roundPart{l: l, batches: l.pending[:n:n]})
+				l.pending = l.pending[n:]
 			}
 			l.mu.Unlock()
 		}
+		w.first++
 		jobs := w.jobs
 		w.jobs = nil
 		var aborts []*ownershipJob
