@@ -2,6 +2,7 @@ package kafkalog
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,5 +221,67 @@ func TestCloseWaitsForTheNodeRoundHoldingTheShardsRecords(t *testing.T) {
 	}
 	if _, err := l0.Append([]log.Record{rec("d", "4")}); !errors.Is(err, log.ErrClosed) {
 		t.Fatalf("append after Close: %v, want log.ErrClosed", err)
+	}
+}
+
+// A node's round gathers every shard's queue, so taken whole it can hold more records than
+// the producer buffers (kgo's default is 50 000, beyond which a manually flushed produce fails
+// and the round is lost): three shards' batches of 20 000 records each, queued while a round is
+// in flight, all become durable, none lost.
+func TestNodeRoundsOfManyShardsBatchesAllBecomeDurable(t *testing.T) {
+	var rb roundBroker
+	release := make(chan struct{})
+	var produces atomic.Int32
+	addr := rb.start(t, 4, func() {
+		if produces.Add(1) == 1 {
+			<-release
+		}
+	}, func(int32) int16 { return 0 })
+	b := stateBackend(zap.NewNop(), "big-", 4, 20*time.Second, kgo.SeedBrokers(addr))
+	first, _ := openAttached(t, b, 3)
+	defer first.Close()
+	if _, err := first.Append([]log.Record{rec("x", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for produces.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first round's produce never reached the broker")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	type shard struct {
+		l    *kafkaLog
+		r    *shardReports
+		last int64
+	}
+	var shards []shard
+	for i := int32(0); i < 3; i++ {
+		l, r := openAttached(t, b, i)
+		defer l.Close()
+		batch := make([]log.Record, 20000)
+		for j := range batch {
+			batch[j] = rec(fmt.Sprintf("k%d", j), "v")
+		}
+		last, err := l.Append(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, shard{l, r, last})
+	}
+	close(release)
+	for i, s := range shards {
+		select {
+		case o := <-s.r.durable:
+			if o != s.last {
+				t.Fatalf("shard %d: durable %d, want %d", i, o, s.last)
+			}
+		case werr := <-s.r.lost:
+			t.Fatalf("shard %d lost its round: %v", i, werr)
+		case err := <-s.r.failed:
+			t.Fatalf("shard %d failed: %v", i, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("shard %d never durable (broker saw %v)", i, rb.seen())
+		}
 	}
 }
