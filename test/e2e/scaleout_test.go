@@ -1086,6 +1086,14 @@ func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 		}
 	})
 	checkNoAckLost(ctx, t, kadm.NewClient(oc), []*committer{c}, s.topic)
+	// Every hand-over here is between live nodes (half the shards when the second node joined,
+	// all of them at the stop): the node letting go releases each shard after its last round,
+	// so no load fences it. A fence would fail every shard the node keeps (storage.md, Fencing).
+	for id, n := range s.nodes {
+		if k := n.logCount("fenced an earlier owner of the shard that had not released it"); k != 0 {
+			t.Errorf("node %d fenced another node %d times in hand-overs between live nodes", id, k)
+		}
+	}
 }
 
 // Something else initialising the node's transactional ids (a load that found the node's
