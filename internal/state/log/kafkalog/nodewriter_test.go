@@ -3,6 +3,7 @@ package kafkalog
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,22 +118,38 @@ func openAttached(t *testing.T, b *Backend, shard int32) (*kafkaLog, *shardRepor
 // node's transaction held all of them.
 func TestAbortedNodeRoundLosesEveryShardsPartOfIt(t *testing.T) {
 	var rb roundBroker
-	var held sync.WaitGroup
-	held.Add(1)
-	addr := rb.start(t, 2, held.Wait, func(int32) int16 { return kerr.TransactionAbortable.Code })
-	b := stateBackend(zap.NewNop(), "lost-", 2, 5*time.Second, kgo.SeedBrokers(addr))
+	release := make(chan struct{})
+	var produces atomic.Int32
+	// The first round (shard 2's) is held, so that shards 0 and 1 queue behind it and go in
+	// one round, which the broker refuses.
+	addr := rb.start(t, 3, func() {
+		if produces.Add(1) == 1 {
+			<-release
+		}
+	}, func(p int32) int16 {
+		if p == 2 {
+			return 0
+		}
+		return kerr.TransactionAbortable.Code
+	})
+	b := stateBackend(zap.NewNop(), "lost-", 3, 5*time.Second, kgo.SeedBrokers(addr))
+	l2, _ := openAttached(t, b, 2)
+	defer l2.Close()
 	l0, r0 := openAttached(t, b, 0)
 	l1, r1 := openAttached(t, b, 1)
 	defer l0.Close()
 	defer l1.Close()
-	// Both shards' records queue before the first produce is answered, so one round takes both.
+	if _, err := l2.Append([]log.Record{rec("x", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first round's produce", func() bool { return produces.Load() > 0 })
 	if _, err := l0.Append([]log.Record{rec("a", "1"), rec("b", "2")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l1.Append([]log.Record{rec("c", "3")}); err != nil {
 		t.Fatal(err)
 	}
-	held.Done()
+	close(release)
 	want := map[int32][2]int64{0: {100, 101}, 1: {200, 200}}
 	for shard, r := range map[int32]*shardReports{0: r0, 1: r1} {
 		select {
@@ -148,8 +165,10 @@ func TestAbortedNodeRoundLosesEveryShardsPartOfIt(t *testing.T) {
 			t.Fatalf("shard %d never heard of its aborted round (broker saw %v)", shard, rb.seen())
 		}
 	}
-	if ev := rb.seen(); len(ev) < 2 || ev[0] != "produce:01" && ev[0] != "produce:10" || ev[1] != "end:abort" {
-		t.Fatalf("broker saw %v, want one produce for both partitions, then the abort", ev)
+	// The first round committed; the second, both shards' (kgo may send it as several
+	// produces), aborted once.
+	if ev := rb.seen(); countPrefix(ev, "end:commit", "") != 1 || countPrefix(ev, "end:abort", "") != 1 || ev[len(ev)-1] != "end:abort" {
+		t.Fatalf("broker saw %v, want the first round committed, then the second aborted", ev)
 	}
 }
 
@@ -205,9 +224,11 @@ func TestCloseWaitsForTheNodeRoundHoldingTheShardsRecords(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the shard's records were reported durable")
 	}
-	ev := rb.seen()
-	if len(ev) < 4 || ev[1] != "end:commit" || ev[2] != "produce:0" || ev[3] != "end:commit" {
-		t.Fatalf("broker saw %v, want the round, then the release of shard 0 in a transaction of its own", ev)
+	// The round, then the release of shard 0 in a transaction after it: a second produce to
+	// partition 0, both committed (the fake broker logs a held produce when it answers it, and
+	// kgo may send one transaction as several produces).
+	if ev := rb.seen(); countPrefix(ev, "produce:", "0") < 2 || countPrefix(ev, "end:commit", "") < 2 || countPrefix(ev, "end:abort", "") != 0 {
+		t.Fatalf("broker saw %v, want the round, then the release of shard 0 in a transaction after it", ev)
 	}
 	// The shard the node keeps goes on.
 	last1, err := l1.Append([]log.Record{rec("c", "3")})
@@ -283,5 +304,28 @@ func TestNodeRoundsOfManyShardsBatchesAllBecomeDurable(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("shard %d never durable (broker saw %v)", i, rb.seen())
 		}
+	}
+}
+
+// countPrefix counts the events that start with prefix and contain sub.
+func countPrefix(events []string, prefix, sub string) int {
+	n := 0
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) && strings.Contains(e, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor polls cond until it holds, or fails the test after 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
