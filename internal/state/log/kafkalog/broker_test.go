@@ -341,7 +341,7 @@ func TestBrokerCompactedTombstonesReplay(t *testing.T) {
 		for _, r := range got {
 			tombstoneGone = tombstoneGone && string(r.Key) != string(rec("gone", "").Key)
 		}
-		if raw <= 4 && tombstoneGone {
+		if raw <= 2 && tombstoneGone {
 			return
 		}
 		select {
@@ -365,8 +365,11 @@ func replayState(recs []log.Record) map[string]string {
 	return st
 }
 
-// rawCount counts the data records (markers included, transaction markers not) a
-// read_committed consumer sees in partition 0.
+// rawCount counts the shard's own records (not the load markers and ownership records, nor
+// transaction markers) a read_committed consumer sees in partition 0, superseded ones
+// included: what the cleaner has not dropped yet. (Each load and close writes three markers
+// and ownership records; counting them kept the count above the test's bound between two
+// passes of the cleaner.)
 func rawCount(t testing.TB, ctx context.Context, kc *kgo.Client, topic string) int {
 	t.Helper()
 	adm := kadm.NewClient(kc)
@@ -390,7 +393,7 @@ func rawCount(t testing.TB, ctx context.Context, kc *kgo.Client, topic string) i
 		}
 		reached := false
 		fs.EachRecord(func(r *kgo.Record) {
-			if !r.Attrs.IsControl() {
+			if !r.Attrs.IsControl() && (len(r.Key) == 0 || r.Key[0] != loadMarkerKey[0]) {
 				n++
 			}
 			if r.Offset >= end.Offset-1 {
