@@ -352,8 +352,9 @@ func openKafkaLog(cfg *config.Config, clusterID string, log *zap.Logger) (*kafka
 	b, err := kafkalog.New(ctx, kafkalog.Options{
 		Client: opts, Topic: l.Topic, Partitions: cfg.ShardCount, ReplicationFactor: l.ReplicationFactor,
 		MinInsyncReplicas: l.MinInsyncReplicas, TransactionTimeout: l.TransactionTimeout, MaxBatchBytes: cfg.MessageMaxBytes,
-		TransactionalIDPrefix: "coordinatord-" + clusterID + "-shard-",
-		Logger:                log.With(zap.String("log", "kafka"), zap.String("topic", l.Topic)),
+		TransactionalIDPrefix:     "coordinatord-" + clusterID + "-shard-",
+		NodeTransactionalIDPrefix: "coordinatord-" + clusterID + "-node-", NodeID: cfg.NodeID,
+		Logger: log.With(zap.String("log", "kafka"), zap.String("topic", l.Topic)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("log.backend=kafka: %w", err)

@@ -113,7 +113,8 @@ func describeProducersAnswer(h wire.Header, body []byte, active func(partition i
 // stateBackend is a backend on the topic "state" of the cluster that client reaches.
 func stateBackend(lg *zap.Logger, prefix string, partitions int32, txnTimeout time.Duration, client ...kgo.Opt) *Backend {
 	return &Backend{lg: lg, opts: Options{Client: client, Topic: "state", Partitions: partitions,
-		TransactionalIDPrefix: prefix, TransactionTimeout: txnTimeout, MaxBatchBytes: defaultMaxBatchBytes}}
+		TransactionalIDPrefix: prefix, NodeTransactionalIDPrefix: prefix + "node-", NodeID: 1,
+		TransactionTimeout: txnTimeout, MaxBatchBytes: defaultMaxBatchBytes}}
 }
 
 // loadInBackground runs l's Load, replaying into nothing; the channel gets its error.

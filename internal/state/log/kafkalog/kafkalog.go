@@ -41,8 +41,15 @@ type Options struct {
 	// ReplicationFactor and MinInsyncReplicas are used when the topic is created.
 	ReplicationFactor int16
 	MinInsyncReplicas int
-	// TransactionalIDPrefix is followed by the shard number, e.g. "coordinatord-c1-shard-".
+	// TransactionalIDPrefix is followed by the shard number, e.g. "coordinatord-c1-shard-":
+	// the ids under which earlier versions wrote each shard, which a load still fences so that
+	// a node of such a version cannot write on.
 	TransactionalIDPrefix string
+	// NodeTransactionalIDPrefix is followed by a node id, e.g. "coordinatord-c1-node-": the
+	// ids of the node producers that write every shard's rounds (nodewriter.go). NodeID is this
+	// node's, as the ownership records name it.
+	NodeTransactionalIDPrefix string
+	NodeID                    int32
 	// TransactionTimeout bounds how long a dead owner's open transaction holds back the last
 	// stable offset, and so the next owner's load.
 	TransactionTimeout time.Duration
@@ -65,6 +72,9 @@ const batchSlack = 4096
 type Backend struct {
 	opts Options
 	lg   *zap.Logger
+
+	wOnce sync.Once
+	w     *nodeWriter
 }
 
 // New checks the topic (creating it compacted if it is missing) and returns the backend.
@@ -144,21 +154,10 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 	if shard < 0 || shard >= b.opts.Partitions {
 		return nil, fmt.Errorf("shard %d out of range (%d partitions)", shard, b.opts.Partitions)
 	}
-	l := &kafkaLog{b: b, shard: shard, cb: cb, lg: b.lg.With(zap.Int32("shard", shard)),
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &kafkaLog{b: b, w: b.writer(), shard: shard, cb: cb, lg: b.lg.With(zap.Int32("shard", shard)),
+		stop: make(chan struct{}), abandonedCh: make(chan struct{})}
 	for i := 0; i < shardProducers; i++ {
-		opts := append(append([]kgo.Opt{}, b.opts.Client...),
-			kgo.TransactionalID(b.transactionalID(shard, i)),
-			kgo.TransactionTimeout(b.opts.TransactionTimeout),
-			kgo.DefaultProduceTopic(b.opts.Topic),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.RequiredAcks(kgo.AllISRAcks()),
-			// One produce per shard per round: records wait in the client until the round's Flush.
-			kgo.ManualFlushing(),
-			kgo.ProducerBatchMaxBytes(int32(b.opts.MaxBatchBytes+batchSlack)),
-			kgo.RecordDeliveryTimeout(b.opts.TransactionTimeout),
-			kgo.MetadataMinAge(shardMetadataMinAge),
-		)
+		opts := b.producerOpts(b.transactionalID(shard, i))
 		kc, err := kgo.NewClient(opts...)
 		if err != nil {
 			for _, c := range l.kcs {
@@ -206,18 +205,19 @@ var shardMetadataMinAge = 100 * time.Millisecond
 
 type kafkaLog struct {
 	b     *Backend
+	w     *nodeWriter
 	shard int32
 	cb    log.Callbacks
-	// kcs are the shard's producers (shardProducers), replaced only by Load, before the writer
-	// starts, under mu; turn (the writer's) is the one the next round uses.
-	kcs  []*kgo.Client
-	turn int
-	lg   *zap.Logger
+	// kcs are the shard's own producers (shardProducers), which only fence: the ids earlier
+	// versions wrote the shard under. Replaced only by Load, under mu.
+	kcs []*kgo.Client
+	lg  *zap.Logger
 
 	producerOpts [][]kgo.Opt
-	// pids are the producer ids the load's fence got for kcs, for telling the shard's own
-	// transactions from others'.
-	pids []int64
+	// pids are the producer ids the load's fences got (kcs', then those of other nodes'
+	// producers, fenceClients), for telling transactions of the shard's writers from others'.
+	pids         []int64
+	fenceClients []*kgo.Client
 	// replayGate (log.ReplayGate) is called between the marker and the replay.
 	replayGate func() error
 
@@ -230,10 +230,12 @@ type kafkaLog struct {
 	// abandoned: Abandon closed the producers; Close must not close them again.
 	abandoned bool
 
-	kick     chan struct{}
 	stop     chan struct{}
 	stopOnce sync.Once
-	done     chan struct{}
+	// abandonedCh is closed by Abandon; release is the shard's release job once queued
+	// (nodeWriter.mu).
+	abandonedCh chan struct{}
+	release     *ownershipJob
 }
 
 type pendingBatch struct {
@@ -246,9 +248,13 @@ type pendingBatch struct {
 // one; being the newest record of its key, compaction always keeps the latest marker.
 var loadMarkerKey = []byte{0xff}
 
-// Load fences the previous owner, writes a marker, and replays the partition from the start to
-// the marker under read_committed. Offsets handed out afterwards continue after the marker,
-// so they stay increasing across owners.
+// Load fences the shard's earlier writers and replays the partition from the start under
+// read_committed: it fences the shard's own ids (earlier versions' writers), claims the shard
+// (an ownership record and the load marker, in a round of the node's transaction), replays up
+// to the marker, fences every other node whose latest ownership record there is a claim, and,
+// if it fenced any, writes a second marker and replays up to it (a fenced node's round may
+// have committed between the first marker and the fence). Offsets handed out afterwards
+// continue after the last marker, so they stay increasing across owners.
 func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, error) {
 	// Aborted before it began (the shard closed while it waited for a load slot): not one
 	// request may leave, or an InitProducerId could fence the shard's new owner.
@@ -279,18 +285,119 @@ func (l *kafkaLog) Load(fn func(offset int64, rec log.Record) error) (int64, err
 		}
 	}
 	p.set(phaseReplay, p.attempt.Load())
-	n, err := l.replay(ctx, end, fn, p)
+	rp, err := l.newReplayer(p)
 	if err != nil {
 		return 0, err
 	}
-	l.lg.Info("shard loaded from the state topic", zap.Int64("records", n), zap.Int64("end_offset", end),
-		zap.Duration("took", time.Since(p.start)))
+	defer rp.close()
+	if err := rp.until(ctx, end, fn); err != nil {
+		return 0, err
+	}
+	var claimants []int32
+	for node, claim := range rp.owners {
+		if claim && node != l.b.opts.NodeID {
+			claimants = append(claimants, node)
+		}
+	}
+	if len(claimants) > 0 {
+		slices.Sort(claimants)
+		p.set(phaseFence, p.attempt.Load())
+		if err := l.fenceNodes(ctx, claimants); err != nil {
+			return 0, err
+		}
+		p.set(phaseMarker, p.attempt.Load())
+		if end, err = l.claim(ctx); err != nil {
+			return 0, fmt.Errorf("shard %d: second load marker: %w", l.shard, err)
+		}
+		p.end.Store(end)
+		p.set(phaseReplay, p.attempt.Load())
+		if err := rp.until(ctx, end, fn); err != nil {
+			return 0, err
+		}
+	}
+	l.lg.Info("shard loaded from the state topic", zap.Int64("records", rp.n), zap.Int64("end_offset", end),
+		zap.Int32s("fenced_nodes", claimants), zap.Duration("took", time.Since(p.start)))
 	l.mu.Lock()
 	l.next = end + 2 // past the marker and its commit
 	l.started = true
+	failed := l.failed
 	l.mu.Unlock()
-	go l.writer()
+	if failed != nil {
+		// The node's producers broke after the claim: the shard may not serve on them.
+		return 0, failed
+	}
 	return end + 2, nil
+}
+
+// claim writes the shard's claim and load marker in a round of the node's writer and returns
+// the marker's offset. A claim whose round committed attaches the shard to the writer, so
+// that Close releases it even if the load goes no further.
+func (l *kafkaLog) claim(ctx context.Context) (int64, error) {
+	j := l.w.submit(l, false)
+	select {
+	case err := <-j.done:
+		if err != nil {
+			return 0, err
+		}
+		return j.marker, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// fenceNodes bumps the epoch of both producers of each node: InitProducerId aborts what the
+// node has open under the id (or waits until its commit is complete), and the node's next
+// produce or EndTxn fails fenced, so it drops every shard it holds. Retried until done or the
+// load is aborted: a load may not go on without it.
+func (l *kafkaLog) fenceNodes(ctx context.Context, nodes []int32) error {
+	backoff := loadRetryBackoffMin
+	for _, node := range nodes {
+		for i := 0; i < shardProducers; i++ {
+			id := l.b.nodeTransactionalID(node, i)
+			for {
+				if err := l.fenceID(ctx, id); err == nil {
+					break
+				} else if ctx.Err() != nil {
+					return log.ErrClosed
+				} else if class := kerrclass.OfError(kmsg.InitProducerID.Int16(), err); class.Action() != kerrclass.Retry &&
+					class.Action() != kerrclass.Abort && !isNetworkError(err) && !errors.Is(err, context.DeadlineExceeded) {
+					return fmt.Errorf("shard %d: fence node %d (%s): %w", l.shard, node, id, err)
+				} else {
+					l.lg.Warn("load could not fence an earlier owner's producer; retrying", zap.String("transactional_id", id),
+						zap.Int32("owner_node", node), zap.Error(err), zap.Duration("backoff", backoff))
+				}
+				select {
+				case <-ctx.Done():
+					return log.ErrClosed
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, loadRetryBackoffMax)
+			}
+		}
+		l.lg.Info("fenced an earlier owner of the shard that had not released it", zap.Int32("owner_node", node))
+	}
+	return nil
+}
+
+func (l *kafkaLog) fenceID(ctx context.Context, id string) error {
+	kc, err := kgo.NewClient(l.b.producerOpts(id)...)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, l.b.opts.TransactionTimeout)
+	defer cancel()
+	pid, _, err := kc.ProducerID(sctx)
+	if err != nil {
+		kc.Close()
+		return err
+	}
+	// Kept until the log closes: it is what aborts a transaction of that producer left
+	// hanging below the marker (reportOpenTransactions).
+	l.mu.Lock()
+	l.pids = append(l.pids, pid)
+	l.fenceClients = append(l.fenceClients, kc)
+	l.mu.Unlock()
+	return nil
 }
 
 func (l *kafkaLog) aborted() bool {
@@ -416,8 +523,14 @@ func (l *kafkaLog) reportOpenTransactions(ctx context.Context, end int64) {
 			zap.Time("last_produce", time.UnixMilli(dp.LastTimestamp)),
 			zap.String("abort_with", fmt.Sprintf("kafka-transactions.sh --bootstrap-server <upstream.bootstrap.servers> abort --topic %s --partition %d --start-offset %d",
 				topic, l.shard, dp.CurrentTxnStartOffset))}
-		if i := slices.Index(pids, dp.ProducerID); i >= 0 {
-			err := l.abortHanging(ctx, i)
+		own := slices.Contains(l.w.nodePIDs(), dp.ProducerID)
+		if i := slices.Index(pids, dp.ProducerID); i >= 0 || own {
+			var err error
+			if own {
+				err = l.w.abortOwn(ctx, l, dp.ProducerID)
+			} else {
+				err = l.abortHanging(ctx, i)
+			}
 			if err == nil && l.stillOpen(ctx, kc, dp) {
 				err = errors.New("the transaction is still open after the abort")
 			}
@@ -478,7 +591,12 @@ func (l *kafkaLog) abortHanging(ctx context.Context, i int) error {
 	actx, cancel := context.WithTimeout(ctx, 2*l.b.opts.TransactionTimeout)
 	defer cancel()
 	l.mu.Lock()
-	kc := l.kcs[i]
+	kc := l.kcs[0]
+	if i < len(l.kcs) {
+		kc = l.kcs[i]
+	} else {
+		kc = l.fenceClients[i-len(l.kcs)]
+	}
 	l.mu.Unlock()
 	if err := kc.BeginTransaction(); err != nil {
 		return err
@@ -614,7 +732,7 @@ func (l *kafkaLog) tryFenceAndMark(ctx context.Context, p *loadProgress) (end in
 	l.pids = pids
 	l.mu.Unlock()
 	p.set(phaseMarker, p.attempt.Load())
-	if err := step(2*timeout, func(ctx context.Context) (err error) { end, err = l.writeMarker(ctx); return err }); err != nil {
+	if err := step(2*timeout, func(ctx context.Context) (err error) { end, err = l.claim(ctx); return err }); err != nil {
 		return 0, kmsg.Produce.Int16(), bound, fmt.Errorf("write load marker: %w", err)
 	}
 	return end, -1, 0, nil
@@ -659,37 +777,6 @@ func isNetworkError(err error) bool {
 	return errors.As(err, &ne)
 }
 
-// writeMarker writes the marker with the first producer; the first round then uses the next.
-func (l *kafkaLog) writeMarker(ctx context.Context) (int64, error) {
-	kc := l.kcs[0]
-	l.turn = 1 % len(l.kcs)
-	if err := kc.BeginTransaction(); err != nil {
-		return 0, err
-	}
-	r := &kgo.Record{Key: loadMarkerKey, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano)), Partition: l.shard}
-	produced := make(chan error, 1)
-	kc.Produce(ctx, r, func(_ *kgo.Record, err error) { produced <- err })
-	if err := kc.Flush(ctx); err != nil {
-		return 0, err
-	}
-	perr := <-produced
-	commit := kgo.TryCommit
-	if perr != nil {
-		commit = kgo.TryAbort
-	}
-	if err := kc.EndTransaction(ctx, commit); err != nil {
-		if perr != nil {
-			// The produce error says why; a fence met by the abort still shows through.
-			return 0, fmt.Errorf("%w (abort: %w)", perr, err)
-		}
-		return 0, err
-	}
-	if perr != nil {
-		return 0, perr
-	}
-	return r.Offset, nil
-}
-
 // loadFetchBytes caps each fetch of a load (the partition's share and the whole response),
 // and so, with one fetch in flight and one buffered, what a load holds besides what the shard
 // keeps. kgo's default partition share, 1 MiB, measured best (BenchmarkBrokerLoad): 256 KiB
@@ -720,10 +807,32 @@ func (rs *recordSlices) PutRecords(s []kgo.Record) { rs.p.Put(&s) }
 
 var loadRecordSlices = &recordSlices{}
 
-// replay consumes the partition from its start up to and including offset end.
-func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Record) error, p *loadProgress) (int64, error) {
+// replayer reads the partition in order, under read_committed, handing the shard its records
+// and keeping the latest ownership record of each node.
+type replayer struct {
+	l      *kafkaLog
+	p      *loadProgress
+	from   int64 // where the next until starts
+	n      int64 // records handed to the shard
+	owners map[int32]bool
+}
+
+func (l *kafkaLog) newReplayer(p *loadProgress) (*replayer, error) {
+	return &replayer{l: l, p: p, owners: map[int32]bool{}}, nil
+}
+
+func (rp *replayer) close() {}
+
+// until consumes the partition from where the previous call stopped up to offset end
+// (exclusive: end is a load marker).
+func (rp *replayer) until(ctx context.Context, end int64, fn func(int64, log.Record) error) error {
+	l := rp.l
+	start := kgo.NewOffset().AtStart()
+	if rp.from > 0 {
+		start = kgo.NewOffset().At(rp.from)
+	}
 	opts := append(append([]kgo.Opt{}, l.b.opts.Client...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.b.opts.Topic: {l.shard: kgo.NewOffset().AtStart()}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.b.opts.Topic: {l.shard: start}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxPartitionBytes(loadFetchBytes),
 		kgo.FetchMaxBytes(loadFetchBytes),
@@ -733,14 +842,13 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 	}
 	cc, err := kgo.NewClient(opts...)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer cc.Close()
-	var n int64
 	for {
 		fs := cc.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return n, log.ErrClosed
+			return log.ErrClosed
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) {
@@ -749,7 +857,7 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 			}
 		})
 		if ferr != nil {
-			return n, fmt.Errorf("shard %d: read state topic: %w", l.shard, ferr)
+			return fmt.Errorf("shard %d: read state topic: %w", l.shard, ferr)
 		}
 		done := false
 		var cbErr error
@@ -764,6 +872,10 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 				done = true
 				return
 			}
+			if node, claim, ok := parseOwnership(r.Key, r.Value); ok {
+				rp.owners[node] = claim
+				return
+			}
 			rec, ok, err := fromKafka(r.Key, r.Value)
 			if err != nil {
 				cbErr = fmt.Errorf("shard %d: state topic offset %d: %w", l.shard, r.Offset, err)
@@ -772,16 +884,17 @@ func (l *kafkaLog) replay(ctx context.Context, end int64, fn func(int64, log.Rec
 			if !ok {
 				return
 			}
-			n++
+			rp.n++
 			cbErr = fn(r.Offset, rec)
 		})
 		if cbErr != nil {
-			return n, cbErr
+			return cbErr
 		}
 		if done {
-			return n, nil
+			rp.from = end
+			return nil
 		}
-		p.records.Store(n)
+		rp.p.records.Store(rp.n)
 	}
 }
 
@@ -809,7 +922,7 @@ func (l *kafkaLog) Append(recs []log.Record) (int64, error) {
 		return 0, err
 	}
 	for _, r := range recs {
-		if len(r.Key) == len(loadMarkerKey) && r.Key[0] == loadMarkerKey[0] {
+		if len(r.Key) > 0 && r.Key[0] == loadMarkerKey[0] {
 			return 0, fmt.Errorf("shard %d: key %x is reserved by the kafka log", l.shard, r.Key)
 		}
 	}
@@ -826,64 +939,10 @@ func (l *kafkaLog) Append(recs []log.Record) (int64, error) {
 	l.next += int64(len(recs))
 	last := l.next - 1
 	l.pending = append(l.pending, pendingBatch{recs: recs, last: last})
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	if l.w != nil {
+		l.w.wake()
 	}
 	return last, nil
-}
-
-// writer commits one transaction per round: every batch appended since the previous round.
-func (l *kafkaLog) writer() {
-	defer close(l.done)
-	for {
-		select {
-		case <-l.kick:
-		case <-l.stop:
-			// Close waits for what was appended before it.
-			l.mu.Lock()
-			empty := len(l.pending) == 0
-			l.mu.Unlock()
-			if empty {
-				return
-			}
-		}
-		l.mu.Lock()
-		round := l.pending
-		l.pending = nil
-		l.mu.Unlock()
-		if len(round) == 0 {
-			continue
-		}
-		if err := l.commitRound(round); err != nil {
-			var aborted *abortedRound
-			class := kerrclass.OfError(kmsg.Produce.Int16(), err)
-			if act := class.Action(); errors.As(err, &aborted) && !isFenced(err) && l.cb.Lost != nil &&
-				(act == kerrclass.Retry || act == kerrclass.Abort) {
-				l.lose(round, aborted.err, class)
-				continue
-			}
-			err = fmt.Errorf("%w: shard %d: %w", log.ErrFailed, l.shard, err)
-			l.mu.Lock()
-			l.failed = err
-			l.pending = nil
-			abandoned := l.abandoned
-			l.mu.Unlock()
-			if abandoned {
-				// Not a storage failure: the shard closed and nobody waits for the round.
-				l.lg.Info("state topic round given up: the shard was closed", zap.Error(err))
-			} else {
-				l.lg.Error("state topic write failed; the shard stops", zap.Error(err), zap.String("class", class.String()))
-			}
-			if l.cb.Failed != nil {
-				l.cb.Failed(err)
-			}
-			return
-		}
-		if l.cb.Durable != nil {
-			l.cb.Durable(round[len(round)-1].last)
-		}
-	}
 }
 
 // abortedRound is a round whose records could not be produced and whose transaction was
@@ -912,61 +971,6 @@ func (l *kafkaLog) lose(round []pendingBatch, cause error, class kerrclass.Categ
 	})
 }
 
-func (l *kafkaLog) commitRound(round []pendingBatch) error {
-	// Bounded: a round that cannot finish within the transaction timeout gives up, rather
-	// than holding the shard's acknowledgements (and Close) forever.
-	ctx, cancel := context.WithTimeout(context.Background(), l.b.opts.TransactionTimeout)
-	defer cancel()
-	// The next round takes the next producer, whatever becomes of this one.
-	kc := l.kcs[l.turn]
-	l.turn = (l.turn + 1) % len(l.kcs)
-	if err := kc.BeginTransaction(); err != nil {
-		return err
-	}
-	var (
-		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		firstErr error
-	)
-	for _, b := range round {
-		for _, rec := range b.recs {
-			k, v := toKafka(rec)
-			wg.Add(1)
-			kc.Produce(ctx, &kgo.Record{Key: k, Value: v, Partition: l.shard}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					errMu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					errMu.Unlock()
-				}
-				wg.Done()
-			})
-		}
-	}
-	if err := kc.Flush(ctx); err != nil {
-		// Records still buffered fail with the abort below.
-		kc.AbortBufferedRecords(context.Background())
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		errMu.Unlock()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		// Nothing of the round may become visible; a fenced producer cannot abort and is
-		// reported as it is.
-		actx, acancel := context.WithTimeout(context.Background(), l.b.opts.TransactionTimeout)
-		defer acancel()
-		if aerr := kc.EndTransaction(actx, kgo.TryAbort); aerr != nil {
-			return fmt.Errorf("%w (abort: %v)", firstErr, aerr)
-		}
-		return &abortedRound{err: firstErr}
-	}
-	return kc.EndTransaction(ctx, kgo.TryCommit)
-}
-
 // isFenced reports that another owner took the shard: this producer can never write again.
 func isFenced(err error) bool {
 	return kerrclass.OfError(kmsg.EndTxn.Int16(), err) == kerrclass.ApplicationRecoverable ||
@@ -981,10 +985,11 @@ func (l *kafkaLog) Compact() error { return nil }
 // reloads (its shard goes FAILED and its node retries an owned FAILED shard).
 func (l *kafkaLog) AbortLoad() { l.stopOnce.Do(func() { close(l.stop) }) }
 
-// Abandon implements log.Abandoner. The producers are closed at once: kgo keeps retrying a
-// round's produce through an outage (up to the transaction timeout) and would send it once the
-// upstream is back, when the shard may have been loaded again, and Close waited for that.
-// Closed clients send nothing more; the round in flight fails and is never reported durable.
+// Abandon implements log.Abandoner: the shard leaves the node's rounds at once (its queued
+// records are dropped, a round in flight reports nothing more to it, and Close stops waiting),
+// while its release is still written after the round in flight (nodeWriter.abandon), so that
+// the next owner does not have to fence the node and every shard it keeps. The producers are
+// the node's and go on.
 func (l *kafkaLog) Abandon() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	l.mu.Lock()
@@ -993,14 +998,24 @@ func (l *kafkaLog) Abandon() {
 		return
 	}
 	l.abandoned = true
+	close(l.abandonedCh)
 	kcs := l.kcs
+	waiting := len(l.pending) > 0
 	l.mu.Unlock()
+	l.w.mu.Lock()
+	waiting = waiting || l.w.inflight[l]
+	l.w.mu.Unlock()
+	l.w.abandon(l)
 	for _, kc := range kcs {
 		kc.Close()
 	}
+	if waiting {
+		l.fail(fmt.Errorf("%w: shard %d: the round was given up: the shard was closed", log.ErrFailed, l.shard))
+	}
 }
 
-// Close waits for appended records to be committed (or fail), then releases the producer.
+// Close waits for appended records to be committed (or fail) and for the shard's release,
+// which follows every round holding its records, then releases the fence's clients.
 func (l *kafkaLog) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -1008,18 +1023,24 @@ func (l *kafkaLog) Close() error {
 		return nil
 	}
 	l.closed = true
-	started := l.started
 	l.mu.Unlock()
 	l.stopOnce.Do(func() { close(l.stop) })
-	if started {
-		<-l.done
+	if j := l.w.release(l); j != nil {
+		select {
+		case err := <-j.done:
+			if err != nil && !errors.Is(err, log.ErrClosed) {
+				l.lg.Warn("the shard's release did not reach the state topic; its next owner fences this node", zap.Error(err))
+			}
+		case <-l.abandonedCh:
+		}
 	}
 	l.mu.Lock()
-	kcs := l.kcs
+	kcs := append(l.kcs, l.fenceClients...)
 	if l.abandoned {
-		kcs = nil
+		kcs = l.fenceClients
 	}
 	l.abandoned = true
+	l.fenceClients = nil
 	l.mu.Unlock()
 	for _, kc := range kcs {
 		kc.Close()
@@ -1046,7 +1067,7 @@ const valueFormat = 0
 // fromKafka is the inverse of toKafka; ok is false for the load markers, which the shard must
 // not see. A value of an unknown format is an error, not skipped: skipping would lose state.
 func fromKafka(key, value []byte) (rec log.Record, ok bool, err error) {
-	if len(key) == len(loadMarkerKey) && key[0] == loadMarkerKey[0] {
+	if len(key) > 0 && key[0] == loadMarkerKey[0] {
 		return log.Record{}, false, nil
 	}
 	if value == nil {

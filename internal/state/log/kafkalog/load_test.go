@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,13 +184,21 @@ func heldProduceBroker(t *testing.T, topic string) (addr string, produces *atomi
 }
 
 // A log whose shard stops waiting for its write in flight (disowned, or its Close out of time)
-// gives it up at once and sends nothing more: its producer otherwise kept retrying the round's
-// produce through an upstream outage, and one that reached the partition once the upstream was
-// back, after the shard had been loaded again, left a transaction open below the new load's
-// marker that held that load for good (the upstream-restart e2e test, issue 18).
-func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
-	addr, produces := heldProduceBroker(t, "state")
-	b := stateBackend(zap.NewNop(), "held-", 1, time.Minute, kgo.SeedBrokers(addr))
+// gives it up at once: Close returns, nothing of the round is reported durable, while the
+// node's producers go on with the shard's other rounds. Its release still follows the round in
+// flight, so that the shard's next owner finds it released and does not fence the node (and
+// every shard the node keeps); a round that reached the upstream late is then below the
+// release (storage.md, Fencing).
+func TestAbandonGivesUpTheRoundInFlightAndReleasesTheShardAfterIt(t *testing.T) {
+	var rb roundBroker
+	release := make(chan struct{})
+	var produces atomic.Int32
+	addr := rb.start(t, 2, func() {
+		if produces.Add(1) == 1 {
+			<-release
+		}
+	}, func(int32) int16 { return 0 })
+	b := stateBackend(zap.NewNop(), "held-", 2, time.Minute, kgo.SeedBrokers(addr))
 	failed := make(chan error, 1)
 	lg, err := b.Open(0, log.Callbacks{Failed: func(err error) { failed <- err }, Durable: func(int64) { t.Error("a round was reported durable") }})
 	if err != nil {
@@ -198,7 +207,9 @@ func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
 	l := lg.(*kafkaLog)
 	// As if loaded: the writer's rounds are what this test is about, not the load.
 	l.started = true
-	go l.writer()
+	l.w.attach(l)
+	other, otherR := openAttached(t, b, 1)
+	defer other.Close()
 	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -217,11 +228,6 @@ func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close waited for the abandoned round (it would until the transaction timeout)")
 	}
-	sent := produces.Load()
-	time.Sleep(300 * time.Millisecond)
-	if n := produces.Load(); n != sent {
-		t.Fatalf("%d produces sent after Abandon", n-sent)
-	}
 	select {
 	case err := <-failed:
 		if !errors.Is(err, log.ErrFailed) {
@@ -229,6 +235,31 @@ func TestAbandonGivesUpTheRoundInFlightAndSendsNothingMore(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the abandoned round was not reported failed")
+	}
+	close(release)
+	// The node goes on: its other shard's round commits, after the shard's release.
+	last, err := other.Append([]log.Record{rec("b", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-otherR.durable:
+		if o != last {
+			t.Fatalf("durable %d, want %d", o, last)
+		}
+	case err := <-otherR.failed:
+		t.Fatalf("the node's other shard failed: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the node's other shard never became durable (broker saw %v)", rb.seen())
+	}
+	// The release: a later produce to the shard's partition, committed. (The fake broker logs a
+	// held produce when it answers it, and kgo may send one transaction as several produces.)
+	waitFor(t, "the shard's release after the round in flight", func() bool {
+		ev := rb.seen()
+		return countPrefix(ev, "produce:", "0") >= 2 && countPrefix(ev, "end:commit", "") >= 2
+	})
+	if ev := rb.seen(); ev[0] != "produce:0" || countPrefix(ev, "end:abort", "") != 0 {
+		t.Fatalf("broker saw %v, want the round in flight, then the shard's release, nothing aborted", ev)
 	}
 }
 
@@ -357,6 +388,60 @@ func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
 	case end := <-ends:
 		if end.Commit || end.ProducerID != 3 || end.TransactionalID != "hanging-0-1" {
 			t.Fatalf("ended %+v, want an abort by producer 3 (hanging-0-1)", end)
+		}
+	default:
+		t.Fatalf("the hanging transaction was not aborted (logged %v)", logs.All())
+	}
+	if logs.FilterMessageSnippet("aborted a transaction of this shard's own producer").Len() != 1 {
+		t.Fatalf("the abort was not logged (logged %v)", logs.All())
+	}
+}
+
+// The same for a transaction of the node's own producer (the one that writes every shard's
+// rounds): the node writer aborts it with that producer between two rounds, and the shard's
+// other writes go on.
+func TestStuckReplayAbortsTheNodeProducersHangingTransaction(t *testing.T) {
+	var aborted atomic.Bool
+	hanging := func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = 3, 2, 17
+		if aborted.Load() {
+			ap.ProducerEpoch, ap.CurrentTxnStartOffset = 5, -1
+		}
+		return []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
+	}
+	addr, ends := txnBroker(t, "state", 3, func(end *kmsg.EndTxnRequest) {
+		if !end.Commit && end.ProducerID == 3 {
+			aborted.Store(true)
+		}
+	}, hanging)
+	core, logs := observer.New(zap.InfoLevel)
+	b := stateBackend(zap.New(core), "hanging-", 1, 5*time.Second, kgo.SeedBrokers(addr))
+	lg, err := b.Open(0, log.Callbacks{Durable: func(int64) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	l := lg.(*kafkaLog)
+	l.started = true
+	l.w.attach(l)
+	// A round, so that the node's producers exist (producer id 3).
+	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case end := <-ends:
+		if !end.Commit {
+			t.Fatalf("the round ended %+v", end)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the round never ended")
+	}
+	l.reportOpenTransactions(context.Background(), 23)
+	select {
+	case end := <-ends:
+		if end.Commit || end.ProducerID != 3 || !strings.HasPrefix(end.TransactionalID, "hanging-node-1") {
+			t.Fatalf("ended %+v, want an abort by the node's producer 3", end)
 		}
 	default:
 		t.Fatalf("the hanging transaction was not aborted (logged %v)", logs.All())

@@ -49,7 +49,7 @@ func TestMappingHidesLoadMarkerAndRefusesUnknownFormat(t *testing.T) {
 }
 
 func TestAppendRefusesReservedKey(t *testing.T) {
-	l := &kafkaLog{b: &Backend{opts: Options{MaxBatchBytes: defaultMaxBatchBytes}}, started: true, kick: make(chan struct{}, 1)}
+	l := &kafkaLog{b: &Backend{opts: Options{MaxBatchBytes: defaultMaxBatchBytes}}, started: true}
 	if _, err := l.Append([]log.Record{{Key: loadMarkerKey, Value: []byte{1}}}); err == nil {
 		t.Fatal("a record with the load marker's key was accepted")
 	}
@@ -59,7 +59,7 @@ func TestAppendRefusesReservedKey(t *testing.T) {
 // turn it down as the local log does, leaving the log usable, instead of letting the topic
 // refuse it and fail the whole shard.
 func TestOversizeBatchIsRefusedAndLogStaysUsable(t *testing.T) {
-	l := &kafkaLog{b: &Backend{opts: Options{MaxBatchBytes: 1000}}, started: true, kick: make(chan struct{}, 1)}
+	l := &kafkaLog{b: &Backend{opts: Options{MaxBatchBytes: 1000}}, started: true}
 	big := []log.Record{{Key: []byte{0, 1}, Value: make([]byte, 600)}, {Key: []byte{0, 1}, Value: make([]byte, 600)}}
 	if err := l.CheckBatch(big); !errors.Is(err, log.ErrBatchTooLarge) {
 		t.Fatalf("CheckBatch of 1200 bytes with a limit of 1000: %v", err)

@@ -95,7 +95,8 @@ func benchShardRounds(b *testing.B, shards int32) {
 	be, err := New(ctx, Options{
 		Client: []kgo.Opt{kgo.SeedBrokers(addr), kgo.WithHooks(st), kgo.WithLogger(st)},
 		Topic:  topic, Partitions: shards, ReplicationFactor: 1, MinInsyncReplicas: 1,
-		TransactionalIDPrefix: topic + "-shard-", TransactionTimeout: 30 * time.Second,
+		TransactionalIDPrefix: topic + "-shard-", NodeTransactionalIDPrefix: topic + "-node-", NodeID: 1,
+		TransactionTimeout: 30 * time.Second,
 	})
 	if err != nil {
 		b.Fatal(err)
