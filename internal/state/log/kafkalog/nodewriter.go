@@ -498,6 +498,11 @@ func (w *nodeWriter) abortHanging(prod *nodeProducers, j *ownershipJob) error {
 	if err := kc.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		return fmt.Errorf("abort: %w (produce: %v)", err, perr)
 	}
+	if perr != nil {
+		// Without its record in the partition the transaction added nothing there, so no abort
+		// marker ended the hanging one: say why rather than let the check find it still open.
+		return fmt.Errorf("the abort's record was not written: %w", perr)
+	}
 	return nil
 }
 
