@@ -191,13 +191,7 @@ func heldProduceBroker(t *testing.T, topic string) (addr string, produces *atomi
 // release (storage.md, Fencing).
 func TestAbandonGivesUpTheRoundInFlightAndReleasesTheShardAfterIt(t *testing.T) {
 	var rb roundBroker
-	release := make(chan struct{})
-	var produces atomic.Int32
-	addr := rb.start(t, 2, func() {
-		if produces.Add(1) == 1 {
-			<-release
-		}
-	}, func(int32) int16 { return 0 })
+	addr, produces, release := rb.holdFirstProduce(t, 2, func(int32) int16 { return 0 })
 	b := stateBackend(zap.NewNop(), "held-", 2, time.Minute, kgo.SeedBrokers(addr))
 	failed := make(chan error, 1)
 	lg, err := b.Open(0, log.Callbacks{Failed: func(err error) { failed <- err }, Durable: func(int64) { t.Error("a round was reported durable") }})
@@ -349,6 +343,25 @@ func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnReq
 	return addr, ends
 }
 
+// hangingTxnBroker is a txnBroker (producer id 3 for every InitProducerId) whose partition
+// shows producer 3's transaction open from offset 17 until an EndTxn of producer 3 aborts one.
+func hangingTxnBroker(t *testing.T) (addr string, ends chan *kmsg.EndTxnRequest) {
+	t.Helper()
+	var aborted atomic.Bool
+	return txnBroker(t, "state", 3, func(end *kmsg.EndTxnRequest) {
+		if !end.Commit && end.ProducerID == 3 {
+			aborted.Store(true)
+		}
+	}, func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = 3, 2, 17
+		if aborted.Load() {
+			ap.ProducerEpoch, ap.CurrentTxnStartOffset = 5, -1
+		}
+		return []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
+	})
+}
+
 // A transaction of the shard's own producer id left open below the load marker, which the
 // coordinator no longer knows (seen after an upstream broker restart: records written just
 // before the broker stopped, the transactional id Empty after it), is aborted by the load with
@@ -356,20 +369,7 @@ func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnReq
 // goes on, and the records stay invisible. Naming it alone left the shard unserved until an
 // operator aborted it (issue 18).
 func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
-	var aborted atomic.Bool // the partition's transaction of producer 3 stays open until then
-	hanging := func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
-		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-		ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = 3, 2, 17
-		if aborted.Load() {
-			ap.ProducerEpoch, ap.CurrentTxnStartOffset = 5, -1
-		}
-		return []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
-	}
-	addr, ends := txnBroker(t, "state", 3, func(end *kmsg.EndTxnRequest) {
-		if !end.Commit && end.ProducerID == 3 {
-			aborted.Store(true)
-		}
-	}, hanging)
+	addr, ends := hangingTxnBroker(t)
 	core, logs := observer.New(zap.InfoLevel)
 	b := stateBackend(zap.New(core), "hanging-", 1, 5*time.Second, kgo.SeedBrokers(addr))
 	lg, err := b.Open(0, log.Callbacks{})
@@ -401,20 +401,7 @@ func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
 // rounds): the node writer aborts it with that producer between two rounds, and the shard's
 // other writes go on.
 func TestStuckReplayAbortsTheNodeProducersHangingTransaction(t *testing.T) {
-	var aborted atomic.Bool
-	hanging := func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
-		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-		ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset = 3, 2, 17
-		if aborted.Load() {
-			ap.ProducerEpoch, ap.CurrentTxnStartOffset = 5, -1
-		}
-		return []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
-	}
-	addr, ends := txnBroker(t, "state", 3, func(end *kmsg.EndTxnRequest) {
-		if !end.Commit && end.ProducerID == 3 {
-			aborted.Store(true)
-		}
-	}, hanging)
+	addr, ends := hangingTxnBroker(t)
 	core, logs := observer.New(zap.InfoLevel)
 	b := stateBackend(zap.New(core), "hanging-", 1, 5*time.Second, kgo.SeedBrokers(addr))
 	lg, err := b.Open(0, log.Callbacks{Durable: func(int64) {}})

@@ -93,6 +93,19 @@ type shardReports struct {
 	lost    chan *log.WriteError
 }
 
+// holdFirstProduce starts rb with its first produce held until release is closed, so that the
+// tests' later appends queue behind a round in flight; produces counts the produces seen.
+func (rb *roundBroker) holdFirstProduce(t *testing.T, partitions int32, answer func(partition int32) int16) (addr string, produces *atomic.Int32, release chan struct{}) {
+	t.Helper()
+	produces, release = new(atomic.Int32), make(chan struct{})
+	addr = rb.start(t, partitions, func() {
+		if produces.Add(1) == 1 {
+			<-release
+		}
+	}, answer)
+	return addr, produces, release
+}
+
 // openAttached opens shard as if loaded: attached to the node's writer, the state after its
 // claim and replay (the load is not what these tests are about).
 func openAttached(t *testing.T, b *Backend, shard int32) (*kafkaLog, *shardReports) {
@@ -118,15 +131,9 @@ func openAttached(t *testing.T, b *Backend, shard int32) (*kafkaLog, *shardRepor
 // node's transaction held all of them.
 func TestAbortedNodeRoundLosesEveryShardsPartOfIt(t *testing.T) {
 	var rb roundBroker
-	release := make(chan struct{})
-	var produces atomic.Int32
 	// The first round (shard 2's) is held, so that shards 0 and 1 queue behind it and go in
 	// one round, which the broker refuses.
-	addr := rb.start(t, 3, func() {
-		if produces.Add(1) == 1 {
-			<-release
-		}
-	}, func(p int32) int16 {
+	addr, produces, release := rb.holdFirstProduce(t, 3, func(p int32) int16 {
 		if p == 2 {
 			return 0
 		}
@@ -178,13 +185,7 @@ func TestAbortedNodeRoundLosesEveryShardsPartOfIt(t *testing.T) {
 // without those records and without fencing this node.
 func TestCloseWaitsForTheNodeRoundHoldingTheShardsRecords(t *testing.T) {
 	var rb roundBroker
-	release := make(chan struct{})
-	var produces atomic.Int32
-	addr := rb.start(t, 2, func() {
-		if produces.Add(1) == 1 {
-			<-release
-		}
-	}, func(int32) int16 { return 0 })
+	addr, produces, release := rb.holdFirstProduce(t, 2, func(int32) int16 { return 0 })
 	b := stateBackend(zap.NewNop(), "close-", 2, 10*time.Second, kgo.SeedBrokers(addr))
 	l0, r0 := openAttached(t, b, 0)
 	l1, r1 := openAttached(t, b, 1)
@@ -251,13 +252,7 @@ func TestCloseWaitsForTheNodeRoundHoldingTheShardsRecords(t *testing.T) {
 // in flight, all become durable, none lost.
 func TestNodeRoundsOfManyShardsBatchesAllBecomeDurable(t *testing.T) {
 	var rb roundBroker
-	release := make(chan struct{})
-	var produces atomic.Int32
-	addr := rb.start(t, 4, func() {
-		if produces.Add(1) == 1 {
-			<-release
-		}
-	}, func(int32) int16 { return 0 })
+	addr, produces, release := rb.holdFirstProduce(t, 4, func(int32) int16 { return 0 })
 	b := stateBackend(zap.NewNop(), "big-", 4, 20*time.Second, kgo.SeedBrokers(addr))
 	first, _ := openAttached(t, b, 3)
 	defer first.Close()
