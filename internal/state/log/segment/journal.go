@@ -193,42 +193,38 @@ func (j *journal) create(seq int64) (File, error) {
 // until r is answered and not queued again; whatever queued meanwhile goes to a round loop of
 // its own.
 func (j *journal) submit(r *jreq) {
-	j.mu.Lock()
-	if err := j.refusalLocked(); err != nil {
-		j.mu.Unlock()
-		r.complete(r, jres{err: err, fatal: true})
-		return
+	if j.admit(r) {
+		j.loop(r)
 	}
-	j.enqueueLocked(r)
-	if j.running {
-		j.mu.Unlock()
-		return
-	}
-	j.running = true
-	j.busy.Store(true)
-	j.mu.Unlock()
-	j.loop(r)
 }
 
 // enqueue queues r for the next round from a shard's Append, which calls it only when the
 // journal looked busy; one that went idle meanwhile starts a round loop of its own (the
 // appending shard goroutine must not wait for the disk).
 func (j *journal) enqueue(r *jreq) {
+	if j.admit(r) {
+		go j.loop(nil)
+	}
+}
+
+// admit queues r (or answers it with the journal's refusal) and reports whether the caller
+// must start the round loop: none was running, and from now on it counts as running.
+func (j *journal) admit(r *jreq) (startLoop bool) {
 	j.mu.Lock()
 	if err := j.refusalLocked(); err != nil {
 		j.mu.Unlock()
 		r.complete(r, jres{err: err, fatal: true})
-		return
+		return false
 	}
 	j.enqueueLocked(r)
 	if j.running {
 		j.mu.Unlock()
-		return
+		return false
 	}
 	j.running = true
 	j.busy.Store(true)
 	j.mu.Unlock()
-	go j.loop(nil)
+	return true
 }
 
 // resubmit queues r again from its complete, on the goroutine of the round that answered it.
