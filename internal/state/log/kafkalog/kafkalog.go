@@ -608,7 +608,7 @@ func (l *kafkaLog) abortHanging(ctx context.Context, i int) error {
 		kc.AbortBufferedRecords(context.Background())
 	}
 	perr := <-produced
-	if err := kc.EndTransaction(actx, kgo.TryAbort); err != nil {
+	if err := endTransaction(actx, kc, l.b.opts.Topic, l.shard, perr == nil, kgo.TryAbort); err != nil {
 		return fmt.Errorf("abort: %w (produce: %v)", err, perr)
 	}
 	if perr != nil {

@@ -495,7 +495,7 @@ func (w *nodeWriter) abortHanging(prod *nodeProducers, j *ownershipJob) error {
 		kc.AbortBufferedRecords(context.Background())
 	}
 	perr := <-produced
-	if err := kc.EndTransaction(ctx, kgo.TryAbort); err != nil {
+	if err := endTransaction(ctx, kc, w.b.opts.Topic, j.l.shard, perr == nil, kgo.TryAbort); err != nil {
 		return fmt.Errorf("abort: %w (produce: %v)", err, perr)
 	}
 	if perr != nil {
@@ -548,17 +548,18 @@ func (w *nodeWriter) commit(prod *nodeProducers, parts []roundPart, jobs []*owne
 		wg       sync.WaitGroup
 		errMu    sync.Mutex
 		firstErr error
+		acked    = int32(-1) // a partition the broker took a record of, for endTransaction
 	)
 	produce := func(r *kgo.Record) {
 		wg.Add(1)
-		kc.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				errMu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				errMu.Unlock()
+		kc.Produce(ctx, r, func(r *kgo.Record, err error) {
+			errMu.Lock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			} else if err == nil {
+				acked = r.Partition
 			}
+			errMu.Unlock()
 			wg.Done()
 		})
 	}
@@ -593,12 +594,12 @@ func (w *nodeWriter) commit(prod *nodeProducers, parts []roundPart, jobs []*owne
 		// reported as it is.
 		actx, acancel := context.WithTimeout(context.Background(), timeout)
 		defer acancel()
-		if aerr := kc.EndTransaction(actx, kgo.TryAbort); aerr != nil {
+		if aerr := endTransaction(actx, kc, w.b.opts.Topic, acked, acked >= 0, kgo.TryAbort); aerr != nil {
 			return nil, fmt.Errorf("%w (abort: %v)", firstErr, aerr)
 		}
 		return nil, &abortedRound{err: firstErr}
 	}
-	if err := kc.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := endTransaction(ctx, kc, w.b.opts.Topic, acked, acked >= 0, kgo.TryCommit); err != nil {
 		return nil, err
 	}
 	return markers, nil
