@@ -3,7 +3,12 @@ package main
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/cmd/coordbench/hist"
+	"github.com/coordinatord/coordinatord/cmd/coordbench/result"
 )
 
 // An --also target's own settings: every set= after the binary, values with '=' kept whole;
@@ -49,5 +54,47 @@ func TestProcessCPUsReadsThisProcess(t *testing.T) {
 	cpus, err := processCPUs(os.Getpid())
 	if err != nil || len(cpus) == 0 {
 		t.Fatalf("got %v %v", cpus, err)
+	}
+}
+
+// The gateway table carries the upstream broker's CPU in the gateway's windows beside its CPU
+// in the direct ones, per MiB moved: a broker that spends more per request through the gateway
+// shows there. A gateway row whose windows did not read the broker says n/a.
+func TestGatewayTableShowsTheUpstreamsCPUThroughTheGateway(t *testing.T) {
+	lat := hist.New()
+	for range 100 {
+		lat.RecordDuration(100 * time.Microsecond)
+	}
+	cpu := func(s float64) *float64 { return &s }
+	m := func(target string, ops uint64, serverCPU, upstreamCPU *float64) result.Measurement {
+		return result.Measurement{Scenario: "produce-1k", Target: target, Clients: 16, Round: 1, Status: result.StatusOK,
+			Ops: ops, Seconds: 1, Latency: lat.Snapshot(), CPUSeconds: serverCPU, UpstreamCPUSeconds: upstreamCPU}
+	}
+	file := &result.File{
+		Targets: []result.Target{{Name: "direct", PID: 1}, {Name: "gateway", PID: 2, UpstreamPID: 1}, {Name: "unread", PID: 3}},
+		// 1024 ops of 1 KiB = 1 MiB: direct's broker 1.0 s, through the gateway 1.5 s per MiB.
+		Results: []result.Measurement{m("direct", 1024, cpu(1.0), nil), m("gateway", 1024, cpu(0.5), cpu(1.5)), m("unread", 1024, cpu(0.5), nil)},
+	}
+	md, err := gatewayTable(file, cpuPlan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gw, unread string
+	for _, line := range strings.Split(md, "\n") {
+		switch {
+		case strings.HasPrefix(line, "| produce-1k | 16 | gateway |"):
+			gw = line
+		case strings.HasPrefix(line, "| produce-1k | 16 | unread |"):
+			unread = line
+		}
+	}
+	if !strings.HasSuffix(gw, "| 500.00 | 1000.00 | 1500.00 |") {
+		t.Errorf("gateway row %q: want coordinatord 500, Kafka direct 1000 and through the gateway 1500 ms per MiB", gw)
+	}
+	if !strings.HasSuffix(unread, "| 500.00 | 1000.00 | n/a |") {
+		t.Errorf("row without the broker's CPU %q: want n/a in the last column", unread)
+	}
+	if !strings.Contains(md, "Kafka CPU ms per MiB (through the gateway) |") {
+		t.Errorf("no column for the broker's CPU through the gateway:\n%s", md)
 	}
 }

@@ -8,6 +8,7 @@
 //	coordbench suite  : start coordinatord, Kafka and kfake, run every scenario, write the report
 //	coordbench restart: commit offsets of many groups, restart, time until served again, RSS
 //	coordbench kfake  : serve a one-broker kfake cluster in this process until interrupted
+//	coordbench wakeup : what a wake-up across CPUs costs here (loopback echo, pinned processes)
 package main
 
 import (
@@ -27,7 +28,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newReportCommand(), newSuiteCommand(), newGatewayCommand(), newStartupCommand(), newRestartCommand(), newKfakeCommand(), newListCommand())
+	root.AddCommand(newRunCommand(), newReportCommand(), newSuiteCommand(), newGatewayCommand(), newStartupCommand(), newRestartCommand(), newKfakeCommand(), newListCommand(), newWakeupCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordbench:", err)
 		os.Exit(1)

@@ -32,14 +32,17 @@ type Agg struct {
 	Latency          *hist.Histogram
 	RoundThroughputs []float64
 
-	CPUSeconds    float64 // summed over ok rounds that measured it
-	CPUMeasured   bool
-	PeakRSS       int64 // max over rounds
-	RSSLifetime   bool
-	BenchCPU      float64
-	Extras        map[string][]float64 // per round
-	Versions      map[string]int16
-	ErrorsByRound []uint64
+	CPUSeconds  float64 // summed over ok rounds that measured it
+	CPUMeasured bool
+	// The target's upstream process (a gateway's broker), summed like CPUSeconds.
+	UpstreamCPUSeconds  float64
+	UpstreamCPUMeasured bool
+	PeakRSS             int64 // max over rounds
+	RSSLifetime         bool
+	BenchCPU            float64
+	Extras              map[string][]float64 // per round
+	Versions            map[string]int16
+	ErrorsByRound       []uint64
 }
 
 // Throughput is successful operations per second over all rounds.
@@ -56,6 +59,14 @@ func (a *Agg) CPUPerOp() float64 {
 		return math.NaN()
 	}
 	return a.CPUSeconds * 1e6 / float64(a.Ops)
+}
+
+// UpstreamCPUPerOp is the upstream process's CPU microseconds per successful operation.
+func (a *Agg) UpstreamCPUPerOp() float64 {
+	if !a.UpstreamCPUMeasured || a.Ops == 0 {
+		return math.NaN()
+	}
+	return a.UpstreamCPUSeconds * 1e6 / float64(a.Ops)
 }
 
 // CPUCores is server CPU seconds per wall second: how many cores it kept busy.
@@ -157,6 +168,10 @@ func Aggregate(files []*result.File) (*Set, error) {
 			if m.CPUSeconds != nil {
 				a.CPUSeconds += *m.CPUSeconds
 				a.CPUMeasured = true
+			}
+			if m.UpstreamCPUSeconds != nil {
+				a.UpstreamCPUSeconds += *m.UpstreamCPUSeconds
+				a.UpstreamCPUMeasured = true
 			}
 			if m.PeakRSSBytes != nil && *m.PeakRSSBytes > a.PeakRSS {
 				a.PeakRSS = *m.PeakRSSBytes

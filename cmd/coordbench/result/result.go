@@ -53,12 +53,16 @@ type Settings struct {
 
 // Target is one server under test.
 type Target struct {
-	Name    string `json:"name"`
-	Addr    string `json:"addr"`
-	PID     int    `json:"pid,omitempty"` // 0: not measured (e.g. in-process)
-	Kind    string `json:"kind,omitempty"`
-	Version string `json:"version,omitempty"`
-	Note    string `json:"note,omitempty"`
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+	PID  int    `json:"pid,omitempty"` // 0: not measured (e.g. in-process)
+	// UpstreamPID is a process behind the target whose CPU is read in each window as well: a
+	// gateway's upstream broker, which may spend more per request through the gateway than
+	// when its clients come straight to it. 0: none.
+	UpstreamPID int    `json:"upstream_pid,omitempty"`
+	Kind        string `json:"kind,omitempty"`
+	Version     string `json:"version,omitempty"`
+	Note        string `json:"note,omitempty"`
 }
 
 // Measurement is one timed window of one scenario against one target.
@@ -78,6 +82,8 @@ type Measurement struct {
 	// Server process use during the window; nil when not measured.
 	CPUSeconds   *float64 `json:"cpu_seconds,omitempty"`
 	PeakRSSBytes *int64   `json:"peak_rss_bytes,omitempty"`
+	// The target's UpstreamPID's CPU seconds in the window; nil when not measured.
+	UpstreamCPUSeconds *float64 `json:"upstream_cpu_seconds,omitempty"`
 	// PeakRSSLifetime is set when the peak could not be reset before the window.
 	PeakRSSLifetime bool `json:"peak_rss_lifetime,omitempty"`
 	// The load generator's own CPU seconds in the window: it shares the machine.

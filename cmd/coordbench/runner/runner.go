@@ -173,6 +173,13 @@ func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d
 			measured = true
 		}
 	}
+	var upBefore proc.Stat
+	upMeasured := false
+	if t.UpstreamPID > 0 {
+		if upBefore, err = proc.Read(t.UpstreamPID); err == nil {
+			upMeasured = true
+		}
+	}
 	selfBefore, _ := proc.Read(self)
 
 	hs := make([]*hist.Histogram, n)
@@ -216,6 +223,12 @@ func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d
 			cpu := after.CPUSeconds - before.CPUSeconds
 			rss := after.PeakRSSBytes
 			m.CPUSeconds, m.PeakRSSBytes = &cpu, &rss
+		}
+	}
+	if upMeasured {
+		if after, err := proc.Read(t.UpstreamPID); err == nil {
+			cpu := after.CPUSeconds - upBefore.CPUSeconds
+			m.UpstreamCPUSeconds = &cpu
 		}
 	}
 	if selfAfter, err := proc.Read(self); err == nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -37,6 +38,8 @@ func TestRunAlternatesTargetsAndSkipsUnsupported(t *testing.T) {
 		defer c.Close()
 		targets = append(targets, result.Target{Name: name, Addr: c.ListenAddrs()[0]})
 	}
+	// b stands for a gateway: the process behind it (kfake runs in this one) has its CPU read.
+	targets[1].UpstreamPID = os.Getpid()
 	var log bytes.Buffer
 	ms, err := Run(context.Background(), Config{
 		Scenarios: []scenario.Scenario{mustScenario(t, "metadata"), mustScenario(t, "classic-join"),
@@ -56,6 +59,9 @@ func TestRunAlternatesTargetsAndSkipsUnsupported(t *testing.T) {
 				t.Errorf("streams on kfake: %s %q", m.Status, m.Note)
 			}
 			continue
+		}
+		if (m.UpstreamCPUSeconds != nil) != (m.Target == "b") {
+			t.Errorf("%s on %s: upstream CPU %v, want it read for b alone", m.Scenario, m.Target, m.UpstreamCPUSeconds)
 		}
 		if m.Status != result.StatusOK || m.Ops == 0 || m.Errors != 0 {
 			t.Errorf("%s on %s round %d: %s, %d ops, %d errors, %s", m.Scenario, m.Target, m.Round, m.Status, m.Ops, m.Errors, m.Note)
