@@ -436,10 +436,18 @@ func (s *Shard[M]) admit() error {
 // post delivers an event from a goroutine other than the shard's (storage, timers, async
 // work); it waits for room but gives up once the shard is closing.
 func (s *Shard[M]) post(ch chan event[M], e event[M]) {
+	// A send into room first: the two-channel select locks both channels, and every journal
+	// round posts one durability report per shard it carried (issue 12).
 	select {
 	case ch <- e:
-	case <-s.closing:
+	default:
+		select {
+		case ch <- e:
+		case <-s.closing:
+			return
+		}
 	}
+	s.normal.wake() // the shard waits on one channel for both lanes (run)
 }
 
 // Close stops the shard: new operations are refused, operations waiting for durability get it
@@ -451,6 +459,7 @@ func (s *Shard[M]) Close(ctx context.Context) {
 	s.closeOnce.Do(func() {
 		select {
 		case s.prio <- event[M]{kind: evClose}:
+			s.normal.wake()
 		case <-s.done:
 		}
 	})
@@ -481,11 +490,11 @@ func (s *Shard[M]) run() {
 		default:
 			var ok bool
 			if e, ok = s.normal.take(); !ok {
-				select {
-				case e = <-s.prio:
-				case <-s.normal.ready:
-					continue
-				}
+				// Whoever queues in either lane leaves a token in ready after the event (post,
+				// Close, inbox.offer): waiting on that one channel is a receive, not a select
+				// over two, on each of the shard's two wake-ups per commit (issue 12).
+				<-s.normal.ready
+				continue
 			}
 		}
 		if e.kind == evClose {
