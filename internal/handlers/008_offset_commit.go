@@ -31,9 +31,17 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 	for _, rt := range req.Topics {
 		total += len(rt.Partitions)
 	}
-	topics := make([]commitTopic, len(req.Topics))
+	// A commit names one topic nearly always: its per-topic slices then live on the stack.
+	var (
+		oneTopic [1]commitTopic
+		oneName  [1]string
+		oneID    [1][16]byte
+	)
+	topics, names, ids := oneTopic[:], oneName[:], oneID[:]
+	if len(req.Topics) != 1 {
+		topics, names, ids = make([]commitTopic, len(req.Topics)), make([]string, len(req.Topics)), make([][16]byte, len(req.Topics))
+	}
 	all := make([]shard.CommitPartition, 0, total)
-	names, ids := make([]string, len(req.Topics)), make([][16]byte, len(req.Topics))
 	for i, rt := range req.Topics {
 		start := len(all)
 		for _, p := range rt.Partitions {
@@ -67,15 +75,18 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 	answerCodes(codes, groupCodes, err, commitWriteCode)
 
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, 0, len(req.Topics))
+	// Every topic's partitions in one array, as the request side does.
+	answers := make([]kmsg.OffsetCommitResponseTopicPartition, 0, total)
 	for i, rt := range req.Topics {
 		st := kmsg.NewOffsetCommitResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		st.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, 0, len(rt.Partitions))
+		start := len(answers)
 		for j, p := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition, sp.ErrorCode = p.Partition, offsetCommitCode(r.Version, codes[i][j])
-			st.Partitions = append(st.Partitions, sp)
+			answers = append(answers, sp)
 		}
+		st.Partitions = answers[start:len(answers):len(answers)]
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp

@@ -27,7 +27,8 @@ type inbox[M Machine] struct {
 	// the most events it held, and how many were taken out.
 	peak, taken int
 
-	// ready holds a token once something was queued since the shard last looked.
+	// ready holds a token once something was queued since the shard last looked, in this inbox
+	// or in the shard's priority lane (Shard.post): the shard waits on it alone.
 	ready chan struct{}
 	// room holds a token once an event was taken out of a full inbox that a poster waits on.
 	room chan struct{}

@@ -220,6 +220,10 @@ type Shard[M Machine] struct {
 	// replaying is the offset of the record being replayed, -1 outside a replay: a panic
 	// report names it.
 	replaying int64
+	// opCtx is the Ctx of the write operation running (runWrite).
+	opCtx Ctx[M]
+	// compactTimer posts evCompactDue every Options.CompactEvery (nil: never).
+	compactTimer *time.Timer
 }
 
 type pendingRecord struct {
@@ -266,7 +270,8 @@ const (
 	evLost
 	evClose
 	evCompacted
-	evPanic // a Ctx.Go work function panicked; err carries the report
+	evCompactDue // Options.CompactEvery has passed since the last one
+	evPanic      // a Ctx.Go work function panicked; err carries the report
 )
 
 type event[M Machine] struct {
@@ -431,10 +436,18 @@ func (s *Shard[M]) admit() error {
 // post delivers an event from a goroutine other than the shard's (storage, timers, async
 // work); it waits for room but gives up once the shard is closing.
 func (s *Shard[M]) post(ch chan event[M], e event[M]) {
+	// A send into room first: the two-channel select locks both channels, and every journal
+	// round posts one durability report per shard it carried (issue 12).
 	select {
 	case ch <- e:
-	case <-s.closing:
+	default:
+		select {
+		case ch <- e:
+		case <-s.closing:
+			return
+		}
 	}
+	s.normal.wake() // the shard waits on one channel for both lanes (run)
 }
 
 // Close stops the shard: new operations are refused, operations waiting for durability get it
@@ -446,6 +459,7 @@ func (s *Shard[M]) Close(ctx context.Context) {
 	s.closeOnce.Do(func() {
 		select {
 		case s.prio <- event[M]{kind: evClose}:
+			s.normal.wake()
 		case <-s.done:
 		}
 	})
@@ -461,40 +475,26 @@ func (s *Shard[M]) Close(ctx context.Context) {
 func (s *Shard[M]) run() {
 	defer close(s.done)
 	s.guard(replyTo{}, "load", s.load)
-	var compact <-chan time.Time
+	// A due compaction arrives as an event in the priority lane (storage reports go first), so
+	// a shard that is never idle still compacts. Not a ticker in the select below: a goroutine
+	// that blocks in a select on a timer's channel puts the timer into the runtime's heap and
+	// takes it out again on every wake-up, and a shard wakes twice per commit (issue 12).
 	if s.opts.CompactEvery > 0 {
-		t := time.NewTicker(s.opts.CompactEvery)
-		defer t.Stop()
-		compact = t.C
+		s.compactTimer = time.AfterFunc(s.opts.CompactEvery, func() { s.post(s.prio, event[M]{kind: evCompactDue}) })
+		defer s.compactTimer.Stop()
 	}
-	// Storage reports go first; a due compaction is looked for between operations too, every
-	// compactCheck of them, so that a shard that is never idle still compacts.
-	const compactCheck = 64
-	for since := 0; ; since++ {
+	for {
 		var e event[M]
-		if since >= compactCheck {
-			since = 0
-			select {
-			case <-compact:
-				s.guard(replyTo{}, "compaction", s.compact)
-				continue
-			default:
-			}
-		}
 		select {
 		case e = <-s.prio:
 		default:
 			var ok bool
 			if e, ok = s.normal.take(); !ok {
-				since = 0
-				select {
-				case e = <-s.prio:
-				case <-s.normal.ready:
-					continue
-				case <-compact:
-					s.guard(replyTo{}, "compaction", s.compact)
-					continue
-				}
+				// Whoever queues in either lane leaves a token in ready after the event (post,
+				// Close, inbox.offer): waiting on that one channel is a receive, not a select
+				// over two, on each of the shard's two wake-ups per commit (issue 12).
+				<-s.normal.ready
+				continue
 			}
 		}
 		if e.kind == evClose {
@@ -513,6 +513,8 @@ func (k eventKind) String() string {
 		return "read operation"
 	case evTimer:
 		return "timer operation"
+	case evCompactDue:
+		return "compaction"
 	default:
 		return "durability report"
 	}
@@ -615,6 +617,9 @@ func (s *Shard[M]) handle(e event[M]) {
 		if e.gen == s.gen {
 			s.compacting = false
 		}
+	case evCompactDue:
+		s.compact()
+		s.compactTimer.Reset(s.opts.CompactEvery)
 	case evPanic:
 		p := e.err.(*goPanic)
 		if e.gen != s.gen || s.State() != StateActive {
@@ -664,7 +669,13 @@ func reply(r replyTo, out outcome) {
 
 // runWrite runs a write op, replays and appends its records, and parks or answers the caller.
 func (s *Shard[M]) runWrite(op WriteOp[M], done replyTo) {
-	c := &Ctx[M]{s: s, now: time.Now()}
+	// One Ctx per shard, reset for each operation: a Ctx is valid only while its operation
+	// runs (Resolve, the one method called later, from AfterDurable, reads only the shard), and
+	// allocating one per write was a sixth of the objects an offset commit left to the
+	// collector (issue 12). Nothing of the previous operation's survives the reset: its
+	// AfterDurable list went to its waiter as it was.
+	s.opCtx = Ctx[M]{s: s, now: time.Now()}
+	c := &s.opCtx
 	res := op(c, s.spec)
 	// Before anything of it is answered: no ticket from before it that it may have changed the
 	// answer of is valid.

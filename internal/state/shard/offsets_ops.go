@@ -53,30 +53,17 @@ func CommitOffsets(r CommitRequest) runtime.WriteOp[*Machine] {
 		recs := make([]log.Record, 0, len(r.Partitions))
 		size := 0
 		for _, p := range r.Partitions {
-			size += offsets.CommitRecordSize(r.Group, p.TopicPartition, offsets.Committed{})
-			if p.Metadata != nil {
-				size += len(*p.Metadata)
-			}
+			size += offsets.CommitRecordSize(r.Group, p.TopicPartition, committed(p, now))
 		}
 		buf := make([]byte, 0, size) // every record of the commit in one allocation
 		for i, p := range r.Partitions {
-			meta := ""
-			if p.Metadata != nil {
-				meta = *p.Metadata
-			}
-			if offsets.MetadataLength(meta) > r.MaxMetadata {
+			cm := committed(p, now)
+			if offsets.MetadataLength(cm.Metadata) > r.MaxMetadata {
 				codes[i] = kerr.OffsetMetadataTooLarge.Code
 				continue
 			}
-			expire := int64(-1)
-			if p.RetentionMs >= 0 {
-				expire = now + p.RetentionMs
-			}
 			var rec log.Record
-			rec, buf = offsets.AppendCommitRecord(buf, r.Group, p.TopicPartition, offsets.Committed{
-				Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: meta,
-				CommitTimestamp: now, ExpireTimestamp: expire, TopicID: p.TopicID,
-			})
+			rec, buf = offsets.AppendCommitRecord(buf, r.Group, p.TopicPartition, cm)
 			recs = append(recs, rec)
 		}
 		if m.Offsets.HasCommitted(r.Group) {
@@ -89,6 +76,22 @@ func CommitOffsets(r CommitRequest) runtime.WriteOp[*Machine] {
 			c.Scoped(r.Group)
 		}
 		return runtime.Result{Records: recs, Response: codes}
+	}
+}
+
+// committed is what a commit of p at now (Unix ms) stores.
+func committed(p CommitPartition, now int64) offsets.Committed {
+	meta := ""
+	if p.Metadata != nil {
+		meta = *p.Metadata
+	}
+	expire := int64(-1)
+	if p.RetentionMs >= 0 {
+		expire = now + p.RetentionMs
+	}
+	return offsets.Committed{
+		Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: meta,
+		CommitTimestamp: now, ExpireTimestamp: expire, TopicID: p.TopicID,
 	}
 }
 
