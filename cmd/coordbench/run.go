@@ -33,6 +33,8 @@ type runFlags struct {
 	warmup    time.Duration
 	rounds    int
 	results   string
+	// mixedCommitsAt: where mixed-load's committers commit ("" : the target itself).
+	mixedCommitsAt string
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -70,6 +72,8 @@ func newRunCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().StringArrayVar(&f.targets, "target", nil, "name=host:port[,pid=PID] (repeatable, in the order visited)")
+	cmd.Flags().StringVar(&f.mixedCommitsAt, "mixed-commits-at", "", "host:port of another server that mixed-load's committers commit to instead of the target: "+
+		"the same load on the machine with the commits' server work in another process (separates the machine's share of the heartbeat p99 from the server's)")
 	cmd.MarkFlagRequired("target")
 	return cmd
 }
@@ -92,7 +96,7 @@ func runAndWrite(ctx context.Context, f *runFlags, targets []result.Target, log 
 		}
 	}
 	ms, err := runner.Run(ctx, runner.Config{Scenarios: scs, Targets: live, Clients: f.clients,
-		Duration: f.duration, Warmup: f.warmup, Rounds: f.rounds, Log: log})
+		Duration: f.duration, Warmup: f.warmup, Rounds: f.rounds, Log: log, MixedCommitsAt: f.mixedCommitsAt})
 	file.Results = ms
 	file.Host.LoadEnd = loadAverage()
 	if werr := result.Write(f.results, file); werr != nil {

@@ -32,6 +32,8 @@ type Config struct {
 	Warmup   time.Duration // per target, scenario and client count; 0 skips warm-up
 	Rounds   int
 	Log      io.Writer // progress lines; nil discards
+	// MixedCommitsAt is scenario.Env.CommitAddr for every window.
+	MixedCommitsAt string
 }
 
 // setupTimeout bounds a window's setup and teardown (connections, topics, a group settling).
@@ -81,7 +83,7 @@ func Run(ctx context.Context, cfg Config) ([]result.Measurement, error) {
 		for _, n := range levels {
 			if cfg.Warmup > 0 {
 				for _, t := range live {
-					m := window(ctx, sc, t, n, cfg.Warmup, 0)
+					m := window(ctx, sc, t, n, cfg.Warmup, 0, cfg.MixedCommitsAt)
 					fmt.Fprintf(logw, "%-18s %-13s clients=%-3d warm-up  %s\n", sc.Name(), t.Name, n, line(&m))
 				}
 			}
@@ -90,7 +92,7 @@ func Run(ctx context.Context, cfg Config) ([]result.Measurement, error) {
 					if ctx.Err() != nil {
 						return out, ctx.Err()
 					}
-					m := window(ctx, sc, t, n, cfg.Duration, r)
+					m := window(ctx, sc, t, n, cfg.Duration, r, cfg.MixedCommitsAt)
 					fmt.Fprintf(logw, "%-18s %-13s clients=%-3d round %d  %s\n", sc.Name(), t.Name, n, r, line(&m))
 					out = append(out, m)
 				}
@@ -147,9 +149,9 @@ func FormatNanos(ns int64) string {
 }
 
 // window sets up, times and tears down one window of sc against t with n clients.
-func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d time.Duration, round int) result.Measurement {
+func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d time.Duration, round int, commitAddr string) result.Measurement {
 	m := result.Measurement{Scenario: sc.Name(), Target: t.Name, Clients: n, Round: round, Status: result.StatusOK}
-	env := &scenario.Env{Target: t.Name, Addr: t.Addr, Clients: n, Info: &scenario.Info{},
+	env := &scenario.Env{Target: t.Name, Addr: t.Addr, CommitAddr: commitAddr, Clients: n, Info: &scenario.Info{},
 		Tag: fmt.Sprintf("coordbench-%s-r%d-%d", t.Name, round, time.Now().UnixNano())}
 	fail := func(what string, err error) result.Measurement {
 		m.Status, m.Note = result.StatusError, fmt.Sprintf("%s: %v", what, err)

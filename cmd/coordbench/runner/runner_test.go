@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coordinatord/coordinatord/cmd/coordbench/hist"
 	"github.com/coordinatord/coordinatord/cmd/coordbench/result"
 	"github.com/coordinatord/coordinatord/cmd/coordbench/scenario"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func mustScenario(t *testing.T, name string) scenario.Scenario {
@@ -92,5 +95,57 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), Config{Rounds: 1}); err == nil {
 		t.Error("zero duration accepted")
+	}
+}
+
+// With MixedCommitsAt, mixed-load's heartbeats go to the target and its commits to the other
+// server: the committers' group and its offsets exist there and not on the target.
+func TestMixedLoadCommitsElsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kfake clusters")
+	}
+	var addrs []string
+	for range 2 {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		addrs = append(addrs, c.ListenAddrs()[0])
+	}
+	ms, err := Run(context.Background(), Config{
+		Scenarios: []scenario.Scenario{mustScenario(t, "mixed-load")},
+		Targets:   []result.Target{{Name: "hb", Addr: addrs[0]}}, Clients: []int{2},
+		Duration: 150 * time.Millisecond, Rounds: 1, MixedCommitsAt: addrs[1],
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || ms[0].Status != result.StatusOK || ms[0].Ops == 0 || ms[0].Extras["commits_per_s"] <= 0 {
+		t.Fatalf("mixed-load window: %+v", ms)
+	}
+	committed := func(addr string) []string {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		groups, err := kadm.NewClient(cl).ListGroups(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range groups.Groups() {
+			if strings.HasSuffix(g, "-mixBB") {
+				out = append(out, g)
+			}
+		}
+		return out
+	}
+	if got := committed(addrs[1]); len(got) != 1 {
+		t.Errorf("committers' groups on the other server: %v, want one", got)
+	}
+	if got := committed(addrs[0]); len(got) != 0 {
+		t.Errorf("committers' groups on the target: %v, want none", got)
 	}
 }

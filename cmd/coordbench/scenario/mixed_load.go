@@ -81,6 +81,19 @@ func (s mixedLoad) Setup(ctx context.Context, env *Env) (Instance, error) {
 		return nil, fmt.Errorf("%d members joining: %w", env.Clients, err)
 	}
 	if s.busy {
+		if env.CommitAddr != "" {
+			elsewhere := *env
+			elsewhere.Addr = env.CommitAddr
+			run.env = &elsewhere
+			creates, err := targetCreatesTopics(ctx, run.env)
+			if err == nil {
+				run.topicID, err = ensureTopic(ctx, run.env, offsetCommitTopic, offsetCommitPartitions, creates)
+			}
+			if err != nil {
+				g.close()
+				return nil, fmt.Errorf("the committers' server %s: %w", env.CommitAddr, err)
+			}
+		}
 		if err := run.startCommitters(ctx); err != nil {
 			g.close()
 			return nil, err

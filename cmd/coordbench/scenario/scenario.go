@@ -46,9 +46,13 @@ type Instance interface {
 
 // Env is what a scenario gets for one window.
 type Env struct {
-	Target  string // target name, e.g. "kafka"
-	Addr    string // bootstrap host:port
-	Clients int
+	Target string // target name, e.g. "kafka"
+	Addr   string // bootstrap host:port
+	// CommitAddr, when set, is the bootstrap host:port of another server that mixed-load's
+	// committers commit to, so that their server work runs in another process while the
+	// machine carries the same load.
+	CommitAddr string
+	Clients    int
 	// Tag is unique to this window; names of groups made in it start with it, so no two
 	// windows (rounds, targets, warm-ups) share server state.
 	Tag  string
