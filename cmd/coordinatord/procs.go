@@ -14,10 +14,7 @@ import (
 // offset commits at full rate the journal is syncing most of the time, so a node of N Ps ran
 // Go code on N-1 of them for most of it, and heartbeats of other groups waited for a P
 // (docs/benchmarks-hotpath.md, "What a heartbeat waits for beside another group's commits").
-// One P more than the runtime's choice gave the syncing thread a P of its own. The log's syncs
-// now hand their P off as they start (internal/state/log/segment/fs_linux.go); the spare P
-// stays because on two shared cores the idle heartbeat p99 measured lower with it (453 against
-// 416 µs, docs/benchmarks-hotpath.md, "The machine's share and the server's"). The Kafka log
+// One P more than the runtime's choice gives the syncing thread a P of its own. The Kafka log
 // backend syncs nothing locally on its hot path (only the rarely written metadata shard), so it
 // keeps the runtime's choice, as does an operator's GOMAXPROCS.
 func schedulerProcs(operatorSet, kafkaLog bool, runtimeChoice int) (procs int, why string) {
