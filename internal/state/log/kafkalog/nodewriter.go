@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
@@ -32,6 +33,8 @@ type nodeWriter struct {
 	b    *Backend
 	lg   *zap.Logger
 	kick chan struct{}
+	// appended counts the batches appended to attached shards, ever: what gather waits on.
+	appended atomic.Int64
 
 	mu sync.Mutex
 	// logs are the attached shards: claimed, and not yet released, failed or abandoned.
@@ -268,10 +271,70 @@ type roundPart struct {
 	batches []pendingBatch
 }
 
+func roundBatches(parts []roundPart) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p.batches)
+	}
+	return n
+}
+
+// A round's commit acknowledges its shards' operations, and under load the clients behind
+// them send their next ones at once: a round begun right away carries only what arrived while
+// the previous one was in flight, so with every client waiting on its commit the rounds
+// alternate between two halves of the clients, each paying a whole transaction. The broker's
+// cost of a transaction is mostly per partition it touches (the produce's append, the commit
+// marker's append, the coordinator's bookkeeping), so two half rounds cost it nearly twice one
+// full round, and on a broker short of CPU that is the throughput (benchmarks-storage.md,
+// "Gathering node rounds"). So after a round with records the writer waits, briefly, until as
+// many batches have been appended since its commit as it carried (the clients it acknowledged
+// are back), or until gatherBound passed; claims, releases and aborts never wait.
+type gather struct {
+	target int64     // appended count that ends the wait
+	until  time.Time // the wait's bound
+}
+
+// gatherMax bounds gather's wait: half the previous round's duration, at most this. The wait
+// adds at most that much to a commit's latency when the acknowledged clients do not come back
+// (an open stream of commits rather than clients waiting on each). Benchmarks set 0 (no wait)
+// to compare.
+var gatherMax = time.Millisecond
+
+// gatherBound is how long to wait after a round that took d.
+func gatherBound(d time.Duration) time.Duration { return min(d/2, gatherMax) }
+
+// wait blocks until the gather ends (w.mu not held).
+func (g *gather) wait(w *nodeWriter) {
+	if g.until.IsZero() {
+		return
+	}
+	for w.appended.Load() < g.target {
+		left := time.Until(g.until)
+		if left <= 0 {
+			break
+		}
+		w.mu.Lock()
+		jobs := len(w.jobs)
+		w.mu.Unlock()
+		if jobs > 0 {
+			break
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-w.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	g.until = time.Time{}
+}
+
 // run commits rounds while any shard is attached or any job waits; it ends, closing the
 // producers, when neither is left.
 func (w *nodeWriter) run() {
+	var g gather
 	for {
+		g.wait(w)
 		w.mu.Lock()
 		var parts []roundPart
 		records := 0
@@ -342,8 +405,15 @@ func (w *nodeWriter) run() {
 			}
 		}
 		var markers map[*ownershipJob]*kgo.Record
+		began := time.Now()
 		if err == nil {
 			markers, err = w.commit(prod, parts, jobs)
+		}
+		if batches := roundBatches(parts); err == nil && batches > 0 {
+			// Before finish acknowledges anyone: every batch appended from here on came
+			// after this round's answer.
+			g.target = w.appended.Load() + int64(batches)
+			g.until = time.Now().Add(gatherBound(time.Since(began)))
 		}
 		w.finish(prod, parts, jobs, markers, err)
 	}
