@@ -334,7 +334,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // produce and one commit, not one round each.
 func TestNodeRoundWaitsForTheClientsItAcknowledged(t *testing.T) {
 	defer func(g time.Duration) { gatherMax = g }(gatherMax)
-	gatherMax = 10 * time.Second // the bound is then half the held first round: about 1 s
+	gatherMax = 10 * time.Second // the bound is then the held first round: about 2 s
 	var rb roundBroker
 	addr, produces, release := rb.holdFirstProduce(t, 3, func(int32) int16 { return 0 })
 	b := stateBackend(zap.NewNop(), "gather-", 3, 20*time.Second, kgo.SeedBrokers(addr))
@@ -375,8 +375,11 @@ func TestNodeRoundWaitsForTheClientsItAcknowledged(t *testing.T) {
 			t.Fatalf("offset %d never durable (broker saw %v)", w.last, rb.seen())
 		}
 	}
+	// kgo may send one transaction as several produces; what matters is one commit for both.
 	ev := rb.seen()
-	if len(ev) != 4 || ev[1] != "end:commit" || ev[3] != "end:commit" || !strings.Contains(ev[2], "0") || !strings.Contains(ev[2], "2") {
-		t.Fatalf("broker saw %v, want the first round, then both shards' operations in one produce and one commit", ev)
+	second := strings.Join(ev[min(2, len(ev)):max(2, len(ev)-1)], " ")
+	if len(ev) < 4 || ev[1] != "end:commit" || ev[len(ev)-1] != "end:commit" || countPrefix(ev, "end:", "") != 2 ||
+		!strings.Contains(second, "0") || !strings.Contains(second, "2") {
+		t.Fatalf("broker saw %v, want the first round, then both shards' operations in one transaction", ev)
 	}
 }
