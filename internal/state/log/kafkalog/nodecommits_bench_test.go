@@ -24,6 +24,7 @@ import (
 // Reported: commits/s, commits per transaction, the latency's p50/p99, the requests per
 // transaction and their time on the wire, and (with KAFKALOG_KAFKA_PID, the broker's pid) the
 // CPU the broker and this process spent per commit: where a round's time goes (issue 18).
+// Each shard count runs with the rounds' gather off (gatherMax=0) and on, twice, alternating.
 func BenchmarkBrokerNodeCommits(b *testing.B) {
 	for _, shards := range []int32{50, 1} {
 		for _, gm := range []time.Duration{0, gatherMax, 0, gatherMax} {
