@@ -312,25 +312,29 @@ func (g *gather) wait(w *nodeWriter) {
 	if g.until.IsZero() {
 		return
 	}
+	defer func() { g.until = time.Time{} }()
+	var bound *time.Timer
 	for w.appended.Load() < g.target {
 		left := time.Until(g.until)
 		if left <= 0 {
-			break
+			return
 		}
 		w.mu.Lock()
 		jobs := len(w.jobs)
 		w.mu.Unlock()
 		if jobs > 0 {
-			break
+			return
 		}
-		t := time.NewTimer(left)
+		if bound == nil {
+			bound = time.NewTimer(left)
+			defer bound.Stop()
+		}
 		select {
-		case <-w.kick:
-		case <-t.C:
+		case <-w.kick: // an append or a job: look again
+		case <-bound.C:
+			return
 		}
-		t.Stop()
 	}
-	g.until = time.Time{}
 }
 
 // run commits rounds while any shard is attached or any job waits; it ends, closing the
