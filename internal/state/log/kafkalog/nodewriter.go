@@ -288,8 +288,8 @@ func roundBatches(parts []roundPart) int {
 // rounds cost it nearly twice one full round. So after a round with records the writer waits
 // until as many batches have been appended since its commit as it carried (the clients it
 // answered are back), or at most gatherBound; claims, releases and aborts never wait. Measured
-// (benchmarks-storage.md, "Gathering node rounds"): +33 % commits/s at 64 clients over 50
-// shards, +65 % at 8, and a lower p50 in both.
+// (benchmarks-storage.md, "Gathering node rounds"): +18-62 % commits/s at 64 clients over 50
+// shards, +53-66 % at 8, and a lower p50 in both.
 type gather struct {
 	target int64     // appended count that ends the wait
 	until  time.Time // the wait's bound
@@ -300,8 +300,8 @@ type gather struct {
 // commit arriving on its own (an open stream of commits rather than clients waiting on each)
 // waits at most one round longer than it would have, into a round that costs the broker less.
 // Half a round waited too little in the daemon (the clients' turnaround through the wire and
-// the shard goroutines is about a round there): +3-8 % instead of +33 %. Benchmarks and tests
-// set it (0: no wait).
+// the shard goroutines is about a round there): +3-8 % instead of +18-33 % in the same runs.
+// Benchmarks and tests set it (0: no wait).
 var gatherMax = 5 * time.Millisecond
 
 // gatherBound is how long to wait after a round that took d.
