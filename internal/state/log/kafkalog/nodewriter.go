@@ -289,7 +289,7 @@ func roundBatches(parts []roundPart) int {
 // until as many batches have been appended since its commit as it carried (the clients it
 // answered are back), or at most gatherBound; claims, releases and aborts never wait. Measured
 // (benchmarks-storage.md, "Gathering node rounds"): +18-62 % commits/s at 64 clients over 50
-// shards, +53-66 % at 8, and a lower p50 in both.
+// shards, +53-67 % at 8, and a lower p50 in both.
 type gather struct {
 	target int64     // appended count that ends the wait
 	until  time.Time // the wait's bound
