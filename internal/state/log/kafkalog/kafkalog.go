@@ -940,6 +940,7 @@ func (l *kafkaLog) Append(recs []log.Record) (int64, error) {
 	last := l.next - 1
 	l.pending = append(l.pending, pendingBatch{recs: recs, last: last})
 	if l.w != nil {
+		l.w.appended.Add(1)
 		l.w.wake()
 	}
 	return last, nil

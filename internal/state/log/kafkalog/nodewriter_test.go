@@ -324,3 +324,62 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A round's commit sends its clients their answers, and under load they come back with their
+// next operations at once: the next round waits for them (up to its bound) instead of
+// starting with only what queued while the previous round was in flight, so that the clients
+// do not split into two halves that each pay a whole transaction (issue 18's 64-client
+// benchmark). Here shard 0's client is answered by the first round and comes back 20 ms
+// later; shard 2's operation queued during that round: both go in the second round, one
+// produce and one commit, not one round each.
+func TestNodeRoundWaitsForTheClientsItAcknowledged(t *testing.T) {
+	defer func(g time.Duration) { gatherMax = g }(gatherMax)
+	gatherMax = 10 * time.Second // the bound is then the held first round: about 2 s
+	var rb roundBroker
+	addr, produces, release := rb.holdFirstProduce(t, 3, func(int32) int16 { return 0 })
+	b := stateBackend(zap.NewNop(), "gather-", 3, 20*time.Second, kgo.SeedBrokers(addr))
+	l0, r0 := openAttached(t, b, 0)
+	defer l0.Close()
+	l2, r2 := openAttached(t, b, 2)
+	defer l2.Close()
+	if _, err := l0.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first round's produce", func() bool { return produces.Load() > 0 })
+	last2, err := l2.Append([]log.Record{rec("c", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	close(release)
+	select {
+	case <-r0.durable:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the first round never committed (broker saw %v)", rb.seen())
+	}
+	time.Sleep(20 * time.Millisecond) // the answered client's turnaround
+	last0, err := l0.Append([]log.Record{rec("a", "2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		r    *shardReports
+		last int64
+	}{{r0, last0}, {r2, last2}} {
+		select {
+		case o := <-w.r.durable:
+			if o != w.last {
+				t.Fatalf("durable %d, want %d", o, w.last)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("offset %d never durable (broker saw %v)", w.last, rb.seen())
+		}
+	}
+	// kgo may send one transaction as several produces; what matters is one commit for both.
+	ev := rb.seen()
+	second := strings.Join(ev[min(2, len(ev)):max(2, len(ev)-1)], " ")
+	if len(ev) < 4 || ev[1] != "end:commit" || ev[len(ev)-1] != "end:commit" || countPrefix(ev, "end:", "") != 2 ||
+		!strings.Contains(second, "0") || !strings.Contains(second, "2") {
+		t.Fatalf("broker saw %v, want the first round, then both shards' operations in one transaction", ev)
+	}
+}

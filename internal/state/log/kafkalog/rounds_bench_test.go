@@ -3,6 +3,7 @@ package kafkalog
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -253,4 +254,96 @@ func benchOneTransactionAcross(b *testing.B, partitions int32) {
 	b.ReportMetric(float64(b.N*perRound)/b.Elapsed().Seconds(), "commits/s")
 	b.ReportMetric(float64(lats[len(lats)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkBrokerSplitRounds measures the step after gathered rounds (issue 18, not built):
+// rounds of 64 offset commits over 50 partitions, each round split over k transactions on
+// disjoint partitions (partition p in the (p mod k)-th), committed side by side on producers of
+// their own (two per part, alternating), the round over when every part's EndTxn is answered.
+// k=1 is what the node writer does. Reported: commits/s, the round latency's p50/p99, and with
+// KAFKALOG_KAFKA_PID the broker's CPU per commit.
+func BenchmarkBrokerSplitRounds(b *testing.B) {
+	for _, k := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("transactions_%d", k), func(b *testing.B) { benchSplitRounds(b, 50, k) })
+	}
+}
+
+func benchSplitRounds(b *testing.B, partitions int32, k int) {
+	const perRound = 64
+	be := newBackend(b, partitions)
+	kcs := make([][]*kgo.Client, k)
+	for part := range kcs {
+		for i := 0; i < 2; i++ {
+			kc, err := kgo.NewClient(append(append([]kgo.Opt{}, be.opts.Client...),
+				kgo.TransactionalID(fmt.Sprintf("%snode-%d-%d", be.opts.TransactionalIDPrefix, part, i)),
+				kgo.DefaultProduceTopic(be.opts.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+				kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ManualFlushing(), kgo.MetadataMinAge(shardMetadataMinAge))...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer kc.Close()
+			kcs[part] = append(kcs[part], kc)
+		}
+	}
+	ctx := context.Background()
+	lats := make([]time.Duration, 0, b.N)
+	pid := os.Getenv("KAFKALOG_KAFKA_PID")
+	brokerBefore := cpuTicks(pid)
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, k)
+		for part := 0; part < k; part++ {
+			wg.Add(1)
+			go func(part int) {
+				defer wg.Done()
+				kc := kcs[part][n%2]
+				if err := kc.BeginTransaction(); err != nil {
+					errs <- err
+					return
+				}
+				var perr atomic.Value
+				for j := 0; j < perRound; j++ {
+					p := int32((j*7 + n) % int(partitions))
+					if int(p)%k != part {
+						continue
+					}
+					key, v := toKafka(offsetRecord(n*perRound + j))
+					kc.Produce(ctx, &kgo.Record{Key: key, Value: v, Partition: p}, func(_ *kgo.Record, err error) {
+						if err != nil {
+							perr.Store(err)
+						}
+					})
+				}
+				if err := kc.Flush(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if err, _ := perr.Load().(error); err != nil {
+					errs <- err
+					return
+				}
+				if err := kc.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					errs <- err
+				}
+			}(part)
+		}
+		wg.Wait()
+		select {
+		case err := <-errs:
+			b.Fatal(err)
+		default:
+		}
+		lats = append(lats, time.Since(start))
+	}
+	b.StopTimer()
+	brokerAfter := cpuTicks(pid)
+	slices.Sort(lats)
+	b.ReportMetric(float64(b.N*perRound)/b.Elapsed().Seconds(), "commits/s")
+	b.ReportMetric(float64(lats[len(lats)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds())/1000, "p99-ms")
+	if brokerBefore >= 0 && brokerAfter >= 0 {
+		b.ReportMetric(float64(brokerAfter-brokerBefore)*10000/float64(b.N*perRound), "broker-µs/commit")
+	}
 }
