@@ -21,7 +21,7 @@ import (
 // The extra P costs nothing in CPU per commit that measurement can see. At 8 committing
 // clients it made the runtime look for work up to ~2 µs/op more often, but rounds were as full
 // or fuller. With GOMAXPROCS=1, rounds carried 1.5 groups (docs/benchmarks-storage.md, "Where
-// a commit's CPU goes at 8 clients, and the extra P").
+// a commit's CPU goes at 8 clients, the extra P, and a 200 µs gathering bound").
 func schedulerProcs(operatorSet, kafkaLog bool, runtimeChoice int) (procs int, why string) {
 	switch {
 	case operatorSet:
