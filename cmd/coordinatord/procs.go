@@ -17,6 +17,11 @@ import (
 // One P more than the runtime's choice gives the syncing thread a P of its own. The Kafka log
 // backend syncs nothing locally on its hot path (only the rarely written metadata shard), so it
 // keeps the runtime's choice, as does an operator's GOMAXPROCS.
+//
+// The extra P costs nothing in CPU per commit that measurement can see. At 8 committing
+// clients it made the runtime look for work up to ~2 µs/op more often, but rounds were as full
+// or fuller. With GOMAXPROCS=1, rounds carried 1.5 groups (docs/benchmarks-storage.md, "Where
+// a commit's CPU goes at 8 clients, the extra P, and a 200 µs gathering bound").
 func schedulerProcs(operatorSet, kafkaLog bool, runtimeChoice int) (procs int, why string) {
 	switch {
 	case operatorSet:

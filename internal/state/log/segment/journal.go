@@ -61,8 +61,10 @@ const (
 	journalZeroAhead = 256 << 10
 	// DefaultJournalWait is the longest a round waits for the groups its predecessor says are
 	// coming (Options.JournalWait; docs/storage.md "Gathering a round", measured in
-	// docs/benchmarks-storage.md).
-	DefaultJournalWait = 100 * time.Microsecond
+	// docs/benchmarks-storage.md). 200 µs rather than 100: the wait blocks, so a longer bound
+	// costs no processor time, and at 8 committing clients the groups of a ~250 µs turnaround
+	// then make fuller rounds. That means fewer fsyncs and rounds, at 3-7 µs less CPU per commit.
+	DefaultJournalWait = 200 * time.Microsecond
 )
 
 type journal struct {
