@@ -1,7 +1,6 @@
 package kafkalog
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/log"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -58,16 +56,7 @@ func selfCPU() time.Duration {
 
 func benchNodeCommits(b *testing.B, shards int32, clients int) {
 	st := newRoundStats()
-	addr := brokerAddr(b)
-	topic := fmt.Sprintf("kafkalog-nodecommits-%d", time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	be, err := New(ctx, Options{
-		Client: []kgo.Opt{kgo.SeedBrokers(addr), kgo.WithHooks(st), kgo.WithLogger(st)},
-		Topic:  topic, Partitions: shards, ReplicationFactor: 1, MinInsyncReplicas: 1,
-		TransactionalIDPrefix: topic + "-shard-", NodeTransactionalIDPrefix: topic + "-node-", NodeID: 1,
-		TransactionTimeout: 30 * time.Second,
-	})
+	be, err := newBenchBackend(b, st, "nodecommits", shards)
 	if err != nil {
 		b.Fatal(err)
 	}

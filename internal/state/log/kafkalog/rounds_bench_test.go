@@ -89,16 +89,7 @@ func BenchmarkBrokerShardRounds(b *testing.B) {
 
 func benchShardRounds(b *testing.B, shards int32) {
 	st := newRoundStats()
-	addr := brokerAddr(b)
-	topic := fmt.Sprintf("kafkalog-rounds-%d", time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	be, err := New(ctx, Options{
-		Client: []kgo.Opt{kgo.SeedBrokers(addr), kgo.WithHooks(st), kgo.WithLogger(st)},
-		Topic:  topic, Partitions: shards, ReplicationFactor: 1, MinInsyncReplicas: 1,
-		TransactionalIDPrefix: topic + "-shard-", NodeTransactionalIDPrefix: topic + "-node-", NodeID: 1,
-		TransactionTimeout: 30 * time.Second,
-	})
+	be, err := newBenchBackend(b, st, "rounds", shards)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -346,4 +337,18 @@ func benchSplitRounds(b *testing.B, partitions int32, k int) {
 	if brokerBefore >= 0 && brokerAfter >= 0 {
 		b.ReportMetric(float64(brokerAfter-brokerBefore)*10000/float64(b.N*perRound), "broker-µs/commit")
 	}
+}
+
+// newBenchBackend is a node's backend on the broker of KAFKALOG_KAFKA_ADDR over a topic of its
+// own with shards partitions, its clients reporting to st.
+func newBenchBackend(b *testing.B, st *roundStats, name string, shards int32) (*Backend, error) {
+	topic := fmt.Sprintf("kafkalog-%s-%d", name, time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return New(ctx, Options{
+		Client: []kgo.Opt{kgo.SeedBrokers(brokerAddr(b)), kgo.WithHooks(st), kgo.WithLogger(st)},
+		Topic:  topic, Partitions: shards, ReplicationFactor: 1, MinInsyncReplicas: 1,
+		TransactionalIDPrefix: topic + "-shard-", NodeTransactionalIDPrefix: topic + "-node-", NodeID: 1,
+		TransactionTimeout: 30 * time.Second,
+	})
 }
