@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -179,5 +180,33 @@ func FuzzRequestReadersBuilt(f *testing.F) {
 			t.Fatalf("kmsg does not read back its own %s v%d: %v", kmsg.NameForKey(key), v, err)
 		}
 		checkRequestReaders(t, frame)
+	})
+}
+
+// FuzzClaimedUser: the user a relayed SASL login's first client message names (sasl_relay.go)
+// is read from any bytes without a panic, and PLAIN and SCRAM messages built around a fuzzed
+// user (SCRAM's with and without an authzid, "=" and "," escaped) give that user back.
+func FuzzClaimedUser(f *testing.F) {
+	f.Add("PLAIN", []byte("\x00alice\x00secret"), "alice", "")
+	f.Add("SCRAM-SHA-256", []byte("n,,n=alice,r=abc"), "a=b,c", "admin")
+	f.Add("SCRAM-SHA-512", []byte("p=tls-unique,a=x,n=al=2Cice,r=1"), "=2C", "")
+	f.Fuzz(func(t *testing.T, mechanism string, msg []byte, user, authzid string) {
+		_, _ = claimedUser(mechanism, msg)
+		if user == "" {
+			return
+		}
+		if !strings.Contains(user, "\x00") && !strings.Contains(authzid, "\x00") {
+			if got, ok := claimedUser("PLAIN", []byte(authzid+"\x00"+user+"\x00secret")); !ok || got != user {
+				t.Fatalf("PLAIN names %q, read %q (%v)", user, got, ok)
+			}
+		}
+		escape := strings.NewReplacer("=", "=3D", ",", "=2C")
+		gs2 := "n,,"
+		if authzid != "" {
+			gs2 = "y,a=" + escape.Replace(authzid) + ","
+		}
+		if got, ok := claimedUser("SCRAM-SHA-256", []byte(gs2+"n="+escape.Replace(user)+",r=nonce")); !ok || got != user {
+			t.Fatalf("SCRAM names %q, read %q (%v)", user, got, ok)
+		}
 	})
 }
