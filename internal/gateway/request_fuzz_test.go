@@ -66,9 +66,18 @@ func buildRequest(key, v int16, s *shape) kmsg.Request {
 	return req
 }
 
-// checkRequestReaders runs every in-place request reader on frame and, where kmsg reads the
-// whole frame, holds them to kmsg's values, on the frame and on each head of it.
-func checkRequestReaders(t *testing.T, frame []byte) {
+// fuzzPort is upstream node 1's port of a fuzzGateway whose local table decodes every
+// request (configsLocal asks it) and answers DescribeConfigs.
+func fuzzPort(tb testing.TB) *portHandler {
+	g := fuzzGateway(tb)
+	g.opts.Local = describeConfigsLocal{}
+	return &portHandler{g: g, node: 1}
+}
+
+// checkRequestReaders runs every in-place request reader on frame (and the port's forwarding
+// decisions, which call them) and, where kmsg reads the whole frame, holds them to kmsg's
+// values, on the frame and on each head of it.
+func checkRequestReaders(t *testing.T, p *portHandler, frame []byte) {
 	h, rest, err := wire.ParseHeader(frame)
 	if err != nil {
 		if acks, timeout := produceAcksTimeout(0, frame); acks != -2 || timeout != 0 {
@@ -81,6 +90,8 @@ func checkRequestReaders(t *testing.T, frame []byte) {
 	keyType := findCoordinatorKeyType(h.Version, rest)
 	_ = validateOnly(h, frame)
 	_ = listConfigResourcesLocal(h, rest)
+	_ = p.Forwards(nil, h, rest)
+	_ = p.ForwardsBody(nil, h, frame)
 	if relayKeys[h.Key] {
 		_, _ = parseRelayed(h, frame) // as around calls it: for the relayed keys only
 	}
@@ -146,7 +157,8 @@ func FuzzRequestReaders(f *testing.F) {
 	}
 	f.Add([]byte{0, 0, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 1, 0, 12, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	f.Fuzz(checkRequestReaders)
+	p := fuzzPort(f)
+	f.Fuzz(func(t *testing.T, frame []byte) { checkRequestReaders(t, p, frame) })
 }
 
 // FuzzRequestReadersBuilt: requests kmsg builds from fuzzed fields, at every version kmsg
@@ -156,6 +168,7 @@ func FuzzRequestReadersBuilt(f *testing.F) {
 	f.Add(uint8(0), uint8(3), []byte{1, 7, 7, 7, 0, 1, 0, 0, 3, 0xe8})
 	f.Add(uint8(1), uint8(15), []byte{1, 0, 0, 0, 0, 1, 0, 0, 1, 0xf4})
 	f.Add(uint8(2), uint8(4), []byte{3, 2, 1})
+	p := fuzzPort(f)
 	f.Fuzz(func(t *testing.T, keyPick, versionPick uint8, spec []byte) {
 		key := readRequestKeys[int(keyPick)%len(readRequestKeys)]
 		v := int16(versionPick) % (kmsg.RequestForKey(key).MaxVersion() + 1)
@@ -179,7 +192,7 @@ func FuzzRequestReadersBuilt(f *testing.F) {
 		if err := back.ReadFrom(rest); err != nil {
 			t.Fatalf("kmsg does not read back its own %s v%d: %v", kmsg.NameForKey(key), v, err)
 		}
-		checkRequestReaders(t, frame)
+		checkRequestReaders(t, p, frame)
 	})
 }
 
