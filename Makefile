@@ -16,7 +16,13 @@ FUZZ_TARGETS := ./internal/wire:FuzzReadFrame ./internal/wire:FuzzParseRequest \
 	./internal/state/log/segment:FuzzDecodeBatch ./internal/state/streams/assign:FuzzAssign \
 	./internal/state/classic:FuzzGroupRecord \
 	./internal/state/streams/classicproto:FuzzDecodeSubscription ./internal/state/streams/classicproto:FuzzDecodeAssignment \
-	./internal/state/streams/classicproto:FuzzDecodeMember
+	./internal/state/streams/classicproto:FuzzDecodeMember \
+	./internal/gateway:FuzzRewriteAnswer ./internal/gateway:FuzzRewriteFetch \
+	./internal/gateway:FuzzRewriteProduce ./internal/gateway:FuzzRewriteBrokerLists \
+	./internal/gateway:FuzzRequestReaders ./internal/gateway:FuzzRequestReadersBuilt \
+	./internal/gateway:FuzzMergeVersions ./internal/gateway:FuzzMergeFeatures \
+	./internal/gateway:FuzzClaimedUser \
+	./internal/upstream:FuzzRoundTripAnswer
 
 .PHONY: build run demo demo-stop test tools unit fuzz bench bench-gateway microbench lint conformance conformance-gateway e2e soak clean console-test deploy-check
 

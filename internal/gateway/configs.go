@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -126,19 +125,10 @@ func (p *portHandler) forwardRequest(ctx context.Context, r *wire.Request, req k
 	if err != nil {
 		return nil, err
 	}
-	if len(out) < 8 {
-		return nil, errors.New("short response frame")
-	}
-	body := out[8:] // size and correlation id
-	if req.IsFlexible() {
-		if len(body) < 1 {
-			return nil, errors.New("short response frame")
-		}
-		body = body[1:] // the (empty) header tags coordinatord never receives any of
-	}
-	resp := req.ResponseKind()
-	resp.SetVersion(r.Version)
-	if err := resp.ReadFrom(body); err != nil {
+	// The header's tagged fields are stepped over as the rewrite does: skipping one byte for
+	// them read the body from inside them when the upstream sent any.
+	resp, err := parseAnswer(r.Header, out)
+	if err != nil {
 		return nil, fmt.Errorf("decoding upstream %s answer: %w", kmsg.NameForKey(r.Key), err)
 	}
 	return resp, nil

@@ -1,8 +1,13 @@
 package gateway
 
 import (
+	"context"
+	"encoding/binary"
+	"net"
 	"testing"
+	"time"
 
+	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -82,4 +87,91 @@ func equalBools(a, b []bool) bool {
 		}
 	}
 	return true
+}
+
+// describeConfigsLocal answers DescribeConfigs for the resources it is given, each with the
+// error message "local", as the handler table answers the GROUP resources.
+type describeConfigsLocal struct{}
+
+func (describeConfigsLocal) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return nil, false, false
+	}
+	req.SetVersion(version)
+	return req, true, true
+}
+
+func (describeConfigsLocal) Handle(_ context.Context, r *wire.Request) kmsg.Response {
+	resp := kmsg.NewPtrDescribeConfigsResponse()
+	resp.SetVersion(r.Version)
+	local := "local"
+	for _, x := range r.Body.(*kmsg.DescribeConfigsRequest).Resources {
+		o := kmsg.NewDescribeConfigsResponseResource()
+		o.ResourceType, o.ResourceName, o.ErrorMessage = x.ResourceType, x.ResourceName, &local
+		resp.Resources = append(resp.Resources, o)
+	}
+	return resp
+}
+
+func (describeConfigsLocal) Versions() []kmsg.ApiVersionsResponseApiKey { return nil }
+
+// The upstream's part of a split config request is read past its answer header's tagged
+// fields, as every forwarded answer is: an upstream that sends one had the answer read from
+// inside them (one byte was skipped for them), and the client's connection closed.
+func TestSplitConfigsReadUpstreamAnswerPastHeaderTags(t *testing.T) {
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			h, rest, _ := wire.ParseHeader(frame)
+			rest, _ = wire.SkipHeaderTags(rest)
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			req.SetVersion(h.Version)
+			if req.ReadFrom(rest) != nil {
+				return
+			}
+			resp := kmsg.NewPtrDescribeConfigsResponse()
+			resp.SetVersion(h.Version)
+			for _, x := range req.Resources {
+				o := kmsg.NewDescribeConfigsResponseResource()
+				o.ResourceType, o.ResourceName = x.ResourceType, x.ResourceName
+				resp.Resources = append(resp.Resources, o)
+			}
+			c.Write(withHeaderTag(frameOf(h.CorrelationID, resp)))
+		}
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	g.opts.Local = describeConfigsLocal{}
+	c := dialBrokerPort(t, g)
+
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.SetVersion(4)
+	for _, r := range []struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}{{kmsg.ConfigResourceTypeTopic, "orders"}, {kmsg.ConfigResourceTypeGroupConfig, "g"}} {
+		x := kmsg.NewDescribeConfigsRequestResource()
+		x.ResourceType, x.ResourceName = r.typ, r.name
+		req.Resources = append(req.Resources, x)
+	}
+	frame := requestFrame(req, 11)
+	c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	answer, err := readRequest(c)
+	if err != nil {
+		t.Fatalf("no answer to a split DescribeConfigs: %v", err)
+	}
+	resp := kmsg.NewPtrDescribeConfigsResponse()
+	resp.SetVersion(4)
+	if err := resp.ReadFrom(answer[5:]); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Resources) != 2 || resp.Resources[0].ResourceName != "orders" || resp.Resources[0].ErrorMessage != nil ||
+		resp.Resources[1].ResourceName != "g" || resp.Resources[1].ErrorMessage == nil {
+		t.Fatalf("answer %+v, want the upstream's orders then the local g", resp.Resources)
+	}
 }

@@ -14,16 +14,25 @@ import (
 // rewrite replaces every upstream address in a forwarded answer with the gateway listener of
 // the same node id (rack kept), and adds coordinatord to broker lists. Answers that name no
 // broker are returned as they are, without a copy.
+//
+// Leader hints are a top-level tag 0, which Kafka sends from Produce v10 and Fetch v16 on; but a
+// client's decoder (franz-go's) reads that tag as hints at every flexible version, so answers
+// are rewritten from Produce v9 and Fetch v12: an upstream that sent the tag early would
+// otherwise hand the client an upstream address.
 func (g *Gateway) rewrite(h wire.Header, frame []byte) ([]byte, error) {
+	if len(frame) < 8 {
+		// roundTrip never reads one (it refuses sizes under 4): a caller's slip, not a panic.
+		return nil, errors.New("short response frame")
+	}
 	switch {
 	case h.Key == 3, h.Key == 60, h.Key == 10:
-	case h.Key == 0 && h.Version >= 10:
+	case h.Key == 0 && h.Version >= 9:
 		if !produceHasTopLevelTags(h.Version, frame) {
 			// Every acknowledged Produce passes here: decoding the whole answer with kmsg to
 			// find it names no broker was 3-4% of a 1 KiB Produce's CPU in the gateway.
 			return frame, nil
 		}
-	case h.Key == 1 && h.Version >= 16:
+	case h.Key == 1 && h.Version >= 12:
 		return g.rewriteFetch(h, frame)
 	default:
 		return frame, nil
@@ -195,7 +204,7 @@ func produceHasTopLevelTags(version int16, frame []byte) bool {
 	return !b.Ok() || len(b.Src) != 1 || b.Src[0] != 0
 }
 
-// rewriteFetch rewrites the leader hints (NodeEndpoints, KIP-951) of a Fetch v16+ answer. They
+// rewriteFetch rewrites the leader hints (NodeEndpoints, KIP-951) of a flexible Fetch answer. They
 // are the answer's last field, a top-level tag after every record set, so the records are
 // walked over by their length prefixes and never decoded; an answer without hints (the
 // common case) is returned as it came.
@@ -205,7 +214,7 @@ func (g *Gateway) rewriteFetch(h wire.Header, frame []byte) ([]byte, error) {
 		return nil, err
 	}
 	body := frame[bodyAt:]
-	headLen, tailAt, err := fetchTail(body)
+	headLen, tailAt, err := fetchTail(h.Version, body)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +246,7 @@ func (g *Gateway) rewriteFetch(h wire.Header, frame []byte) ([]byte, error) {
 
 // fetchTail walks a flexible (v12+) Fetch answer body and returns the length of its head
 // (throttle, error code, session id) and where its top-level tagged fields start.
-func fetchTail(body []byte) (headLen, tailAt int, err error) {
+func fetchTail(version int16, body []byte) (headLen, tailAt int, err error) {
 	b := kbin.Reader{Src: body}
 	b.Int32() // ThrottleMillis
 	b.Int16() // ErrorCode
@@ -245,7 +254,11 @@ func fetchTail(body []byte) (headLen, tailAt int, err error) {
 	headLen = len(body) - len(b.Src)
 	topics := b.CompactArrayLen()
 	for i := int32(0); i < topics && b.Ok(); i++ {
-		b.Uuid() // v13+: topics by id
+		if version >= 13 {
+			b.Uuid()
+		} else {
+			skipCompactString(&b) // topic name
+		}
 		parts := b.CompactArrayLen()
 		for j := int32(0); j < parts && b.Ok(); j++ {
 			b.Span(4 + 2 + 8 + 8 + 8) // partition, error, high watermark, last stable, log start

@@ -603,3 +603,34 @@ func TestUnbindableTransactionCoordinatorIsNotLeaked(t *testing.T) {
 		}
 	}
 }
+
+// Kafka sends leader hints (top-level tag 0) from Produce v10 and Fetch v16 on, but a client's
+// decoder (franz-go's) reads that tag as hints at every flexible version: an upstream that
+// sent one earlier must not reach the client with its address (found by FuzzRewriteProduce).
+func TestLeaderHintsOfEarlyFlexibleVersionsAreRewritten(t *testing.T) {
+	g := testGateway(t)
+	const upHost = "10.9.9.9"
+	for v := int16(12); v <= 15; v++ {
+		hint := kmsg.NewFetchResponseBroker()
+		hint.NodeID, hint.Host, hint.Port = 2, upHost, 9092
+		out, err := g.rewrite(wire.Header{Key: 1, Version: v, CorrelationID: 4}, frameOf(4, fetchWithRecords(v, []byte("rec"), hint)))
+		if err != nil {
+			t.Fatalf("Fetch v%d: %v", v, err)
+		}
+		if bytes.Contains(out, []byte(upHost)) || !bytes.Contains(out, []byte("gw.example")) {
+			t.Fatalf("Fetch v%d: the leader hint was not rewritten", v)
+		}
+	}
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(9)
+	hint := kmsg.NewProduceResponseBroker()
+	hint.NodeID, hint.Host, hint.Port = 5, upHost, 9092
+	resp.Brokers = append(resp.Brokers, hint)
+	out, err := g.rewrite(wire.Header{Key: 0, Version: 9, CorrelationID: 4}, frameOf(4, resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte(upHost)) || !bytes.Contains(out, []byte("gw.example")) {
+		t.Fatal("Produce v9: the leader hint was not rewritten")
+	}
+}

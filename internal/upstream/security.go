@@ -250,7 +250,9 @@ func RoundTrip(nc net.Conn, clientID string, corr *int32, req kmsg.Request) (kms
 	// ApiVersions answers carry no header tags whatever their version (KIP-511).
 	if resp.IsFlexible() && req.Key() != 18 {
 		r := kbin.Reader{Src: body}
-		for range r.Uvarint() {
+		// Bounded by the bytes, not the count: a count of 2^32-1 over an empty body was as
+		// many turns of this loop before the reader's failure ended it.
+		for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
 			r.Uvarint()
 			r.Span(int(r.Uvarint()))
 		}
