@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
@@ -93,6 +94,8 @@ type Gateway struct {
 
 	// relay is the marker relay (txnrelay.go); nil until SetTxnBackend.
 	relay *txnRelay
+
+	lastNoListenerLog atomic.Int64 // unix nanoseconds
 }
 
 // New creates a gateway; Attach connects it to the upstream client.
@@ -131,7 +134,7 @@ func (g *Gateway) OnView(v *upstream.View) error {
 		}
 	}
 	for _, b := range v.Brokers {
-		if _, err := g.ensureListener(b.NodeID); err != nil {
+		if _, err := g.ensureListener(b.NodeID, true); err != nil {
 			g.lg.Error("cannot listen for upstream broker; clients cannot reach it", zap.Int32("node_id", b.NodeID), zap.Error(err))
 		}
 	}
@@ -148,8 +151,15 @@ func (g *Gateway) View() *upstream.View {
 	return g.view
 }
 
-// ensureListener returns the port clients use for node id, binding it first if needed.
-func (g *Gateway) ensureListener(id int32) (int32, error) {
+// maxUnlistedListeners bounds the listeners bound for node ids that an answer named (a leader
+// hint, a transaction coordinator) before the upstream's metadata listed them. Such a broker
+// is reachable at once, as a client told of it expects; but an upstream that names ever new
+// ids cannot make the gateway bind ports and grow its port map without end.
+const maxUnlistedListeners = 64
+
+// ensureListener returns the port clients use for node id, binding it first if needed; listed
+// says the upstream's metadata lists the node.
+func (g *Gateway) ensureListener(id int32, listed bool) (int32, error) {
 	g.mu.RLock()
 	p, ok := g.listeners[id]
 	g.mu.RUnlock()
@@ -160,6 +170,9 @@ func (g *Gateway) ensureListener(id int32) (int32, error) {
 	defer g.mu.Unlock()
 	if p, ok := g.listeners[id]; ok {
 		return p, nil
+	}
+	if !listed && g.unlistedListeners() >= maxUnlistedListeners {
+		return 0, fmt.Errorf("%d listeners are bound for nodes the upstream's metadata does not list; node %d named by an answer gets none until the metadata lists it", maxUnlistedListeners, id)
 	}
 	// A port of the range that another process holds is passed over, or the first such port
 	// would leave every new node without a listener; a node's recorded port is never moved.
@@ -203,20 +216,48 @@ func (g *Gateway) mechanisms(listener string) []string {
 	return g.opts.SASLMechanisms[g.opts.BrokerPortsListener]
 }
 
-// address returns what clients are told for node id; ok=false when no listener could be bound.
-func (g *Gateway) address(id int32) (host string, port int32, ok bool) {
-	p, err := g.ensureListener(id)
-	if err != nil {
-		return "", 0, false
-	}
-	if v := g.View(); v != nil {
-		if _, known := v.Broker(id); !known {
-			// Named by an answer (a leader hint) before the view lists it: its port would
-			// refuse every forward until the next periodic refresh.
-			g.refresh()
+// unlistedListeners counts the bound listeners whose node the current view does not list;
+// g.mu held.
+func (g *Gateway) unlistedListeners() int {
+	n := 0
+	for id := range g.listeners {
+		if g.view == nil {
+			n++
+		} else if _, ok := g.view.Broker(id); !ok {
+			n++
 		}
 	}
+	return n
+}
+
+// address returns what clients are told for node id; ok=false when no listener could be bound.
+func (g *Gateway) address(id int32) (host string, port int32, ok bool) {
+	listed := false
+	if v := g.View(); v != nil {
+		_, listed = v.Broker(id)
+	}
+	if !listed {
+		// Named by an answer (a leader hint) before the view lists it: its port would refuse
+		// every forward until the next periodic refresh.
+		defer g.refresh()
+	}
+	p, err := g.ensureListener(id, listed)
+	if err != nil {
+		g.warnNoListener(id, err)
+		return "", 0, false
+	}
 	return g.opts.AdvertisedHost, p, true
+}
+
+// warnNoListener logs a node left out of an answer, at most once a minute: an upstream that
+// keeps naming unknown nodes would otherwise log once per forwarded answer.
+func (g *Gateway) warnNoListener(id int32, err error) {
+	now := time.Now().UnixNano()
+	last := g.lastNoListenerLog.Load()
+	if now-last < int64(time.Minute) || !g.lastNoListenerLog.CompareAndSwap(last, now) {
+		return
+	}
+	g.lg.Warn("upstream node left out of an answer to a client: no gateway listener for it", zap.Int32("node_id", id), zap.Error(err))
 }
 
 // Ports lists the broker listeners, node id -> port (for logs and tests).

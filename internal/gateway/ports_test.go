@@ -66,7 +66,7 @@ func TestTakenPortOfTheRangeIsPassedOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := g.ensureListener(3)
+	port, err := g.ensureListener(3, true)
 	if err != nil {
 		t.Fatalf("node 3 got no listener although the range has free ports: %v", err)
 	}

@@ -634,3 +634,57 @@ func TestLeaderHintsOfEarlyFlexibleVersionsAreRewritten(t *testing.T) {
 		t.Fatal("Produce v9: the leader hint was not rewritten")
 	}
 }
+
+// Leader hints may name brokers the upstream's metadata does not list yet, and each gets a
+// listener at once; but only so many: an upstream naming ever new node ids must not make the
+// gateway bind ports without end. Past the bound a hint is left out (the client asks Metadata
+// instead), listed brokers still get their listeners, and no upstream address leaks.
+func TestListenersForUnlistedNodesAreBounded(t *testing.T) {
+	g := testGateway(t) // nodes 1, 2 and 5 bound
+	g.opts.Serve = func(_ string, ln net.Listener, _ wire.Handler) { ln.Close() }
+	g.view = &upstream.View{Brokers: []upstream.Broker{{NodeID: 1}, {NodeID: 2}}}
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(11)
+	for id := int32(1000); id < 1100; id++ {
+		hint := kmsg.NewProduceResponseBroker()
+		hint.NodeID, hint.Host, hint.Port = id, "10.9.9."+strconv.Itoa(int(id-1000)), 9092
+		resp.Brokers = append(resp.Brokers, hint)
+	}
+	listed := kmsg.NewProduceResponseBroker()
+	listed.NodeID, listed.Host, listed.Port = 2, "10.9.8.2", 9092
+	resp.Brokers = append(resp.Brokers, listed)
+	out, err := g.rewrite(wire.Header{Key: 0, Version: 11, CorrelationID: 1}, frameOf(1, resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte("10.9.")) {
+		t.Fatal("an upstream address is in the answer")
+	}
+	got := kmsg.NewPtrProduceResponse()
+	got.SetVersion(11)
+	if err := got.ReadFrom(out[9:]); err != nil {
+		t.Fatal(err)
+	}
+	unlisted, sawListed := 0, false
+	for _, b := range got.Brokers {
+		if b.NodeID == 2 {
+			sawListed = b.Port == 40002
+		} else {
+			unlisted++
+		}
+	}
+	if !sawListed {
+		t.Fatalf("listed node 2 lost its hint: %+v", got.Brokers)
+	}
+	// Node 5 is bound and not listed: it takes one of the places.
+	if want := maxUnlistedListeners - 1; unlisted != want || len(g.Ports()) != 3+want {
+		t.Fatalf("%d unlisted hints passed on and %d listeners bound; want %d hints, %d listeners", unlisted, len(g.Ports()), want, 3+want)
+	}
+	// A broker the metadata lists is always served, even with every unlisted place taken.
+	if err := g.OnView(&upstream.View{Brokers: []upstream.Broker{{NodeID: 1}, {NodeID: 2}, {NodeID: 3000}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.Ports()[3000]; !ok {
+		t.Fatal("a broker the upstream lists got no listener")
+	}
+}
