@@ -438,6 +438,8 @@ type serverConn struct {
 	// touches them.
 	base            time.Time
 	readBy, writeBy time.Duration
+	// raw is nc's socket read and written directly (plaintext TCP on Linux), nil otherwise.
+	raw *rawSocket
 	// clientID is the client id of the last request served, handed to parseHeader so that the
 	// same id is not copied out of every frame; only the connection's own goroutine touches it.
 	clientID string
@@ -487,7 +489,11 @@ func (c *serverConn) run() {
 			return
 		}
 	}
-	br := bufio.NewReaderSize(&countingReader{r: c.nc, n: s.metrics.bytesIn}, 16<<10)
+	var socket io.Reader = c.nc
+	if c.raw = newRawSocket(c.nc); c.raw != nil {
+		socket = c.raw
+	}
+	br := bufio.NewReaderSize(&countingReader{r: socket, n: s.metrics.bytesIn}, 16<<10)
 	budget := s.opts.Budget
 	var held int64 // budget reserved for the frame being read or answered
 	defer func() { budget.Release(held) }()
@@ -686,7 +692,13 @@ func (c *serverConn) write(frame []byte) string { return c.writeAt(frame, c.sinc
 // writeAt is write with the time (since) as read just before.
 func (c *serverConn) writeAt(frame []byte, now time.Duration) string {
 	extendDeadline(c.nc.SetWriteDeadline, c.base, &c.writeBy, writeTimeout, now)
-	n, err := c.nc.Write(frame)
+	var n int
+	var err error
+	if c.raw != nil {
+		n, err = c.raw.Write(frame)
+	} else {
+		n, err = c.nc.Write(frame)
+	}
 	c.srv.metrics.bytesOut.Add(float64(n))
 	if err != nil {
 		c.warn("closing connection", "writing response: "+err.Error())
