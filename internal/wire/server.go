@@ -694,7 +694,9 @@ func (c *serverConn) writeAt(frame []byte, now time.Duration) string {
 	extendDeadline(c.nc.SetWriteDeadline, c.base, &c.writeBy, writeTimeout, now)
 	var n int
 	var err error
-	if c.raw != nil {
+	if c.raw != nil && len(frame) <= initialFrameChunk {
+		// A larger answer goes through net.Conn: copying megabytes into the socket is kernel
+		// work long enough that the scheduler should be told, so another thread takes the P.
 		n, err = c.raw.Write(frame)
 	} else {
 		n, err = c.nc.Write(frame)

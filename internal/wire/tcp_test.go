@@ -36,11 +36,11 @@ func (h *bigAnswerHandler) Handle(_ context.Context, r *Request) kmsg.Response {
 }
 
 // Over a real TCP connection (on Linux read and written with raw system calls: rawSocket),
-// answers larger than the socket buffers arrive whole and in order while the client is slow to
-// read them, requests sent together are each answered, and a client closing its end ends the
-// connection as "peer closed".
+// answers that together overfill the socket buffers arrive whole and in order while the client
+// is slow to read them, requests sent together are each answered, and a client closing its end
+// ends the connection as "peer closed".
 func TestTCPAnswersArriveWholeAndInOrder(t *testing.T) {
-	const topics = 40000 // about 3 MiB per answer
+	const topics, requests = 600, 200 // answers of about 45 KiB, 9 MiB in all
 	metrics := NewMetrics(nil)
 	srv := NewServer(Options{MaxRequestBytes: 1 << 20, IdleTimeout: time.Minute, Metrics: metrics}, &bigAnswerHandler{topics: topics})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,7 +65,7 @@ func TestTCPAnswersArriveWholeAndInOrder(t *testing.T) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = 1
 	var frames []byte
-	for corr := range 3 {
+	for corr := range requests {
 		frames = append(frames, requestFrame(int32(corr), req)...)
 	}
 	if _, err := c.Write(frames); err != nil {
@@ -73,7 +73,7 @@ func TestTCPAnswersArriveWholeAndInOrder(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the server fills the socket buffers and waits to write the rest
 	br := bufio.NewReader(c)
-	for corr := range 3 {
+	for corr := range requests {
 		frame, err := ReadFrame(br, 1<<30)
 		if err != nil {
 			t.Fatalf("answer %d: %v", corr, err)
