@@ -448,12 +448,12 @@ type serverConn struct {
 // writeTimeout bounds writing one response to a peer that stopped reading.
 const writeTimeout = 30 * time.Second
 
-// extendDeadline makes sure a deadline at least d after now (a clock reading of the
-// connection, as since base) is set, through set. It moves the deadline only once it has come nearer than d, and then to d plus
-// an eighth: setting a deadline resets the poller's timer under a lock, which cost a busy
-// connection 3-4% of its CPU when done per request (issue 12); now a connection does it about
-// once per d/8. A timeout therefore fires between d and d+d/8 after the last activity, never
-// before d.
+// extendDeadline makes sure a deadline at least d after now (the connection's clock: the time
+// since base) is set, through set. It moves the deadline only once it has come nearer than d,
+// and then to d plus an eighth: setting a deadline resets the poller's timer under a lock, which
+// cost a busy connection 3-4% of its CPU when done per request (issue 12); now a connection does
+// it about once per d/8. A timeout therefore fires between d and d+d/8 after the last activity,
+// never before d.
 func extendDeadline(set func(time.Time) error, base time.Time, by *time.Duration, d, now time.Duration) {
 	if now+d > *by {
 		*by = now + d + d/8
