@@ -17,36 +17,39 @@ import (
 // so that members are not sent into a rebalance by a coordinator restart.
 func (t *Table) heartbeat(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.HeartbeatRequest)
-	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	if !t.groupAllowed(r, req.Group, acl.OpRead) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		return resp
+		return heartbeatAnswer(req, kerr.GroupAuthorizationFailed.Code)
 	}
 	if req.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
+		return heartbeatAnswer(req, kerr.InvalidGroupID.Code)
 	}
-	if tk, ok := memo(r).(*classicTicket); ok && tk.answers(req) && t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
-		resp.ErrorCode = tk.out.Code
-		return resp
+	if tk, ok := memo(r).(*classicTicket); ok && tk.answers(req) && t.deps.Groups.Shard(tk.shard).Valid(tk.out.Ticket, tk.out.Session) {
+		tk.resp = kmsg.NewHeartbeatResponse()
+		tk.resp.Version, tk.resp.ErrorCode = req.Version, tk.out.Code
+		return &tk.resp
 	}
 	v, err := t.deps.Groups.For(req.Group).Write(ctx, shard.Heartbeat(t.classicConfig(), req.Group, req.MemberID, req.InstanceID, req.Generation))
 	switch {
 	case errors.Is(err, runtime.ErrLoading):
-		resp.ErrorCode = 0
+		return heartbeatAnswer(req, 0)
 	case err != nil:
-		resp.ErrorCode = availabilityCode(err)
-	default:
-		out := v.(shard.HeartbeatResult)
-		resp.ErrorCode = out.Code
-		if r.Conn != nil {
-			if out.Ticket != nil {
-				r.Conn.Memo = &classicTicket{out: out, group: req.Group, member: req.MemberID, instance: req.InstanceID, generation: req.Generation}
-			} else if _, ok := r.Conn.Memo.(*classicTicket); ok {
-				r.Conn.Memo = nil
-			}
+		return heartbeatAnswer(req, availabilityCode(err))
+	}
+	out := v.(shard.HeartbeatResult)
+	if r.Conn != nil {
+		if out.Ticket != nil {
+			r.Conn.Memo = &classicTicket{out: out, group: req.Group, member: req.MemberID, instance: req.InstanceID, generation: req.Generation,
+				shard: t.deps.Groups.ShardOf(req.Group)}
+		} else if _, ok := r.Conn.Memo.(*classicTicket); ok {
+			r.Conn.Memo = nil
 		}
 	}
+	return heartbeatAnswer(req, out.Code)
+}
+
+func heartbeatAnswer(req *kmsg.HeartbeatRequest, code int16) *kmsg.HeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	resp.ErrorCode = code
 	return resp
 }
 
@@ -59,6 +62,12 @@ type classicTicket struct {
 	member     string
 	instance   *string
 	generation int32
+	// shard is the group's shard index: the same group id always hashes to it, so the
+	// steady path does not hash it again (issue 12).
+	shard int32
+	// resp is the answer the steady path returns, reused: the wire layer encodes an answer
+	// before it reads the connection's next request and keeps nothing of it.
+	resp kmsg.HeartbeatResponse
 }
 
 func (tk *classicTicket) answers(req *kmsg.HeartbeatRequest) bool {

@@ -40,9 +40,9 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 	if err != nil {
 		return consumer.ErrorResponse(availabilityCode(err), "")
 	}
-	if tk, ok := memo(r).(*consumerTicket); ok && tk.answers(r, req, snap) && t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
-		resp := *tk.out.Response // the stored answer is shared: the caller sets the version
-		return &resp
+	if tk, ok := memo(r).(*consumerTicket); ok && tk.answers(r, req, snap) && t.deps.Groups.Shard(tk.shard).Valid(tk.out.Ticket, tk.out.Session) {
+		tk.resp = *tk.out.Response // the stored answer is shared: the caller sets the version
+		return &tk.resp
 	}
 	in := consumer.HeartbeatInput{
 		Req: req, ClientID: r.ClientID, ClientHost: clientHost(r), Catalog: snap, Config: t.deps.Consumer,
@@ -63,7 +63,7 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 	out := v.(consumer.HeartbeatOutput)
 	if r.Conn != nil {
 		if out.Ticket != nil {
-			r.Conn.Memo = &consumerTicket{out: out, steadyKey: newSteadyKey(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)}
+			r.Conn.Memo = &consumerTicket{out: out, steadyKey: t.newSteadyKey(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)}
 		} else if _, ok := r.Conn.Memo.(*consumerTicket); ok {
 			r.Conn.Memo = nil
 		}
@@ -81,6 +81,10 @@ func (t *Table) consumerHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Co
 type consumerTicket struct {
 	out consumer.HeartbeatOutput
 	steadyKey
+	// resp is the copy of the stored answer that the steady path returns, reused: the wire
+	// layer encodes an answer before it reads the connection's next request and keeps
+	// nothing of it.
+	resp kmsg.ConsumerGroupHeartbeatResponse
 }
 
 func (tk *consumerTicket) answers(r *wire.Request, req *kmsg.ConsumerGroupHeartbeatRequest, snap *meta.Snapshot) bool {
@@ -98,10 +102,14 @@ type steadyKey struct {
 	clientID string
 	version  int16
 	catalog  *meta.Snapshot
+	// shard is the group's shard index: the same group id always hashes to it, so the
+	// steady path does not hash it again (issue 12).
+	shard int32
 }
 
-func newSteadyKey(r *wire.Request, group, member string, epoch int32, instance *string, snap *meta.Snapshot) steadyKey {
-	return steadyKey{group: group, member: member, epoch: epoch, instance: instance, clientID: r.ClientID, version: r.Version, catalog: snap}
+func (t *Table) newSteadyKey(r *wire.Request, group, member string, epoch int32, instance *string, snap *meta.Snapshot) steadyKey {
+	return steadyKey{group: group, member: member, epoch: epoch, instance: instance, clientID: r.ClientID, version: r.Version, catalog: snap,
+		shard: t.deps.Groups.ShardOf(group)}
 }
 
 func (k *steadyKey) matches(r *wire.Request, group, member string, epoch int32, instance *string, snap *meta.Snapshot) bool {

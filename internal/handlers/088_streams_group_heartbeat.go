@@ -52,9 +52,9 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 		return streams.ErrorResponse(availabilityCode(err), "")
 	}
 	if tk, ok := memo(r).(*streamsTicket); ok && tk.answers(r, req, snap) && (tk.out.ShortIntervalUntil == 0 || time.Now().UnixMilli() < tk.out.ShortIntervalUntil) &&
-		t.deps.Groups.For(req.Group).Valid(tk.out.Ticket, tk.out.Session) {
-		resp := *tk.out.Response // the stored answer is shared: the caller sets the version
-		return &resp
+		t.deps.Groups.Shard(tk.shard).Valid(tk.out.Ticket, tk.out.Session) {
+		tk.resp = *tk.out.Response // the stored answer is shared: the caller sets the version
+		return &tk.resp
 	}
 	if t.deps.JoinCreatesInternalTopics && req.MemberEpoch == 0 && req.Topology != nil {
 		snap = t.createInternalTopicsOfJoin(ctx, r, req, snap)
@@ -73,7 +73,7 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 		// from a heartbeat that runs the rule (maybeSolicitTopologyDescription), not a repeat.
 		if out.Ticket != nil && t.descriptionSettled(r.Version, req, out) {
 			r.Conn.Memo = &streamsTicket{out: out, endpointEpoch: req.EndpointInformationEpoch,
-				steadyKey: newSteadyKey(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)}
+				steadyKey: t.newSteadyKey(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)}
 		} else if _, ok := r.Conn.Memo.(*streamsTicket); ok {
 			r.Conn.Memo = nil
 		}
@@ -241,6 +241,9 @@ type streamsTicket struct {
 	out streams.HeartbeatOutput
 	steadyKey
 	endpointEpoch int32
+	// resp is the copy of the stored answer that the steady path returns, reused (see
+	// consumerTicket).
+	resp kmsg.StreamsGroupHeartbeatResponse
 }
 
 func (tk *streamsTicket) answers(r *wire.Request, req *kmsg.StreamsGroupHeartbeatRequest, snap *meta.Snapshot) bool {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
-func gaugeValue(g prometheus.Gauge) float64 {
+func gaugeValue(g prometheus.Metric) float64 {
 	var m dto.Metric
 	g.Write(&m)
 	return m.GetGauge().GetValue()
@@ -42,7 +43,7 @@ func TestBudgetWaitsInOrderAndReleases(t *testing.T) {
 		if got := gaugeValue(b.waiting); got != 2 {
 			t.Fatalf("%v connections waiting, want 2", got)
 		}
-		if got := gaugeValue(b.queued); got != 6*S+smallFrame {
+		if got := gaugeValue(b.queuedGauge()); got != 6*S+smallFrame {
 			t.Fatalf("queued %v, want %d", got, 6*S+smallFrame)
 		}
 		b.Release(2 * S) // room for the first large frame only
@@ -58,7 +59,7 @@ func TestBudgetWaitsInOrderAndReleases(t *testing.T) {
 		if n := len(granted); n != 1 {
 			t.Fatalf("the second large frame was not granted after the second release")
 		}
-		if got := gaugeValue(b.queued); got != 8*S+smallFrame {
+		if got := gaugeValue(b.queuedGauge()); got != 8*S+smallFrame {
 			t.Fatalf("queued %v, want %d", got, 8*S+smallFrame)
 		}
 		if got := gaugeValue(b.waiting); got != 0 {
@@ -85,7 +86,7 @@ func TestBudgetCancelledWaiterUnblocksTheQueue(t *testing.T) {
 			t.Fatal("cancelled wait reported success")
 		}
 		<-granted
-		if got := gaugeValue(b.queued); got != 100*S {
+		if got := gaugeValue(b.queuedGauge()); got != 100*S {
 			t.Fatalf("queued %v, want %d", got, 100*S)
 		}
 	})
@@ -95,7 +96,7 @@ func TestBudgetCancelledWaiterUnblocksTheQueue(t *testing.T) {
 func TestBudgetUnboundedCounts(t *testing.T) {
 	b := NewBudget(-1, nil, nil)
 	b.Acquire(context.Background(), 1<<40)
-	if got := gaugeValue(b.queued); got != 1<<40 {
+	if got := gaugeValue(b.queuedGauge()); got != 1<<40 {
 		t.Fatalf("queued %v", got)
 	}
 	b.Release(1 << 40)
@@ -143,7 +144,7 @@ func TestBudgetTryAcquireNeverJumpsTheQueue(t *testing.T) {
 		if b.TryAcquire(3 * S) {
 			t.Fatal("3 units granted with 2 free")
 		}
-		if got := gaugeValue(b.queued); got != 8*S {
+		if got := gaugeValue(b.queuedGauge()); got != 8*S {
 			t.Fatalf("a refused TryAcquire left %v bytes queued, want %v", got, 8*S)
 		}
 		waiting := make(chan struct{})
@@ -161,4 +162,25 @@ func TestBudgetTryAcquireNeverJumpsTheQueue(t *testing.T) {
 		}
 		b.Release(2*S + 3*S + smallFrame) // lets the 9 through before the test ends
 	})
+}
+
+// A connection that starts waiting for room just as another releases it gets the room:
+// reservations and releases take no lock while nobody waits, and a release that comes after
+// the waiter found no room but before it queued must not be missed (nothing else would ever
+// wake it).
+func TestBudgetReleaseAsAWaiterQueuesIsNotMissed(t *testing.T) {
+	b := NewBudget(8, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Acquire(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	testHookBudgetWaiting = func() { b.Release(8) }
+	defer func() { testHookBudgetWaiting = nil }()
+	if err := b.Acquire(ctx, 8); err != nil {
+		t.Fatalf("the room released as the reservation began to wait was missed: %v", err)
+	}
+	if got := gaugeValue(b.queuedGauge()); got != 8 {
+		t.Fatalf("queued %v, want 8", got)
+	}
 }

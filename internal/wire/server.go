@@ -369,6 +369,7 @@ func (s *Server) startConn(nc net.Conn) {
 		info:   &Conn{ID: s.nextID.Add(1), Remote: nc.RemoteAddr(), Listener: s.opts.ListenerName},
 		ctx:    ctx,
 		cancel: cancel,
+		base:   time.Now(),
 	}
 	c.info.sasl.required = s.opts.SASL
 	if s.opts.TLS != nil {
@@ -432,9 +433,13 @@ type serverConn struct {
 	info   *Conn
 	ctx    context.Context
 	cancel context.CancelFunc
-	// readBy and writeBy are the deadlines last set on nc (see extendDeadline); only the
-	// connection's own goroutine touches them.
-	readBy, writeBy time.Time
+	// base is when the connection started; readBy and writeBy are the deadlines last set on
+	// nc (see extendDeadline) as times since base. Only the connection's own goroutine
+	// touches them.
+	base            time.Time
+	readBy, writeBy time.Duration
+	// raw is nc's socket read and written directly (plaintext TCP on Linux), nil otherwise.
+	raw *rawSocket
 	// clientID is the client id of the last request served, handed to parseHeader so that the
 	// same id is not copied out of every frame; only the connection's own goroutine touches it.
 	clientID string
@@ -443,17 +448,25 @@ type serverConn struct {
 // writeTimeout bounds writing one response to a peer that stopped reading.
 const writeTimeout = 30 * time.Second
 
-// extendDeadline makes sure a deadline at least d from now is set, through set. It moves the
-// deadline only once it has come nearer than d, and then to d plus an eighth: setting a
-// deadline resets the poller's timer under a lock, which cost a busy connection 3-4% of its
-// CPU when done per request (issue 12); now a connection does it about once per d/8. A timeout
-// therefore fires between d and d+d/8 after the last activity, never before d.
-func extendDeadline(set func(time.Time) error, by *time.Time, d time.Duration) {
-	if now := time.Now(); now.Add(d).After(*by) {
-		*by = now.Add(d + d/8)
-		set(*by)
+// extendDeadline makes sure a deadline at least d after now (the connection's clock: the time
+// since base) is set, through set. It moves the deadline only once it has come nearer than d,
+// and then to d plus an eighth: setting a deadline resets the poller's timer under a lock, which
+// cost a busy connection 3-4% of its CPU when done per request (issue 12); now a connection does
+// it about once per d/8. A timeout therefore fires between d and d+d/8 after the last activity,
+// never before d.
+func extendDeadline(set func(time.Time) error, base time.Time, by *time.Duration, d, now time.Duration) {
+	if now+d > *by {
+		*by = now + d + d/8
+		set(base.Add(*by))
 	}
 }
+
+// since is the connection's clock: the time since it started. Reading the time since a time
+// that carries a monotonic reading reads one clock, time.Now reads two (wall and monotonic).
+// A request read the clocks seven times, 2.5% of a steady heartbeat's CPU (issue 12); it now
+// reads the monotonic clock three times: before waiting for the frame (idle deadline), before
+// the handler and after it (latency, and the write deadline).
+func (c *serverConn) since() time.Duration { return time.Since(c.base) }
 
 func (c *serverConn) run() {
 	s := c.srv
@@ -476,7 +489,11 @@ func (c *serverConn) run() {
 			return
 		}
 	}
-	br := bufio.NewReaderSize(&countingReader{r: c.nc, n: s.metrics.bytesIn}, 16<<10)
+	var socket io.Reader = c.nc
+	if c.raw = newRawSocket(c.nc); c.raw != nil {
+		socket = c.raw
+	}
+	br := bufio.NewReaderSize(&countingReader{r: socket, n: s.metrics.bytesIn}, 16<<10)
 	budget := s.opts.Budget
 	var held int64 // budget reserved for the frame being read or answered
 	defer func() { budget.Release(held) }()
@@ -502,7 +519,7 @@ func (c *serverConn) run() {
 	var sizeBuf [4]byte
 	for !s.draining.Load() {
 		if s.opts.IdleTimeout > 0 {
-			extendDeadline(c.nc.SetReadDeadline, &c.readBy, s.opts.IdleTimeout)
+			extendDeadline(c.nc.SetReadDeadline, c.base, &c.readBy, s.opts.IdleTimeout, c.since())
 		}
 		size, err := readFrameSize(br, s.opts.MaxRequestBytes, &sizeBuf)
 		if err == nil && c.info.sasl.required && (!c.info.sasl.authenticated || c.info.sasl.exchange != nil) &&
@@ -524,7 +541,7 @@ func (c *serverConn) run() {
 			}
 			if s.opts.IdleTimeout > 0 {
 				// Waiting for the budget is not the peer's idleness.
-				extendDeadline(c.nc.SetReadDeadline, &c.readBy, s.opts.IdleTimeout)
+				extendDeadline(c.nc.SetReadDeadline, c.base, &c.readBy, s.opts.IdleTimeout, c.since())
 			}
 		}
 		held = int64(size)
@@ -577,7 +594,7 @@ func (c *serverConn) run() {
 			held = 0
 			continue
 		} else {
-			resp, hdr, reusable, why := c.serve(frame)
+			resp, hdr, reusable, served, why := c.serve(frame)
 			if reusable && cap(frame) <= initialFrameChunk {
 				in = frame
 			}
@@ -600,15 +617,18 @@ func (c *serverConn) run() {
 				c.warn("closing connection", fmt.Sprintf("the %s answer would exceed queued.max.request.bytes %d", kmsg.NameForKey(hdr.Key), limit))
 				return
 			}
-			if err := budget.AcquireAnswer(c.ctx, respBytes); err != nil {
-				reason = "shutdown"
-				return
+			if !budget.TryAcquireAnswer(respBytes) {
+				if err := budget.AcquireAnswer(c.ctx, respBytes); err != nil {
+					reason = "shutdown"
+					return
+				}
+				served = c.since() // the write's deadline counts from now, not from the handler's end
 			}
 			held = respBytes
 			out = AppendResponse(out[:0], hdr.CorrelationID, resp)
-		}
-		if reason = c.write(out); reason != "" {
-			return
+			if reason = c.writeAt(out, served); reason != "" {
+				return
+			}
 		}
 		if c.info.sasl.closeAfter {
 			reason = "authentication failed"
@@ -667,9 +687,20 @@ func (c *serverConn) handshake(tc *tls.Conn) string {
 const handshakeTimeout = 10 * time.Second
 
 // write sends one response frame; a non-empty result is why the connection closes.
-func (c *serverConn) write(frame []byte) string {
-	extendDeadline(c.nc.SetWriteDeadline, &c.writeBy, writeTimeout)
-	n, err := c.nc.Write(frame)
+func (c *serverConn) write(frame []byte) string { return c.writeAt(frame, c.since()) }
+
+// writeAt is write with the time (since) as read just before.
+func (c *serverConn) writeAt(frame []byte, now time.Duration) string {
+	extendDeadline(c.nc.SetWriteDeadline, c.base, &c.writeBy, writeTimeout, now)
+	var n int
+	var err error
+	if c.raw != nil && len(frame) <= initialFrameChunk {
+		// A larger answer goes through net.Conn: copying megabytes into the socket is kernel
+		// work long enough that the scheduler should be told, so another thread takes the P.
+		n, err = c.raw.Write(frame)
+	} else {
+		n, err = c.nc.Write(frame)
+	}
 	c.srv.metrics.bytesOut.Add(float64(n))
 	if err != nil {
 		c.warn("closing connection", "writing response: "+err.Error())
@@ -797,31 +828,31 @@ func (c *serverConn) forward(frame []byte, reserve func(int) error) (raw []byte,
 
 // serve decodes one frame and runs the handler. A nil response means close, with why.
 // reusable reports that nothing decoded from the frame refers to its bytes, so the connection
-// may read the next request into it.
-func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, reusable bool, why string) {
+// may read the next request into it. served is when the handler returned (since).
+func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, reusable bool, served time.Duration, why string) {
 	s := c.srv
 	hdr, rest, err := parseHeader(frame, c.clientID)
 	if err != nil {
-		return nil, hdr, false, err.Error()
+		return nil, hdr, false, 0, err.Error()
 	}
 	c.clientID = hdr.ClientID
 	req, decode, ok := s.handler.NewRequest(hdr.Key, hdr.Version)
 	if !ok {
-		return nil, hdr, false, fmt.Sprintf("api key %d version %d is not served", hdr.Key, hdr.Version)
+		return nil, hdr, false, 0, fmt.Sprintf("api key %d version %d is not served", hdr.Key, hdr.Version)
 	}
-	reusable = !decode || aliasFree(reflect.TypeOf(req))
+	reusable = !decode || aliasFree(req)
 	req.SetVersion(hdr.Version)
 	if decode {
 		if req.IsFlexible() {
 			if rest, err = SkipHeaderTags(rest); err != nil {
-				return nil, hdr, false, err.Error()
+				return nil, hdr, false, 0, err.Error()
 			}
 		}
 		if err := req.ReadFrom(rest); err != nil {
-			return nil, hdr, false, fmt.Sprintf("undecodable %s v%d body: %v", kmsg.NameForKey(hdr.Key), hdr.Version, err)
+			return nil, hdr, false, 0, fmt.Sprintf("undecodable %s v%d body: %v", kmsg.NameForKey(hdr.Key), hdr.Version, err)
 		}
 	}
-	start := time.Now()
+	start := c.since()
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("handler panic; closing connection", zap.Any("panic", p), zap.String("api", kmsg.NameForKey(hdr.Key)), zap.Int16("version", hdr.Version), zap.ByteString("stack", debug.Stack()))
@@ -829,20 +860,46 @@ func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, reusab
 		}
 	}()
 	resp = s.handler.Handle(c.ctx, &Request{Header: hdr, Body: req, Conn: c.info})
-	s.metrics.observe(hdr.Key, resp, time.Since(start))
+	served = c.since()
+	s.metrics.observe(hdr.Key, resp, served-start)
 	if resp == nil {
-		return nil, hdr, false, "handler gave no response"
+		return nil, hdr, false, served, "handler gave no response"
 	}
-	return resp, hdr, reusable, ""
+	return resp, hdr, reusable, served, ""
 }
 
 var aliasFreeTypes sync.Map // reflect.Type -> bool
 
-// aliasFree reports whether a decoded request of type t can refer to its frame's bytes: kmsg
+// aliasFreeByKey caches aliasFree per request key (the type kmsg decodes that key into), so
+// that the answer costs a load instead of a sync.Map lookup per request.
+var aliasFreeByKey [512]atomic.Pointer[aliasFreeEntry]
+
+type aliasFreeEntry struct {
+	t    reflect.Type
+	free bool
+}
+
+// aliasFree reports whether a decoded request req can refer to its frame's bytes: kmsg
 // decodes strings as copies but byte fields (join metadata, assignments) as slices of the
 // frame, which a handler may keep in group state. Anything the check does not know is treated
 // as aliasing.
-func aliasFree(t reflect.Type) bool {
+func aliasFree(req kmsg.Request) bool {
+	t := reflect.TypeOf(req)
+	k := int(req.Key())
+	if k >= 0 && k < len(aliasFreeByKey) {
+		if e := aliasFreeByKey[k].Load(); e != nil && e.t == t {
+			return e.free
+		}
+	}
+	free := aliasFreeType(t)
+	if k >= 0 && k < len(aliasFreeByKey) {
+		aliasFreeByKey[k].Store(&aliasFreeEntry{t: t, free: free})
+	}
+	return free
+}
+
+// aliasFreeType is aliasFree for a request type.
+func aliasFreeType(t reflect.Type) bool {
 	if v, ok := aliasFreeTypes.Load(t); ok {
 		return v.(bool)
 	}
@@ -889,6 +946,8 @@ type countingReader struct {
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n.Add(float64(n))
+	if n > 0 { // nearly every other read finds nothing (the peer's next request is not there yet)
+		c.n.Add(float64(n))
+	}
 	return n, err
 }
