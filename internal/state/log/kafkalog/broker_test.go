@@ -812,3 +812,95 @@ func TestBrokerReleasedShardMovesAndTheOldNodeKeepsItsOtherShard(t *testing.T) {
 		waitDurable(t, old1R, last1)
 	}
 }
+
+// A node whose claim was not released can still commit a round after the new owner's first
+// load marker, until the new owner's fence: the new owner fences it only once its replay to
+// that marker found the claim. Such a round was acknowledged, so the new owner's load replays
+// up to its second marker, past it (the gate runs between the first marker and the replay; a
+// load that stopped at the first marker passed every other test).
+func TestBrokerLoadReplaysWhatTheFencedNodeCommittedAfterTheFirstMarker(t *testing.T) {
+	b := newBackend(t, 1)
+	old, oldR := open(t, b, 0)
+	defer old.Close()
+	load(t, old)
+	first := rec("a", "before the new owner's claim")
+	last, err := old.Append([]log.Record{first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, oldR, last)
+
+	cur, _ := open(t, otherNode(b, 2), 0)
+	defer cur.Close()
+	late := rec("b", "after the new owner's first marker")
+	cur.(*kafkaLog).SetReplayGate(func() error {
+		last, err := old.Append([]log.Record{late})
+		if err != nil {
+			return err
+		}
+		waitDurable(t, oldR, last) // acknowledged: the old node is not fenced yet
+		return nil
+	})
+	if got, want := fmt.Sprint(loadAll(t, cur)), fmt.Sprint([]log.Record{first, late}); got != want {
+		t.Fatalf("new owner loaded %v, want %v", got, want)
+	}
+}
+
+// A load whose node producers break after its claim committed (another node's load fenced the
+// node, found through a shard the node still holds) ends FAILED: its shard may not serve on
+// them, and a shard that served from its load would answer reads another node may already
+// have moved past. The breakage is seen by a round of the node's other shard during the load.
+func TestBrokerLoadFailsWhenTheNodesProducersBreakAfterItsClaim(t *testing.T) {
+	b := newBackend(t, 2)
+	other, otherR := open(t, b, 1)
+	defer other.Close()
+	load(t, other)
+	l, _ := open(t, b, 0)
+	defer l.Close()
+	l.(*kafkaLog).SetReplayGate(func() error {
+		fenceNodeProducers(t, b, b.opts.NodeID)
+		if _, err := other.Append([]log.Record{rec("b", "fenced")}); err != nil {
+			return err
+		}
+		select {
+		case <-otherR.failed:
+		case o := <-otherR.durable:
+			t.Errorf("the fenced node reported offset %d durable", o)
+		case <-time.After(time.Minute):
+			t.Error("the fenced node's round never failed")
+		}
+		return nil
+	})
+	if _, err := l.Load(func(int64, log.Record) error { return nil }); !errors.Is(err, log.ErrFailed) {
+		t.Fatalf("load after the node's producers broke: %v, want log.ErrFailed", err)
+	}
+}
+
+// loadAll is load without its checks of the next offset, for logs loaded under test hooks.
+func loadAll(t *testing.T, l log.Log) []log.Record {
+	t.Helper()
+	var got []log.Record
+	if _, err := l.Load(func(_ int64, rec log.Record) error { got = append(got, rec); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// fenceNodeProducers bumps the epoch of both of node's producers from outside, as another
+// node's load does.
+func fenceNodeProducers(t *testing.T, b *Backend, node int32) {
+	t.Helper()
+	for i := 0; i < shardProducers; i++ {
+		kc, err := kgo.NewClient(b.producerOpts(b.nodeTransactionalID(node, i))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, _, err = kc.ProducerID(ctx)
+		cancel()
+		kc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

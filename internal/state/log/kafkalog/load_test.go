@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -369,6 +371,23 @@ func hangingTxnBroker(t *testing.T) (addr string, ends chan *kmsg.EndTxnRequest)
 // goes on, and the records stay invisible. Naming it alone left the shard unserved until an
 // operator aborted it (issue 18).
 func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
+	// The load knows the producer ids its fences got: the shard's own two ids', then those of
+	// the nodes it fenced (fenceClients). Whichever of them holds the hanging transaction
+	// aborts it (a mutation sweep found the first id's and a fenced node's untested).
+	for _, c := range []struct {
+		name string
+		pids []int64
+		id   string // the transactional id that must abort
+	}{
+		{"shard's first id", []int64{3, 99}, "hanging-0"},
+		{"shard's second id", []int64{99, 3}, "hanging-0-1"},
+		{"a fenced node's id", []int64{98, 99, 3}, "hanging-node-2"},
+	} {
+		t.Run(c.name, func(t *testing.T) { stuckReplayAbortsOwnHangingTransaction(t, c.pids, c.id) })
+	}
+}
+
+func stuckReplayAbortsOwnHangingTransaction(t *testing.T, pids []int64, id string) {
 	addr, ends := hangingTxnBroker(t)
 	core, logs := observer.New(zap.InfoLevel)
 	b := stateBackend(zap.New(core), "hanging-", 1, 5*time.Second, kgo.SeedBrokers(addr))
@@ -378,16 +397,24 @@ func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
 	}
 	defer lg.Close()
 	l := lg.(*kafkaLog)
-	// As after the load's fence: the second producer holds producer id 3.
-	if _, _, err := l.kcs[1].ProducerID(context.Background()); err != nil {
+	// As after the load's fence: the producer at producer id 3's index holds it.
+	i := slices.Index(pids, 3)
+	kc := l.kcs[min(i, len(l.kcs)-1)]
+	if i >= len(l.kcs) {
+		if kc, err = kgo.NewClient(b.producerOpts(b.nodeTransactionalID(2, 0))...); err != nil {
+			t.Fatal(err)
+		}
+		l.fenceClients = append(l.fenceClients, kc)
+	}
+	if _, _, err := kc.ProducerID(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	l.pids = []int64{99, 3}
+	l.pids = pids
 	l.reportOpenTransactions(context.Background(), 23)
 	select {
 	case end := <-ends:
-		if end.Commit || end.ProducerID != 3 || end.TransactionalID != "hanging-0-1" {
-			t.Fatalf("ended %+v, want an abort by producer 3 (hanging-0-1)", end)
+		if end.Commit || end.ProducerID != 3 || end.TransactionalID != id {
+			t.Fatalf("ended %+v, want an abort by producer 3 (%s)", end, id)
 		}
 	default:
 		t.Fatalf("the hanging transaction was not aborted (logged %v)", logs.All())
@@ -436,4 +463,82 @@ func TestStuckReplayAbortsTheNodeProducersHangingTransaction(t *testing.T) {
 	if logs.FilterMessageSnippet("aborted a transaction of this shard's own producer").Len() != 1 {
 		t.Fatalf("the abort was not logged (logged %v)", logs.All())
 	}
+}
+
+// initProducerBroker is a one-broker cluster whose transaction coordinator answers each
+// InitProducerId with answer(transactional id); granted counts the ids it answered NONE.
+func initProducerBroker(t *testing.T, answer func(id string) int16) (addr string, granted *sync.Map) {
+	t.Helper()
+	granted = new(sync.Map)
+	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 5}}, serve: func(h wire.Header, body []byte) kmsg.Response {
+		if kmsg.Key(h.Key) != kmsg.InitProducerID {
+			return nil
+		}
+		req := kmsg.NewPtrInitProducerIDRequest()
+		if !wiretest.Request(h, body, req) {
+			return nil
+		}
+		r := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		id := ""
+		if req.TransactionalID != nil {
+			id = *req.TransactionalID
+		}
+		if r.ErrorCode = answer(id); r.ErrorCode == 0 {
+			r.ProducerID, r.ProducerEpoch = 7, 1
+			granted.Store(id, true)
+		} else {
+			r.ProducerID, r.ProducerEpoch = -1, -1
+		}
+		return r
+	}}.start(t)
+	return addr, granted
+}
+
+// The fence of a node that claimed the shard without releasing it is what keeps that node from
+// acknowledging after this load (storage.md, Fencing): the load goes on only once both of its
+// ids' InitProducerId succeeded. One that does not end within its bound is tried again; one
+// refused for good (authorization) ends the load. (Moving on whatever the fence answered
+// passed every other test.)
+func TestLoadGoesOnOnlyOnceTheUnreleasedOwnerIsFenced(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		addr, granted := initProducerBroker(t, func(string) int16 { return kerr.TransactionalIDAuthorizationFailed.Code })
+		b := stateBackend(zap.NewNop(), "refused-", 1, time.Second, kgo.SeedBrokers(addr))
+		l, err := b.Open(0, log.Callbacks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		err = l.(*kafkaLog).fenceNodes(context.Background(), []int32{2})
+		if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			t.Fatalf("fence refused for good: %v, want the refusal", err)
+		}
+		if _, ok := granted.Load("refused-node-2"); ok {
+			t.Fatal("granted")
+		}
+	})
+	t.Run("slow", func(t *testing.T) {
+		// Busy (CONCURRENT_TRANSACTIONS: the node's last transaction is being completed) for
+		// longer than one attempt's bound, then done.
+		busyUntil := time.Now().Add(2500 * time.Millisecond)
+		addr, granted := initProducerBroker(t, func(string) int16 {
+			if time.Now().Before(busyUntil) {
+				return kerr.ConcurrentTransactions.Code
+			}
+			return 0
+		})
+		b := stateBackend(zap.NewNop(), "slow-", 1, time.Second, kgo.SeedBrokers(addr))
+		l, err := b.Open(0, log.Callbacks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if err := l.(*kafkaLog).fenceNodes(context.Background(), []int32{2}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"slow-node-2", "slow-node-2-1"} {
+			if _, ok := granted.Load(id); !ok {
+				t.Fatalf("the load went on before %s was fenced", id)
+			}
+		}
+	})
 }
