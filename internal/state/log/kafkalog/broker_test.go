@@ -904,3 +904,50 @@ func fenceNodeProducers(t *testing.T, b *Backend, node int32) {
 		}
 	}
 }
+
+// After a fence failed every shard of the node, a shard the node loads again (its membership
+// reloads an assigned shard that FAILED at the next heartbeat) claims and writes with new node
+// producers: the fenced ones are dropped. (Keeping them passed every other test: the node would
+// not serve again until restarted.)
+func TestBrokerFencedNodeServesAShardItLoadsAgain(t *testing.T) {
+	b := newBackend(t, 1)
+	l, r := open(t, b, 0)
+	defer l.Close()
+	load(t, l)
+	fenceNodeProducers(t, b, b.opts.NodeID)
+	if _, err := l.Append([]log.Record{rec("a", "fenced")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.failed:
+	case o := <-r.durable:
+		t.Fatalf("the fenced node reported offset %d durable", o)
+	case <-time.After(time.Minute):
+		t.Fatal("the fenced node's round never failed")
+	}
+	again, againR := open(t, b, 0)
+	defer again.Close()
+	load(t, again)
+	last, err := again.Append([]log.Record{rec("b", "after the reload")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, againR, last)
+}
+
+// A load whose claim is refused because the node's producers were fenced (another node's load
+// found a claim of this node unreleased) ends FAILED at once (storage.md, Failures), as every
+// other shard of the node does; the membership reloads it at the next heartbeat. (Retrying it
+// like a timed-out attempt passed every other test.)
+func TestBrokerLoadOfAFencedNodeEndsFailed(t *testing.T) {
+	b := newBackend(t, 2)
+	first, _ := open(t, b, 0)
+	defer first.Close()
+	load(t, first)
+	fenceNodeProducers(t, b, b.opts.NodeID)
+	l, _ := open(t, b, 1)
+	defer l.Close()
+	if _, err := l.Load(func(int64, log.Record) error { return nil }); !errors.Is(err, log.ErrFailed) {
+		t.Fatalf("load of a fenced node: %v, want log.ErrFailed", err)
+	}
+}

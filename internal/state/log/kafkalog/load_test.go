@@ -302,6 +302,12 @@ func TestStuckReplayNamesTheOpenTransactionBelowTheMarker(t *testing.T) {
 // for producer id pid, and reports describe as the partition's producers; ends gets each EndTxn.
 func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnRequest), describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
 	t.Helper()
+	return txnBrokerAnswering(t, topic, pid, func(req *kmsg.EndTxnRequest) int16 { onEnd(req); return 0 }, describe)
+}
+
+// txnBrokerAnswering is txnBroker answering each EndTxn with the code onEnd returns.
+func txnBrokerAnswering(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnRequest) int16, describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
+	t.Helper()
 	ends = make(chan *kmsg.EndTxnRequest, 16)
 	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}, {61, 0, 0}}, topic: topic, partitions: 1,
 		serve: func(h wire.Header, body []byte) kmsg.Response {
@@ -334,9 +340,10 @@ func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnReq
 				if !wiretest.Request(h, body, req) {
 					return nil
 				}
-				onEnd(req)
+				r := req.ResponseKind().(*kmsg.EndTxnResponse)
+				r.ErrorCode = onEnd(req)
 				ends <- req
-				return req.ResponseKind()
+				return r
 			case kmsg.DescribeProducers:
 				return describeProducersAnswer(h, body, func(int32) []kmsg.DescribeProducersResponseTopicPartitionActiveProducer { return describe() })
 			}
@@ -541,4 +548,49 @@ func TestLoadGoesOnOnlyOnceTheUnreleasedOwnerIsFenced(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A round is acknowledged only once its commit is: records the partition's leader took are
+// not durable while the EndTxn that commits them fails (here the coordinator answers it
+// PRODUCER_FENCED: another node's load fenced this one between the produce and the commit).
+// The shard fails instead, and nothing of the round is reported durable. (Ignoring the
+// commit's answer passed every other test.)
+func TestRoundWhoseCommitFailsIsNeverDurable(t *testing.T) {
+	addr, ends := txnBrokerAnswering(t, "state", 3, func(req *kmsg.EndTxnRequest) int16 {
+		if req.Commit {
+			return kerr.ProducerFenced.Code
+		}
+		return 0
+	}, nil)
+	durable, failed := make(chan int64, 4), make(chan error, 1)
+	b := stateBackend(zap.NewNop(), "commitfails-", 1, 5*time.Second, kgo.SeedBrokers(addr))
+	lg, err := b.Open(0, log.Callbacks{Durable: func(o int64) { durable <- o }, Failed: func(err error) { failed <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	l := lg.(*kafkaLog)
+	l.started = true
+	l.w.attach(l)
+	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, log.ErrFailed) {
+			t.Fatalf("failure %v does not match log.ErrFailed", err)
+		}
+	case o := <-durable:
+		t.Fatalf("offset %d reported durable although its commit failed", o)
+	case <-time.After(time.Minute):
+		t.Fatal("the round whose commit failed never failed the shard")
+	}
+	select {
+	case o := <-durable:
+		t.Fatalf("offset %d reported durable although its commit failed", o)
+	default:
+	}
+	if end := <-ends; !end.Commit {
+		t.Fatalf("the round ended %+v, want its commit tried", end)
+	}
 }
