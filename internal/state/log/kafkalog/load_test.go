@@ -594,3 +594,73 @@ func TestRoundWhoseCommitFailsIsNeverDurable(t *testing.T) {
 		t.Fatalf("the round ended %+v, want its commit tried", end)
 	}
 }
+
+// abortableOnceBroker is a txnBroker (TV1, producer id 3) whose partition leader refuses the
+// first Produce with TRANSACTION_ABORTABLE, which KIP-1050 classes abortable: the
+// transaction must be aborted and may be tried again.
+func abortableOnceBroker(t *testing.T) (addr string, produces *atomic.Int32) {
+	t.Helper()
+	produces = new(atomic.Int32)
+	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}}, topic: "state", partitions: 1,
+		serve: func(h wire.Header, body []byte) kmsg.Response {
+			switch kmsg.Key(h.Key) {
+			case kmsg.InitProducerID:
+				r := kmsg.NewPtrInitProducerIDResponse()
+				r.ProducerID, r.ProducerEpoch = 3, 4
+				return r
+			case kmsg.AddPartitionsToTxn:
+				return addPartitionsAnswer(h, body)
+			case kmsg.Produce:
+				req := kmsg.NewPtrProduceRequest()
+				if !wiretest.Request(h, body, req) {
+					return nil
+				}
+				first := produces.Add(1) == 1
+				r := req.ResponseKind().(*kmsg.ProduceResponse)
+				for _, rt := range req.Topics {
+					t := kmsg.NewProduceResponseTopic()
+					t.Topic = rt.Topic
+					for _, p := range rt.Partitions {
+						pp := kmsg.NewProduceResponseTopicPartition()
+						pp.Partition, pp.BaseOffset = p.Partition, 30
+						if first {
+							pp.ErrorCode, pp.BaseOffset = kerr.TransactionAbortable.Code, -1
+						}
+						t.Partitions = append(t.Partitions, pp)
+					}
+					r.Topics = append(r.Topics, t)
+				}
+				return r
+			case kmsg.EndTxn:
+				req := kmsg.NewPtrEndTxnRequest()
+				if !wiretest.Request(h, body, req) {
+					return nil
+				}
+				return req.ResponseKind()
+			}
+			return nil
+		}}.start(t)
+	return addr, produces
+}
+
+// A load's marker refused with an error KIP-1050 classes abortable (abort the transaction, try
+// again) is written again with a new producer; the load does not fail for it (storage.md,
+// Failures). (Failing on that class passed every other test.)
+func TestLoadMarkerRefusedAbortableIsWrittenAgain(t *testing.T) {
+	addr, produces := abortableOnceBroker(t)
+	core, logs := observer.New(zap.InfoLevel)
+	b := stateBackend(zap.New(core), "abortable-", 1, 5*time.Second, kgo.SeedBrokers(addr))
+	lg, err := b.Open(0, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := lg.(*kafkaLog).fenceAndMark(ctx, &loadProgress{start: time.Now()}); err != nil {
+		t.Fatalf("fence and marker after an abortable refusal: %v (logged %v)", err, logs.All())
+	}
+	if produces.Load() < 2 || logs.FilterMessageSnippet("retrying with a new producer").Len() != 1 {
+		t.Fatalf("%d produces, logged %v; want the marker written again after one retry", produces.Load(), logs.All())
+	}
+}
