@@ -951,3 +951,57 @@ func TestBrokerLoadOfAFencedNodeEndsFailed(t *testing.T) {
 		t.Fatalf("load of a fenced node: %v, want log.ErrFailed", err)
 	}
 }
+
+// A disowned shard's log is abandoned (the runtime stops waiting for it at once) and then
+// closed; its release is still written, so the next owner finds it released and the node's
+// other shard goes on unfenced. (Abandon without queueing the release passed every other test:
+// each hand-over between live nodes would then fence the old node and fail every shard it
+// keeps.)
+func TestBrokerAbandonedShardIsReleasedAndTheNodeKeepsItsOtherShard(t *testing.T) {
+	b := newBackend(t, 2)
+	old0, old0R := open(t, b, 0)
+	old1, old1R := open(t, b, 1)
+	defer old1.Close()
+	load(t, old0)
+	load(t, old1)
+	last0, err := old0.Append([]log.Record{rec("a", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, old0R, last0)
+	old0.(log.Abandoner).Abandon()
+	// Abandon does not wait for the release (Close neither, once abandoned); the next owner's
+	// load waits for it here, as a rebalance and the new owner's fence and marker do in the
+	// daemon, so that the test does not race it.
+	k := old0.(*kafkaLog)
+	k.w.mu.Lock()
+	release := k.release
+	k.w.mu.Unlock()
+	if release == nil {
+		t.Fatal("the abandoned shard's release was not queued")
+	}
+	select {
+	case err := <-release.done:
+		if err != nil {
+			t.Fatalf("release: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the release was never written")
+	}
+	if err := old0.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cur, _ := open(t, otherNode(b, 2), 0)
+	defer cur.Close()
+	if got, _ := load(t, cur); fmt.Sprint(got) != fmt.Sprint([]log.Record{rec("a", "1")}) {
+		t.Fatalf("new owner loaded %v", got)
+	}
+	for i := 0; i < shardProducers+1; i++ { // a round on each of the old node's producers
+		last1, err := old1.Append([]log.Record{rec("b", fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDurable(t, old1R, last1)
+	}
+}
