@@ -78,3 +78,36 @@ func TestAssignRefusesDuplicateNodeIDsAndKeepsTheirShardsBlocked(t *testing.T) {
 		t.Fatalf("owners %v", o)
 	}
 }
+
+// A member whose offsets.topic.num.partitions differs from the leader's maps groups to other
+// shards: given a shard, it would serve groups another node serves too. It gets nothing, and
+// what it holds stays unassigned until it lets go.
+func TestAssignRefusesAMemberWithAnotherShardCount(t *testing.T) {
+	a, refused := assign([]joined{
+		{member: "a", meta: memberMeta{Node: 1, Shards: 4, Owned: []int32{}}},
+		{member: "b", meta: memberMeta{Node: 2, Shards: 8, Owned: []int32{1}}},
+	}, 4)
+	if refused["b"] == "" || refused["a"] != "" {
+		t.Fatalf("refused %v, want b alone", refused)
+	}
+	o := owners(t, a)
+	if len(o[2]) != 0 || len(o[-1]) != 1 || o[-1][0] != 1 || len(o[1]) != 3 {
+		t.Fatalf("owners %v, want node 1 to get 0, 2, 3 and shard 1 unassigned", o)
+	}
+}
+
+// Two members can both hold a shard (one still closing it after an eviction while the other
+// loaded it): the leader gives it to neither until one of them lets go, or both would serve it.
+func TestAssignGivesAShardTwoMembersHoldToNobody(t *testing.T) {
+	a, _ := assign([]joined{
+		{member: "a", meta: memberMeta{Node: 1, Shards: 4, Owned: []int32{0, 1}}},
+		{member: "b", meta: memberMeta{Node: 2, Shards: 4, Owned: []int32{1, 2}}},
+	}, 4)
+	if a.Owners[1] != -1 {
+		t.Fatalf("shard 1, held by both, given to node %d (owners %v)", a.Nodes[a.Owners[1]].ID, owners(t, a))
+	}
+	o := owners(t, a)
+	if len(o[1]) == 0 || o[1][0] != 0 || len(o[2]) == 0 || o[2][0] != 2 {
+		t.Fatalf("owners %v: each keeps the shard it alone holds", o)
+	}
+}

@@ -26,9 +26,18 @@ type fakeGroup struct {
 	joins       int
 	// leaveCode, when set, answers every LeaveGroup with it (top level) and removes nothing.
 	leaveCode int16
+	// intercept, when set, sees every request first (without mu) and answers it when handled.
+	intercept func(ctx context.Context, req kmsg.Request) (resp kmsg.Response, err error, handled bool)
+	// metas is this node's metadata in each JoinGroup that named its member id.
+	metas []memberMeta
 }
 
-func (g *fakeGroup) request(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+func (g *fakeGroup) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if g.intercept != nil {
+		if resp, err, handled := g.intercept(ctx, req); handled {
+			return resp, err
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch r := req.(type) {
@@ -37,6 +46,9 @@ func (g *fakeGroup) request(_ context.Context, req kmsg.Request) (kmsg.Response,
 		if r.MemberID == "" {
 			resp.ErrorCode, resp.MemberID = kerr.MemberIDRequired.Code, "self"
 			return resp, nil
+		}
+		if meta, err := decodeMeta(r.Protocols[0].Metadata); err == nil {
+			g.metas = append(g.metas, meta)
 		}
 		g.joins++
 		g.rebalancing = false
@@ -85,6 +97,13 @@ func (g *fakeGroup) request(_ context.Context, req kmsg.Request) (kmsg.Response,
 		return resp, nil
 	}
 	return nil, errors.New("unexpected request")
+}
+
+// joined is this node's metadata in each JoinGroup so far.
+func (g *fakeGroup) joined() []memberMeta {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]memberMeta(nil), g.metas...)
 }
 
 func (g *fakeGroup) left() []*kmsg.LeaveGroupRequest {

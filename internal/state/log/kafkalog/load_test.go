@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -300,6 +302,12 @@ func TestStuckReplayNamesTheOpenTransactionBelowTheMarker(t *testing.T) {
 // for producer id pid, and reports describe as the partition's producers; ends gets each EndTxn.
 func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnRequest), describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
 	t.Helper()
+	return txnBrokerAnswering(t, topic, pid, func(req *kmsg.EndTxnRequest) int16 { onEnd(req); return 0 }, describe)
+}
+
+// txnBrokerAnswering is txnBroker answering each EndTxn with the code onEnd returns.
+func txnBrokerAnswering(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnRequest) int16, describe func() []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) (addr string, ends chan *kmsg.EndTxnRequest) {
+	t.Helper()
 	ends = make(chan *kmsg.EndTxnRequest, 16)
 	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}, {61, 0, 0}}, topic: topic, partitions: 1,
 		serve: func(h wire.Header, body []byte) kmsg.Response {
@@ -332,9 +340,10 @@ func txnBroker(t *testing.T, topic string, pid int64, onEnd func(*kmsg.EndTxnReq
 				if !wiretest.Request(h, body, req) {
 					return nil
 				}
-				onEnd(req)
+				r := req.ResponseKind().(*kmsg.EndTxnResponse)
+				r.ErrorCode = onEnd(req)
 				ends <- req
-				return req.ResponseKind()
+				return r
 			case kmsg.DescribeProducers:
 				return describeProducersAnswer(h, body, func(int32) []kmsg.DescribeProducersResponseTopicPartitionActiveProducer { return describe() })
 			}
@@ -369,6 +378,23 @@ func hangingTxnBroker(t *testing.T) (addr string, ends chan *kmsg.EndTxnRequest)
 // goes on, and the records stay invisible. Naming it alone left the shard unserved until an
 // operator aborted it (issue 18).
 func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
+	// The load knows the producer ids its fences got: the shard's own two ids', then those of
+	// the nodes it fenced (fenceClients). Whichever of them holds the hanging transaction
+	// aborts it (a mutation sweep found the first id's and a fenced node's untested).
+	for _, c := range []struct {
+		name string
+		pids []int64
+		id   string // the transactional id that must abort
+	}{
+		{"shard's first id", []int64{3, 99}, "hanging-0"},
+		{"shard's second id", []int64{99, 3}, "hanging-0-1"},
+		{"a fenced node's id", []int64{98, 99, 3}, "hanging-node-2"},
+	} {
+		t.Run(c.name, func(t *testing.T) { stuckReplayAbortsOwnHangingTransaction(t, c.pids, c.id) })
+	}
+}
+
+func stuckReplayAbortsOwnHangingTransaction(t *testing.T, pids []int64, id string) {
 	addr, ends := hangingTxnBroker(t)
 	core, logs := observer.New(zap.InfoLevel)
 	b := stateBackend(zap.New(core), "hanging-", 1, 5*time.Second, kgo.SeedBrokers(addr))
@@ -378,16 +404,24 @@ func TestStuckReplayAbortsItsOwnProducersHangingTransaction(t *testing.T) {
 	}
 	defer lg.Close()
 	l := lg.(*kafkaLog)
-	// As after the load's fence: the second producer holds producer id 3.
-	if _, _, err := l.kcs[1].ProducerID(context.Background()); err != nil {
+	// As after the load's fence: the producer at producer id 3's index holds it.
+	i := slices.Index(pids, 3)
+	kc := l.kcs[min(i, len(l.kcs)-1)]
+	if i >= len(l.kcs) {
+		if kc, err = kgo.NewClient(b.producerOpts(b.nodeTransactionalID(2, 0))...); err != nil {
+			t.Fatal(err)
+		}
+		l.fenceClients = append(l.fenceClients, kc)
+	}
+	if _, _, err := kc.ProducerID(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	l.pids = []int64{99, 3}
+	l.pids = pids
 	l.reportOpenTransactions(context.Background(), 23)
 	select {
 	case end := <-ends:
-		if end.Commit || end.ProducerID != 3 || end.TransactionalID != "hanging-0-1" {
-			t.Fatalf("ended %+v, want an abort by producer 3 (hanging-0-1)", end)
+		if end.Commit || end.ProducerID != 3 || end.TransactionalID != id {
+			t.Fatalf("ended %+v, want an abort by producer 3 (%s)", end, id)
 		}
 	default:
 		t.Fatalf("the hanging transaction was not aborted (logged %v)", logs.All())
@@ -435,5 +469,198 @@ func TestStuckReplayAbortsTheNodeProducersHangingTransaction(t *testing.T) {
 	}
 	if logs.FilterMessageSnippet("aborted a transaction of this shard's own producer").Len() != 1 {
 		t.Fatalf("the abort was not logged (logged %v)", logs.All())
+	}
+}
+
+// initProducerBroker is a one-broker cluster whose transaction coordinator answers each
+// InitProducerId with answer(transactional id); granted counts the ids it answered NONE.
+func initProducerBroker(t *testing.T, answer func(id string) int16) (addr string, granted *sync.Map) {
+	t.Helper()
+	granted = new(sync.Map)
+	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 5}}, serve: func(h wire.Header, body []byte) kmsg.Response {
+		if kmsg.Key(h.Key) != kmsg.InitProducerID {
+			return nil
+		}
+		req := kmsg.NewPtrInitProducerIDRequest()
+		if !wiretest.Request(h, body, req) {
+			return nil
+		}
+		r := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		id := ""
+		if req.TransactionalID != nil {
+			id = *req.TransactionalID
+		}
+		if r.ErrorCode = answer(id); r.ErrorCode == 0 {
+			r.ProducerID, r.ProducerEpoch = 7, 1
+			granted.Store(id, true)
+		} else {
+			r.ProducerID, r.ProducerEpoch = -1, -1
+		}
+		return r
+	}}.start(t)
+	return addr, granted
+}
+
+// The fence of a node that claimed the shard without releasing it is what keeps that node from
+// acknowledging after this load (storage.md, Fencing): the load goes on only once both of its
+// ids' InitProducerId succeeded. One that does not end within its bound is tried again; one
+// refused for good (authorization) ends the load. (Moving on whatever the fence answered
+// passed every other test.)
+func TestLoadGoesOnOnlyOnceTheUnreleasedOwnerIsFenced(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		addr, granted := initProducerBroker(t, func(string) int16 { return kerr.TransactionalIDAuthorizationFailed.Code })
+		b := stateBackend(zap.NewNop(), "refused-", 1, time.Second, kgo.SeedBrokers(addr))
+		l, err := b.Open(0, log.Callbacks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		err = l.(*kafkaLog).fenceNodes(context.Background(), []int32{2})
+		if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			t.Fatalf("fence refused for good: %v, want the refusal", err)
+		}
+		if _, ok := granted.Load("refused-node-2"); ok {
+			t.Fatal("granted")
+		}
+	})
+	t.Run("slow", func(t *testing.T) {
+		// Busy (CONCURRENT_TRANSACTIONS: the node's last transaction is being completed) for
+		// longer than one attempt's bound, then done.
+		busyUntil := time.Now().Add(2500 * time.Millisecond)
+		addr, granted := initProducerBroker(t, func(string) int16 {
+			if time.Now().Before(busyUntil) {
+				return kerr.ConcurrentTransactions.Code
+			}
+			return 0
+		})
+		b := stateBackend(zap.NewNop(), "slow-", 1, time.Second, kgo.SeedBrokers(addr))
+		l, err := b.Open(0, log.Callbacks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if err := l.(*kafkaLog).fenceNodes(context.Background(), []int32{2}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"slow-node-2", "slow-node-2-1"} {
+			if _, ok := granted.Load(id); !ok {
+				t.Fatalf("the load went on before %s was fenced", id)
+			}
+		}
+	})
+}
+
+// A round is acknowledged only once its commit is: records the partition's leader took are
+// not durable while the EndTxn that commits them fails (here the coordinator answers it
+// PRODUCER_FENCED: another node's load fenced this one between the produce and the commit).
+// The shard fails instead, and nothing of the round is reported durable. (Ignoring the
+// commit's answer passed every other test.)
+func TestRoundWhoseCommitFailsIsNeverDurable(t *testing.T) {
+	addr, ends := txnBrokerAnswering(t, "state", 3, func(req *kmsg.EndTxnRequest) int16 {
+		if req.Commit {
+			return kerr.ProducerFenced.Code
+		}
+		return 0
+	}, nil)
+	durable, failed := make(chan int64, 4), make(chan error, 1)
+	b := stateBackend(zap.NewNop(), "commitfails-", 1, 5*time.Second, kgo.SeedBrokers(addr))
+	lg, err := b.Open(0, log.Callbacks{Durable: func(o int64) { durable <- o }, Failed: func(err error) { failed <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	l := lg.(*kafkaLog)
+	l.started = true
+	l.w.attach(l)
+	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, log.ErrFailed) {
+			t.Fatalf("failure %v does not match log.ErrFailed", err)
+		}
+	case o := <-durable:
+		t.Fatalf("offset %d reported durable although its commit failed", o)
+	case <-time.After(time.Minute):
+		t.Fatal("the round whose commit failed never failed the shard")
+	}
+	select {
+	case o := <-durable:
+		t.Fatalf("offset %d reported durable although its commit failed", o)
+	default:
+	}
+	if end := <-ends; !end.Commit {
+		t.Fatalf("the round ended %+v, want its commit tried", end)
+	}
+}
+
+// abortableOnceBroker is a txnBroker (TV1, producer id 3) whose partition leader refuses the
+// first Produce with TRANSACTION_ABORTABLE, which KIP-1050 classes abortable: the
+// transaction must be aborted and may be tried again.
+func abortableOnceBroker(t *testing.T) (addr string, produces *atomic.Int32) {
+	t.Helper()
+	produces = new(atomic.Int32)
+	addr = fakeCluster{apis: [][3]int16{{18, 0, 3}, {3, 0, 12}, {10, 0, 3}, {22, 0, 4}, {24, 0, 3}, {0, 3, 9}, {26, 0, 3}}, topic: "state", partitions: 1,
+		serve: func(h wire.Header, body []byte) kmsg.Response {
+			switch kmsg.Key(h.Key) {
+			case kmsg.InitProducerID:
+				r := kmsg.NewPtrInitProducerIDResponse()
+				r.ProducerID, r.ProducerEpoch = 3, 4
+				return r
+			case kmsg.AddPartitionsToTxn:
+				return addPartitionsAnswer(h, body)
+			case kmsg.Produce:
+				req := kmsg.NewPtrProduceRequest()
+				if !wiretest.Request(h, body, req) {
+					return nil
+				}
+				first := produces.Add(1) == 1
+				r := req.ResponseKind().(*kmsg.ProduceResponse)
+				for _, rt := range req.Topics {
+					t := kmsg.NewProduceResponseTopic()
+					t.Topic = rt.Topic
+					for _, p := range rt.Partitions {
+						pp := kmsg.NewProduceResponseTopicPartition()
+						pp.Partition, pp.BaseOffset = p.Partition, 30
+						if first {
+							pp.ErrorCode, pp.BaseOffset = kerr.TransactionAbortable.Code, -1
+						}
+						t.Partitions = append(t.Partitions, pp)
+					}
+					r.Topics = append(r.Topics, t)
+				}
+				return r
+			case kmsg.EndTxn:
+				req := kmsg.NewPtrEndTxnRequest()
+				if !wiretest.Request(h, body, req) {
+					return nil
+				}
+				return req.ResponseKind()
+			}
+			return nil
+		}}.start(t)
+	return addr, produces
+}
+
+// A load's marker refused with an error KIP-1050 classes abortable (abort the transaction, try
+// again) is written again with a new producer; the load does not fail for it (storage.md,
+// Failures). (Failing on that class passed every other test.)
+func TestLoadMarkerRefusedAbortableIsWrittenAgain(t *testing.T) {
+	addr, produces := abortableOnceBroker(t)
+	core, logs := observer.New(zap.InfoLevel)
+	b := stateBackend(zap.New(core), "abortable-", 1, 5*time.Second, kgo.SeedBrokers(addr))
+	lg, err := b.Open(0, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := lg.(*kafkaLog).fenceAndMark(ctx, &loadProgress{start: time.Now()}); err != nil {
+		t.Fatalf("fence and marker after an abortable refusal: %v (logged %v)", err, logs.All())
+	}
+	if produces.Load() < 2 || logs.FilterMessageSnippet("retrying with a new producer").Len() != 1 {
+		t.Fatalf("%d produces, logged %v; want the marker written again after one retry", produces.Load(), logs.All())
 	}
 }
