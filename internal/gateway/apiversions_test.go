@@ -55,8 +55,8 @@ func TestAdvertisedVersions(t *testing.T) {
 		93: {0, 0},
 	}
 	for k, r := range want {
-		if got[k] != r {
-			t.Errorf("key %d advertised as %v, want %v", k, got[k], r)
+		if g, ok := got[k]; !ok || g != r {
+			t.Errorf("key %d advertised as %v (present %v), want %v", k, g, ok, r)
 		}
 	}
 	if r, ok := got[28]; !ok || r[1] < 4 {
@@ -219,8 +219,8 @@ func TestEachPortAdvertisesWhatItsRequestsReach(t *testing.T) {
 	g.view = &upstream.View{
 		Brokers: []upstream.Broker{{NodeID: 0}, {NodeID: 1}},
 		Versions: map[int32]*kmsg.ApiVersionsResponse{
-			0: upstreamVersions(map[int16][2]int16{0: {3, 11}, 1: {4, 17}, 3: {0, 12}}),
-			1: upstreamVersions(map[int16][2]int16{0: {0, 13}, 1: {0, 18}, 3: {0, 12}, 61: {0, 0}}),
+			0: upstreamVersions(map[int16][2]int16{0: {0, 13}, 1: {0, 18}, 3: {0, 12}, 61: {0, 0}}),
+			1: upstreamVersions(map[int16][2]int16{0: {3, 11}, 1: {4, 17}, 3: {0, 12}, 65: {0, 0}}),
 		},
 	}
 	advertised := func(node int32) map[int16][2]int16 {
@@ -235,18 +235,21 @@ func TestEachPortAdvertisesWhatItsRequestsReach(t *testing.T) {
 		return got
 	}
 	for node, want := range map[int32]map[int16][2]int16{
-		0:  {0: {3, 11}, 1: {4, 17}},
-		1:  {0: {0, 13}, 1: {0, 18}, 61: {0, 0}},
+		0:  {0: {0, 13}, 1: {0, 18}, 61: {0, 0}},
+		1:  {0: {3, 11}, 1: {4, 17}, 65: {0, 0}},
 		-1: {0: {3, 11}, 1: {4, 17}},
 	} {
 		got := advertised(node)
 		for key, r := range want {
-			if got[key] != r {
-				t.Errorf("node %d port: %s advertised as %v, want %v", node, kmsg.NameForKey(key), got[key], r)
+			if g, ok := got[key]; !ok || g != r {
+				t.Errorf("node %d port: %s advertised as %v (present %v), want %v", node, kmsg.NameForKey(key), g, ok, r)
 			}
 		}
-		if _, ok := got[61]; ok && node != 1 {
-			t.Errorf("node %d port advertises DescribeProducers, which broker 0 does not serve", node)
+		// DescribeProducers only broker 0 serves, DescribeTransactions only broker 1.
+		for _, key := range []int16{61, 65} {
+			if _, ok := got[key]; ok && node < 0 {
+				t.Errorf("coordinatord's port advertises %s, which not every broker serves", kmsg.NameForKey(key))
+			}
 		}
 	}
 }
