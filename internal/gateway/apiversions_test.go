@@ -29,10 +29,14 @@ func TestAdvertisedVersions(t *testing.T) {
 	local := keys(map[int16][2]int16{3: {0, 13}, 8: {2, 10}, 28: {0, 6}, 10: {0, 6}, 18: {0, 4}, 19: {2, 7}, 27: {1, 2}, 68: {0, 1}, 69: {0, 1}, 88: {0, 1}, 93: {0, 0}})
 	up := upstreamVersions(map[int16][2]int16{
 		0: {0, 14}, 1: {4, 18}, 3: {0, 14}, 4: {0, 7}, 8: {2, 11}, 10: {0, 5}, 18: {0, 5}, 19: {2, 7},
-		24: {0, 5}, 27: {1, 2}, 52: {0, 2}, 68: {0, 1}, 76: {1, 1}, 95: {0, 3},
+		24: {0, 5}, 27: {1, 2}, 52: {0, 2}, 61: {0, 0}, 68: {0, 1}, 76: {1, 1}, 95: {0, 3},
 	})
 	got := map[int16][2]int16{}
 	for _, k := range mergeVersions(local, []*kmsg.ApiVersionsResponse{up}) {
+		if r, dup := got[k.ApiKey]; dup {
+			// A client takes one of the entries: the upstream's range of a group API, say.
+			t.Errorf("key %d advertised twice (%v and %v)", k.ApiKey, r, [2]int16{k.MinVersion, k.MaxVersion})
+		}
 		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
 	want := map[int16][2]int16{
@@ -44,14 +48,15 @@ func TestAdvertisedVersions(t *testing.T) {
 		18: {0, 4},
 		19: {2, 7},
 		24: {0, 3}, // v4+ is the broker-only form
+		61: {0, 0}, // an API of one version (DescribeProducers) is advertised all the same
 		68: {0, 1}, // KIP-848 consumer groups: coordinatord's, never the upstream's
 		69: {0, 1},
 		88: {0, 1}, // served by coordinatord even where the upstream has no streams groups
 		93: {0, 0},
 	}
 	for k, r := range want {
-		if got[k] != r {
-			t.Errorf("key %d advertised as %v, want %v", k, got[k], r)
+		if g, ok := got[k]; !ok || g != r {
+			t.Errorf("key %d advertised as %v (present %v), want %v", k, g, ok, r)
 		}
 	}
 	if r, ok := got[28]; !ok || r[1] < 4 {
@@ -200,6 +205,100 @@ func TestDescribeQuorumCappedBelowControllerEndpoints(t *testing.T) {
 		req.SetVersion(v)
 		if got := p.Forwards(&wire.Conn{ID: 1}, wire.Header{Key: 55, Version: v}, req.AppendTo(nil)); got != want {
 			t.Errorf("DescribeQuorum v%d forwarded: %v, want %v", v, got, want)
+		}
+	}
+}
+
+// Each broker port advertises its own broker's ranges (node 0 included: Kafka's node ids
+// commonly start there), coordinatord's port only what every broker serves: the newest of the
+// brokers' oldest versions up to the oldest of their newest, and no key some broker lacks,
+// whichever broker lists it first.
+func TestEachPortAdvertisesWhatItsRequestsReach(t *testing.T) {
+	g := testGateway(t)
+	g.opts.Local = fakeLocal{}
+	g.view = &upstream.View{
+		Brokers: []upstream.Broker{{NodeID: 0}, {NodeID: 1}},
+		Versions: map[int32]*kmsg.ApiVersionsResponse{
+			0: upstreamVersions(map[int16][2]int16{0: {0, 13}, 1: {0, 18}, 3: {0, 12}, 61: {0, 0}}),
+			1: upstreamVersions(map[int16][2]int16{0: {3, 11}, 1: {4, 17}, 3: {0, 12}, 65: {0, 0}}),
+		},
+	}
+	advertised := func(node int32) map[int16][2]int16 {
+		resp, ok := askVersions(&portHandler{g: g, node: node}).(*kmsg.ApiVersionsResponse)
+		if !ok {
+			t.Fatalf("node %d port: no ApiVersions answer", node)
+		}
+		got := map[int16][2]int16{}
+		for _, k := range resp.ApiKeys {
+			got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+		}
+		return got
+	}
+	for node, want := range map[int32]map[int16][2]int16{
+		0:  {0: {0, 13}, 1: {0, 18}, 61: {0, 0}},
+		1:  {0: {3, 11}, 1: {4, 17}, 65: {0, 0}},
+		-1: {0: {3, 11}, 1: {4, 17}},
+	} {
+		got := advertised(node)
+		for key, r := range want {
+			if g, ok := got[key]; !ok || g != r {
+				t.Errorf("node %d port: %s advertised as %v (present %v), want %v", node, kmsg.NameForKey(key), g, ok, r)
+			}
+		}
+		// DescribeProducers only broker 0 serves, DescribeTransactions only broker 1.
+		for _, key := range []int16{61, 65} {
+			if _, ok := got[key]; ok && node < 0 {
+				t.Errorf("coordinatord's port advertises %s, which not every broker serves", kmsg.NameForKey(key))
+			}
+		}
+	}
+}
+
+// A client reads the finalized and supported features as lists: each feature is listed once,
+// group.version and streams.version with coordinatord's levels only (a second, upstream entry
+// at level 0 would tell a client streams groups are off), and a capped transaction.version
+// stays a valid range (Kafka's client refuses a finalized range whose minimum is above its
+// maximum).
+func TestEachFeatureIsListedOnceAsAValidRange(t *testing.T) {
+	up := kmsg.NewPtrApiVersionsResponse()
+	for _, f := range []struct {
+		name     string
+		min, max int16
+	}{{"transaction.version", 2, 2}, {"group.version", 0, 0}, {"streams.version", 0, 0}, {"metadata.version", 27, 27}} {
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.min, f.max
+		up.FinalizedFeatures = append(up.FinalizedFeatures, ff)
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = f.name, 1, f.max+1
+		up.SupportedFeatures = append(up.SupportedFeatures, sf)
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	mergeFeatures(resp, up, 4)
+	finalized := map[string][2]int16{}
+	for _, f := range resp.FinalizedFeatures {
+		if _, dup := finalized[f.Name]; dup {
+			t.Errorf("finalized feature %s listed twice: %+v", f.Name, resp.FinalizedFeatures)
+		}
+		if f.MinVersionLevel > f.MaxVersionLevel {
+			t.Errorf("finalized %s range %d-%d is not a range", f.Name, f.MinVersionLevel, f.MaxVersionLevel)
+		}
+		finalized[f.Name] = [2]int16{f.MinVersionLevel, f.MaxVersionLevel}
+	}
+	for name, want := range map[string][2]int16{"transaction.version": {1, 1}, "group.version": {1, 1}, "streams.version": {1, 1}, "metadata.version": {27, 27}} {
+		if finalized[name] != want {
+			t.Errorf("finalized %s = %v, want %v", name, finalized[name], want)
+		}
+	}
+	supported := map[string][2]int16{}
+	for _, f := range resp.SupportedFeatures {
+		if _, dup := supported[f.Name]; dup {
+			t.Errorf("supported feature %s listed twice: %+v", f.Name, resp.SupportedFeatures)
+		}
+		supported[f.Name] = [2]int16{f.MinVersion, f.MaxVersion}
+	}
+	for name, want := range map[string][2]int16{"group.version": {0, 1}, "streams.version": {0, 1}, "metadata.version": {1, 28}} {
+		if supported[name] != want {
+			t.Errorf("supported %s = %v, want %v", name, supported[name], want)
 		}
 	}
 }

@@ -266,3 +266,35 @@ func TestProduceBodyTheClientStallsOnIsTheClientsTimeout(t *testing.T) {
 		t.Fatalf("the client's stall was counted as %v upstream timeouts", n)
 	}
 }
+
+// A Produce's body is streamed to the upstream only when the request is one the gateway
+// forwards at all (not a version above its codec's) and its acks are in the bytes at hand: an
+// acks=0 Produce whose acks lie beyond them (a long transactional id) is read whole instead,
+// or the gateway would wait for an answer that never comes and close the client's connection.
+func TestProduceBodyIsStreamedOnlyWhenForwardedWithItsAcksRead(t *testing.T) {
+	p := &portHandler{g: testGateway(t), node: 1}
+	conn := &wire.Conn{ID: 1}
+	frame := produceFrame(1, 0, 64<<10)
+	h, _, err := wire.ParseHeader(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.ForwardsBody(conn, h, frame[:256]) {
+		t.Fatal("an ordinary Produce is not streamed")
+	}
+	tooNew := append([]byte(nil), frame...)
+	binary.BigEndian.PutUint16(tooNew[2:], uint16(kmsg.NewPtrProduceRequest().MaxVersion()+1))
+	h, _, _ = wire.ParseHeader(tooNew)
+	if p.ForwardsBody(conn, h, tooNew[:256]) {
+		t.Error("a Produce above the codec's newest version is streamed upstream")
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	tid := string(bytes.Repeat([]byte("t"), 300))
+	req.TransactionID, req.Acks, req.TimeoutMillis = &tid, 0, 1000
+	long := requestFrame(req, 2)
+	h, _, _ = wire.ParseHeader(long)
+	if p.ForwardsBody(conn, h, long[:64]) {
+		t.Error("a Produce whose acks are not in the bytes at hand is streamed")
+	}
+}

@@ -175,3 +175,29 @@ func TestSplitConfigsReadUpstreamAnswerPastHeaderTags(t *testing.T) {
 		t.Fatalf("answer %+v, want the upstream's orders then the local g", resp.Resources)
 	}
 }
+
+// A config request naming only local resources is answered here without asking the upstream
+// (it is answered while the upstream is unreachable); a mixed one whose upstream part fails
+// closes the client's connection, as a failed forward does, rather than answering only the
+// local resources as if the others did not exist.
+func TestConfigRequestsAskTheUpstreamOnlyForItsResources(t *testing.T) {
+	g := testGateway(t) // no upstream view: every forward fails
+	g.opts.Local = fakeLocal{}
+	p := &portHandler{g: g, node: 1}
+	describe := func(types ...kmsg.ConfigResourceType) kmsg.Response {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.SetVersion(4)
+		for _, typ := range types {
+			r := kmsg.NewDescribeConfigsRequestResource()
+			r.ResourceType, r.ResourceName = typ, "x"
+			req.Resources = append(req.Resources, r)
+		}
+		return p.Handle(context.Background(), &wire.Request{Header: wire.Header{Key: 32, Version: 4}, Body: req, Conn: &wire.Conn{ID: 1}})
+	}
+	if resp := describe(kmsg.ConfigResourceTypeGroupConfig); resp == nil {
+		t.Error("a DescribeConfigs of a group alone was not answered while the upstream is unreachable")
+	}
+	if resp := describe(kmsg.ConfigResourceTypeGroupConfig, kmsg.ConfigResourceTypeTopic); resp != nil {
+		t.Errorf("a DescribeConfigs of a group and a topic was answered without the upstream's part: %+v", resp)
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -443,11 +445,226 @@ func TestAnswerBoundAddsTheRequestsOwnWait(t *testing.T) {
 			t.Errorf("%s v%d: bound %s, want %s", kmsg.NameForKey(h.Key), h.Version, got, c.want)
 		}
 	}
+	// A negative wait asks for none: it must not shorten the bound, or, large enough, take it
+	// away (a bound of zero or less sets no deadline at all).
+	negative := fetch(12).(*kmsg.FetchRequest)
+	negative.MaxWaitMillis = math.MinInt32
+	if got := g.answerBound(wire.Header{Key: 1, Version: 12}, requestFrame(negative, 1)); got != 30*time.Second {
+		t.Errorf("fetch with MaxWaitMillis %d: bound %s, want the request timeout", negative.MaxWaitMillis, got)
+	}
 	if got := g.answerBound(wire.Header{Key: 1, Version: 12}, []byte{0, 1}); got != 30*time.Second {
 		t.Errorf("unreadable fetch: bound %s, want the request timeout", got)
 	}
 	g.opts.RequestTimeout = 0
 	if got := g.answerBound(wire.Header{Key: 1, Version: 12}, requestFrame(fetch(12), 1)); got != 0 {
 		t.Errorf("no request timeout: bound %s, want none", got)
+	}
+}
+
+// A topic created, deleted or given partitions through the gateway is answered only once the
+// upstream's metadata shows the change (and the catalog has followed it): a client that
+// creates a topic and commits offsets for it, or deletes one and lists offsets, must not be
+// told the opposite of what it just did. Only the topics the upstream accepted are waited for,
+// and a validate-only request, which changes nothing, is not held at all.
+func TestTopicChangesAreAnsweredOnceTheMetadataShowsThem(t *testing.T) {
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			key, version := int16(binary.BigEndian.Uint16(frame)), int16(binary.BigEndian.Uint16(frame[2:]))
+			var resp kmsg.Response
+			switch key {
+			case 19:
+				r := kmsg.NewPtrCreateTopicsResponse()
+				made, exists := kmsg.NewCreateTopicsResponseTopic(), kmsg.NewCreateTopicsResponseTopic()
+				made.Topic, made.NumPartitions = "made", 3
+				exists.Topic, exists.ErrorCode = "refused", 36 // TOPIC_ALREADY_EXISTS
+				r.Topics = append(r.Topics, made, exists)
+				resp = r
+			case 20:
+				r := kmsg.NewPtrDeleteTopicsResponse()
+				gone, kept := kmsg.NewDeleteTopicsResponseTopic(), kmsg.NewDeleteTopicsResponseTopic()
+				gone.Topic, kept.Topic = kmsg.StringPtr("gone"), kmsg.StringPtr("kept")
+				kept.ErrorCode = 29 // TOPIC_AUTHORIZATION_FAILED
+				r.Topics = append(r.Topics, gone, kept)
+				resp = r
+			case 37:
+				r := kmsg.NewPtrCreatePartitionsResponse()
+				rt := kmsg.NewCreatePartitionsResponseTopic()
+				rt.Topic = "made"
+				r.Topics = append(r.Topics, rt)
+				resp = r
+			default:
+				return
+			}
+			resp.SetVersion(version)
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+		}
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	var done func(*upstream.View) bool
+	waits := 0
+	g.refreshUntil = func(_ context.Context, d func(*upstream.View) bool) error { waits, done = waits+1, d; return nil }
+	conn := &wire.Conn{ID: 1, Listener: "BROKER-1"}
+	defer g.closeConn(conn)
+	forward := func(req kmsg.Request, wantWaits int) {
+		t.Helper()
+		waits, done = 0, nil
+		h := wire.Header{Key: req.Key(), Version: req.GetVersion(), CorrelationID: 3}
+		if _, err := g.forward(context.Background(), 1, conn, h, requestFrame(req, 3), func(int) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if waits != wantWaits {
+			t.Fatalf("%s: the answer waited for the upstream's metadata %d times, want %d", kmsg.NameForKey(req.Key()), waits, wantWaits)
+		}
+	}
+	view := func(topics ...string) *upstream.View {
+		v := &upstream.View{}
+		for _, name := range topics {
+			v.Topics = append(v.Topics, upstream.Topic{Name: name})
+		}
+		return v
+	}
+
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.SetVersion(7)
+	for _, name := range []string{"made", "refused"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 3, 1
+		create.Topics = append(create.Topics, rt)
+	}
+	forward(create, 1)
+	if done(view("refused")) || !done(view("made")) {
+		t.Fatal("CreateTopics: the wait does not end exactly when the metadata shows the created topic")
+	}
+
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(6)
+	for _, name := range []string{"gone", "kept"} {
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		del.Topics = append(del.Topics, rt)
+	}
+	forward(del, 1)
+	if done(view("gone", "kept")) || !done(view("kept")) {
+		t.Fatal("DeleteTopics: the wait does not end exactly when the metadata no longer shows the deleted topic")
+	}
+
+	parts := kmsg.NewPtrCreatePartitionsRequest()
+	parts.SetVersion(3)
+	pt := kmsg.NewCreatePartitionsRequestTopic()
+	pt.Topic, pt.Count = "made", 6
+	parts.Topics = append(parts.Topics, pt)
+	forward(parts, 1)
+	parts.ValidateOnly = true // changes nothing: answered at once
+	forward(parts, 0)
+}
+
+// MaxResponseBytes bounds every upstream answer, also the upstream part of a split config
+// request, which no connection budget reserves: a larger answer fails the request (and closes
+// the client's connection) instead of being read whole.
+func TestAnswersAboveMaxResponseBytesAreRefused(t *testing.T) {
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			resp := kmsg.NewPtrDescribeConfigsResponse()
+			resp.SetVersion(4)
+			r := kmsg.NewDescribeConfigsResponseResource()
+			r.ResourceName = strings.Repeat("t", 4000)
+			resp.Resources = append(resp.Resources, r)
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+		}
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	g.opts.MaxResponseBytes = 1024
+	conn := &wire.Conn{ID: 1, Listener: "BROKER-1"}
+	defer g.closeConn(conn)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.SetVersion(4)
+	out, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 32, Version: 4, CorrelationID: 3}, requestFrame(req, 3), func(int) error { return nil })
+	if err == nil {
+		t.Fatalf("a %d-byte answer passed a 1024-byte MaxResponseBytes", len(out))
+	}
+}
+
+// An answer whose correlation id is not the request's is never passed on, whatever the API
+// (a Produce or ListOffsets answer is relayed as bytes, not decoded): the client's connection
+// closes, as when a broker's answers went astray, rather than the client getting an answer to
+// something else.
+func TestAnswerToAnotherRequestIsNotPassedOn(t *testing.T) {
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			resp := kmsg.NewPtrListOffsetsResponse()
+			resp.SetVersion(int16(binary.BigEndian.Uint16(frame[2:])))
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8]))+1, resp))
+		}
+	})
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	conn := &wire.Conn{ID: 1, Listener: "BROKER-1"}
+	defer g.closeConn(conn)
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(8)
+	if _, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 2, Version: 8, CorrelationID: 3}, requestFrame(req, 3), func(int) error { return nil }); err == nil {
+		t.Fatal("an answer carrying correlation id 4 was passed on for request 3")
+	}
+}
+
+// Connections on coordinatord's own port are spread over the upstream brokers (each keeps its
+// broker for its life): bootstrapping clients must not all load one broker, nor all fail with
+// it.
+func TestOwnPortConnectionsAreSpreadOverTheBrokers(t *testing.T) {
+	g := testGateway(t)
+	g.view = &upstream.View{Brokers: []upstream.Broker{{NodeID: 1}, {NodeID: 2}, {NodeID: 5}}}
+	used := map[int32]int{}
+	for id := uint64(1); id <= 30; id++ {
+		b, ok := g.pinnedNode(id)
+		if !ok {
+			t.Fatal("no broker for a connection")
+		}
+		used[b.NodeID]++
+	}
+	if len(used) != 3 || used[1] != 10 || used[2] != 10 || used[5] != 10 {
+		t.Fatalf("30 connections went to brokers %v, want 10 to each of 1, 2 and 5", used)
+	}
+}
+
+// A Produce waits upstream up to its own TimeoutMillis (acks=all waiting for replication): the
+// gateway's bound on its answer adds that wait to upstream.request.timeout.ms, as for any
+// request, and does not cut the Produce short.
+func TestProduceAnswerBoundAddsItsTimeout(t *testing.T) {
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			time.Sleep(time.Second) // replication takes a while, well within the Produce's 20 s
+			resp := kmsg.NewPtrProduceResponse()
+			resp.SetVersion(9)
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+		}
+	})
+	g := testGateway(t)
+	g.opts.RequestTimeout = 100 * time.Millisecond
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	conn := &wire.Conn{ID: 1, Listener: "BROKER-1"}
+	defer g.closeConn(conn)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, 20000
+	if _, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 0, Version: 9, CorrelationID: 3}, requestFrame(req, 3), func(int) error { return nil }); err != nil {
+		t.Fatalf("a Produce asking the broker to wait 20 s was cut short: %v", err)
 	}
 }

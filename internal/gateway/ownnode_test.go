@@ -93,3 +93,19 @@ func TestOwnNodeAnswersListTransactionsAndDescribeLogDirsItself(t *testing.T) {
 	default:
 	}
 }
+
+// On coordinatord's own port an own-node API is decoded at the versions the codec knows only:
+// one above them closes the connection, as any version nobody advertised does, rather than
+// getting an answer in a layout the client did not ask for.
+func TestOwnNodeKeysAboveTheCodecsVersionsAreNotServed(t *testing.T) {
+	p := &portHandler{g: testGateway(t), node: -1}
+	for _, key := range []int16{35, 66} {
+		newest := kmsg.RequestForKey(key).MaxVersion()
+		if _, _, ok := p.NewRequest(key, newest); !ok {
+			t.Errorf("%s v%d is not served on coordinatord's port", kmsg.NameForKey(key), newest)
+		}
+		if _, _, ok := p.NewRequest(key, newest+1); ok {
+			t.Errorf("%s v%d, above the codec's versions, is served on coordinatord's port", kmsg.NameForKey(key), newest+1)
+		}
+	}
+}

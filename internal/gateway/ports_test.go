@@ -41,10 +41,13 @@ func TestPortsAreKeptAcrossRestartsAndNewNodes(t *testing.T) {
 }
 
 func TestCorruptPortFileRefusesToStart(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "gateway-ports.json"), []byte(`{"ports":{"x":1}}`), 0o644)
-	if _, err := loadPortMap(dir, 1, 2, writeFile); err == nil {
-		t.Fatal("a port file with a bad node id was accepted")
+	// A port outside 0-65535 would leave its node without a listener for good, silently.
+	for _, bad := range []string{`{"ports":{"x":1}}`, `{"ports":{"1":-1}}`, `{"ports":{"1":65536}}`} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "gateway-ports.json"), []byte(bad), 0o644)
+		if _, err := loadPortMap(dir, 1, 2, writeFile); err == nil {
+			t.Fatalf("the port file %s was accepted", bad)
+		}
 	}
 }
 
@@ -72,5 +75,36 @@ func TestTakenPortOfTheRangeIsPassedOver(t *testing.T) {
 	}
 	if int(port) == taken || int(port) > taken+50 || served != 1 {
 		t.Fatalf("node 3 listens on %d (served %d), want a free port of %d-%d other than %d", port, served, taken, taken+50, taken)
+	}
+}
+
+// A node's recorded port that another process holds now is not traded for another: clients
+// that know the node at that port would reach nothing or, worse, a different node there after
+// a later move. The node goes without a listener until the port is free, then gets it back.
+func TestRecordedPortIsNeverMoved(t *testing.T) {
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := other.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	m, err := loadPortMap(dir, taken, taken+50, writeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.bound(3, taken); err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Options{NodeID: 100, ListenHost: "127.0.0.1", AdvertisedHost: "127.0.0.1", PortMin: taken, PortMax: taken + 50,
+		DataDir: dir, WriteFileDurable: writeFile, Serve: func(_ string, ln net.Listener, _ wire.Handler) { ln.Close() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port, err := g.ensureListener(3, true); err == nil {
+		t.Fatalf("node 3 moved from its recorded port %d to %d", taken, port)
+	}
+	other.Close()
+	if port, err := g.ensureListener(3, true); err != nil || int(port) != taken {
+		t.Fatalf("node 3 listens on %d (%v) once its port is free, want %d", port, err, taken)
 	}
 }

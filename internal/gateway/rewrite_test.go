@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
@@ -281,7 +282,8 @@ func TestDescribeClusterNamesGatewayPortsAndSelf(t *testing.T) {
 		resp := kmsg.NewPtrDescribeClusterResponse()
 		resp.SetVersion(v)
 		b := kmsg.NewDescribeClusterResponseBroker()
-		b.NodeID, b.Host, b.Port = 2, "kafka-2.internal", 9092
+		rack := "r2"
+		b.NodeID, b.Host, b.Port, b.Rack = 2, "kafka-2.internal", 9092, &rack
 		resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
 		out, err := g.rewrite(wire.Header{Key: 60, Version: v, CorrelationID: 5}, frameOf(5, resp))
 		if err != nil {
@@ -295,6 +297,9 @@ func TestDescribeClusterNamesGatewayPortsAndSelf(t *testing.T) {
 		if len(got.Brokers) != 2 || got.Brokers[0].Host != "gw.example" || got.Brokers[0].Port != 40002 ||
 			got.Brokers[1].NodeID != 100 || got.Brokers[1].Host != "coord.example" || got.Brokers[1].IsFenced {
 			t.Fatalf("v%d: brokers %+v", v, got.Brokers)
+		}
+		if r := got.Brokers[0].Rack; r == nil || *r != "r2" {
+			t.Fatalf("v%d: node 2 lost its rack (%v): rack-aware clients would fetch across racks", v, r)
 		}
 	}
 }
@@ -686,5 +691,216 @@ func TestListenersForUnlistedNodesAreBounded(t *testing.T) {
 	}
 	if _, ok := g.Ports()[3000]; !ok {
 		t.Fatal("a broker the upstream lists got no listener")
+	}
+}
+
+// decodeAnswer decodes a response frame of key at version.
+func decodeAnswer(t *testing.T, key, version int16, frame []byte) kmsg.Response {
+	t.Helper()
+	resp := kmsg.ResponseForKey(key)
+	resp.SetVersion(version)
+	at := 8
+	if resp.IsFlexible() {
+		at = 9
+	}
+	if err := resp.ReadFrom(frame[at:]); err != nil {
+		t.Fatalf("%s v%d: %v", kmsg.NameForKey(key), version, err)
+	}
+	return resp
+}
+
+// Kafka answers a request it refuses whole (Metadata naming a topic by id before v12,
+// DescribeCluster on the wrong endpoint type) with no brokers. The answer stays that way: a
+// broker list holding coordinatord alone would be taken for the cluster, and a client that
+// adopted it would find no leader for any partition.
+func TestRefusalsListingNoBrokersStayEmpty(t *testing.T) {
+	g := testGateway(t)
+	md := kmsg.NewPtrMetadataResponse()
+	md.SetVersion(11)
+	topic := kmsg.NewMetadataResponseTopic()
+	topic.ErrorCode = 87 // INVALID_REQUEST
+	md.Topics = append(md.Topics, topic)
+	out, err := g.rewrite(wire.Header{Key: 3, Version: 11, CorrelationID: 1}, frameOf(1, md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeAnswer(t, 3, 11, out).(*kmsg.MetadataResponse); len(got.Brokers) != 0 {
+		t.Fatalf("a refused Metadata lists brokers %+v", got.Brokers)
+	}
+	dc := kmsg.NewPtrDescribeClusterResponse()
+	dc.SetVersion(1)
+	dc.ErrorCode = 114 // MISMATCHED_ENDPOINT_TYPE
+	out, err = g.rewrite(wire.Header{Key: 60, Version: 1, CorrelationID: 1}, frameOf(1, dc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeAnswer(t, 60, 1, out).(*kmsg.DescribeClusterResponse); len(got.Brokers) != 0 {
+		t.Fatalf("a refused DescribeCluster lists brokers %+v", got.Brokers)
+	}
+}
+
+// An upstream broker no listener can be bound for (the port range is full) is left out of
+// Metadata, DescribeCluster and the leader hints of Produce and Fetch, never listed with its
+// upstream address; the brokers that have a port are listed as always.
+func TestUnbindableBrokerIsLeftOutNotLeaked(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	g, err := New(Options{NodeID: 100, SelfHost: "coord.example", SelfPort: 9092, ListenHost: "127.0.0.1", AdvertisedHost: "gw.example",
+		PortMin: port, PortMax: port, DataDir: t.TempDir(), WriteFileDurable: writeFile, Serve: func(string, net.Listener, wire.Handler) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.listeners[1] = 40001
+	const hidden = "kafka-7.internal"
+	md := kmsg.NewPtrMetadataResponse()
+	md.SetVersion(12)
+	dc := kmsg.NewPtrDescribeClusterResponse()
+	dc.SetVersion(1)
+	produce := kmsg.NewPtrProduceResponse()
+	produce.SetVersion(11)
+	for _, id := range []int32{1, 7} {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = id, "kafka-"+itoa(id)+".internal", 9092
+		md.Brokers = append(md.Brokers, b)
+		c := kmsg.NewDescribeClusterResponseBroker()
+		c.NodeID, c.Host, c.Port = id, "kafka-"+itoa(id)+".internal", 9092
+		dc.Brokers = append(dc.Brokers, c)
+		p := kmsg.NewProduceResponseBroker()
+		p.NodeID, p.Host, p.Port = id, "kafka-"+itoa(id)+".internal", 9092
+		produce.Brokers = append(produce.Brokers, p)
+	}
+	f := kmsg.NewFetchResponseBroker()
+	f.NodeID, f.Host, f.Port = 7, hidden, 9092
+	fetch := fetchWithRecords(17, []byte("records"), f)
+	for _, c := range []struct {
+		key, version int16
+		resp         kmsg.Response
+		listed       func(kmsg.Response) map[int32]string
+	}{
+		{3, 12, md, func(r kmsg.Response) map[int32]string {
+			out := map[int32]string{}
+			for _, b := range r.(*kmsg.MetadataResponse).Brokers {
+				out[b.NodeID] = net.JoinHostPort(b.Host, itoa(b.Port))
+			}
+			return out
+		}},
+		{60, 1, dc, func(r kmsg.Response) map[int32]string {
+			out := map[int32]string{}
+			for _, b := range r.(*kmsg.DescribeClusterResponse).Brokers {
+				out[b.NodeID] = net.JoinHostPort(b.Host, itoa(b.Port))
+			}
+			return out
+		}},
+		{0, 11, produce, func(r kmsg.Response) map[int32]string {
+			out := map[int32]string{}
+			for _, b := range r.(*kmsg.ProduceResponse).Brokers {
+				out[b.NodeID] = net.JoinHostPort(b.Host, itoa(b.Port))
+			}
+			return out
+		}},
+		{1, 17, fetch, func(r kmsg.Response) map[int32]string {
+			out := map[int32]string{}
+			for _, b := range r.(*kmsg.FetchResponse).Brokers {
+				out[b.NodeID] = net.JoinHostPort(b.Host, itoa(b.Port))
+			}
+			return out
+		}},
+	} {
+		name := kmsg.NameForKey(c.key)
+		out, err := g.rewrite(wire.Header{Key: c.key, Version: c.version, CorrelationID: 1}, frameOf(1, c.resp))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if bytes.Contains(out, []byte(hidden)) {
+			t.Fatalf("%s: the unbindable broker's upstream address is in the answer", name)
+		}
+		listed := c.listed(decodeAnswer(t, c.key, c.version, out))
+		if _, ok := listed[7]; ok {
+			t.Errorf("%s: the unbindable broker is listed: %v", name, listed)
+		}
+		if c.key != 1 && listed[1] != "gw.example:40001" {
+			t.Errorf("%s: node 1 at %q, want gw.example:40001", name, listed[1])
+		}
+	}
+}
+
+// With other coordinatord nodes sharing the groups (log.backend=kafka), broker lists name each
+// node once: this one first with its own address, then the others, even when the peer list
+// includes this node.
+func TestBrokerListsNameEachCoordinatordNodeOnce(t *testing.T) {
+	g := testGateway(t)
+	g.opts.Peers = func() []Peer {
+		return []Peer{{ID: 100, Host: "stale.example", Port: 1}, {ID: 101, Host: "coord-b.example", Port: 9092}}
+	}
+	md := kmsg.NewPtrMetadataResponse()
+	md.SetVersion(12)
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = 1, "kafka-1", 9092
+	md.Brokers = append(md.Brokers, b)
+	dc := kmsg.NewPtrDescribeClusterResponse()
+	dc.SetVersion(1)
+	c := kmsg.NewDescribeClusterResponseBroker()
+	c.NodeID, c.Host, c.Port = 1, "kafka-1", 9092
+	dc.Brokers = append(dc.Brokers, c)
+	want := []string{"1 gw.example:40001", "100 coord.example:9092", "101 coord-b.example:9092"}
+	for _, tc := range []struct {
+		key, version int16
+		resp         kmsg.Response
+	}{{3, 12, md}, {60, 1, dc}} {
+		out, err := g.rewrite(wire.Header{Key: tc.key, Version: tc.version, CorrelationID: 1}, frameOf(1, tc.resp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		switch r := decodeAnswer(t, tc.key, tc.version, out).(type) {
+		case *kmsg.MetadataResponse:
+			for _, b := range r.Brokers {
+				got = append(got, itoa(b.NodeID)+" "+net.JoinHostPort(b.Host, itoa(b.Port)))
+			}
+		case *kmsg.DescribeClusterResponse:
+			for _, b := range r.Brokers {
+				got = append(got, itoa(b.NodeID)+" "+net.JoinHostPort(b.Host, itoa(b.Port)))
+			}
+		}
+		if strings.Join(got, ", ") != strings.Join(want, ", ") {
+			t.Errorf("%s lists %v, want %v", kmsg.NameForKey(tc.key), got, want)
+		}
+	}
+}
+
+// A transaction coordinator on upstream node 0 (Kafka's node ids commonly start there) is
+// rewritten like any other: its upstream address must not reach the client, at any version.
+func TestTransactionCoordinatorOnNodeZeroIsRewritten(t *testing.T) {
+	g := testGateway(t)
+	g.listeners[0] = 40000
+	const upHost = "kafka-0.internal"
+	for v := int16(1); v <= 6; v++ {
+		resp := kmsg.NewPtrFindCoordinatorResponse()
+		resp.SetVersion(v)
+		resp.NodeID, resp.Host, resp.Port = 0, upHost, 9092
+		if v >= 4 {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.Host, c.Port = "tx", 0, upHost, 9092
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		out, err := g.rewrite(wire.Header{Key: 10, Version: v, CorrelationID: 1}, frameOf(1, resp))
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		if bytes.Contains(out, []byte(upHost)) {
+			t.Fatalf("v%d: the upstream coordinator's address reaches the client", v)
+		}
+		got := decodeAnswer(t, 10, v, out).(*kmsg.FindCoordinatorResponse)
+		node, host, port := got.NodeID, got.Host, got.Port
+		if v >= 4 {
+			node, host, port = got.Coordinators[0].NodeID, got.Coordinators[0].Host, got.Coordinators[0].Port
+		}
+		if node != 0 || host != "gw.example" || port != 40000 {
+			t.Fatalf("v%d: coordinator %d at %s:%d, want node 0 at gw.example:40000", v, node, host, port)
+		}
 	}
 }

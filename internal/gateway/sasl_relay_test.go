@@ -211,3 +211,32 @@ func TestExpiredGatewayLoginIsReplacedBetweenRequests(t *testing.T) {
 		t.Fatalf("%d upstream connections after the login's session ended, want a second one", n)
 	}
 }
+
+// On a SASL listener a client's login goes to the upstream, which knows its users: the broker
+// port relays SaslHandshake and SaslAuthenticate there, so the client's credentials are the
+// upstream's and a wrong password is refused by it, not checked against coordinatord's own.
+func TestSASLListenerRelaysTheLoginUpstream(t *testing.T) {
+	var n atomic.Int32
+	p := relayGateway(t, saslUpstream(t, &n))
+	p.g.opts.Local = fakeLocal{}
+	addr, _ := servePort(t, p.g, 1, wire.Options{ListenerName: "SASL", SASL: true, MaxRequestBytes: 1 << 20, SASLMaxReceive: 1 << 20})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := handshake("PLAIN")
+	req.SetVersion(1)
+	resp := kmsg.NewPtrSASLHandshakeResponse()
+	roundTripRaw(t, c, req, 1, resp)
+	if resp.ErrorCode != 0 || n.Load() == 0 {
+		t.Fatalf("SaslHandshake on a SASL listener: code %d, upstream asked %d times; want it relayed and accepted", resp.ErrorCode, n.Load())
+	}
+	auth := authenticate("\x00user\x00bad-password")
+	auth.SetVersion(1)
+	authResp := kmsg.NewPtrSASLAuthenticateResponse()
+	roundTripRaw(t, c, auth, 2, authResp)
+	if authResp.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("a login the upstream refuses: code %d, want SASL_AUTHENTICATION_FAILED", authResp.ErrorCode)
+	}
+}

@@ -53,6 +53,12 @@ func (v *View) OffsetsPartitions() int32 {
 //   - an upstream too old for DescribeTransactions: 0, verification skipped, as Kafka skips
 //     it for a transaction coordinator without verification.
 func (c *Client) VerifyTxnOffsets(ctx context.Context, chk TxnOffsetsCheck) int16 {
+	if !c.Current().serves(kmsg.DescribeTransactions.Int16()) {
+		// Kafka before 3.0 lists no DescribeTransactions, and kgo refuses to send a request
+		// its broker does not list: a local error, not UNSUPPORTED_VERSION, which would read
+		// as a network failure and answer every commit COORDINATOR_LOAD_IN_PROGRESS for ever.
+		return 0
+	}
 	if c.opts.RequestTimeout > 0 {
 		// The commit waits for this answer: bound it by the upstream request timeout rather
 		// than by the client's retries.
@@ -96,6 +102,22 @@ func (c *Client) VerifyTxnOffsets(ctx context.Context, chk TxnOffsetsCheck) int1
 		}
 	}
 	return kerr.TransactionAbortable.Code
+}
+
+// serves says whether the upstream can be sent key: some broker's ApiVersions lists it, or no
+// broker's is known yet (then the request is tried). A nil view knows nothing either.
+func (v *View) serves(key int16) bool {
+	if v == nil || len(v.Versions) == 0 {
+		return true
+	}
+	for _, av := range v.Versions {
+		for _, k := range av.ApiKeys {
+			if k.ApiKey == key {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c *Client) verifyFailed(chk TxnOffsetsCheck, code int16, err error) int16 {

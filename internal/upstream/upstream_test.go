@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +37,13 @@ type fakeAnswers struct {
 	describeTxn func(id string) kmsg.DescribeTransactionsResponseTransactionState
 	// listOffsets answers ListOffsets (the broker closes the connection when nil).
 	listOffsets func(*kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse
+	// describeTxnNone answers DescribeTransactions with no transaction at all.
+	describeTxnNone bool
+	// withoutDescribeTxn leaves DescribeTransactions out of ApiVersions (Kafka before 3.0).
+	withoutDescribeTxn bool
+	// brokers are the node ids Metadata lists, in this order (node 1 alone when nil); only
+	// node 1 is this broker, the others' addresses refuse connections.
+	brokers func() []int32
 }
 
 func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
@@ -51,6 +59,9 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 			r := kmsg.NewPtrApiVersionsResponse()
 			r.ErrorCode = a.apiVersionsCode
 			for _, k := range [][3]int16{{3, 0, 12}, {18, 0, 3}, {19, 0, 4}, {10, 0, 3}, {65, 0, 0}, {2, 0, 5}} {
+				if k[0] == 65 && a.withoutDescribeTxn {
+					continue
+				}
 				ak := kmsg.NewApiVersionsResponseApiKey()
 				ak.ApiKey, ak.MinVersion, ak.MaxVersion = k[0], k[1], k[2]
 				r.ApiKeys = append(r.ApiKeys, ak)
@@ -58,9 +69,18 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 			return r
 		case 3:
 			r := kmsg.NewPtrMetadataResponse()
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", int32(addr.Port)
-			r.Brokers = append(r.Brokers, b)
+			ids := []int32{1}
+			if a.brokers != nil {
+				ids = a.brokers()
+			}
+			for _, id := range ids {
+				b := kmsg.NewMetadataResponseBroker()
+				b.NodeID, b.Host, b.Port = id, "127.0.0.1", int32(addr.Port)
+				if id != 1 {
+					b.Port = int32(closedPort(t))
+				}
+				r.Brokers = append(r.Brokers, b)
+			}
 			r.ControllerID = 1
 			if a.topics != nil {
 				r.Topics = a.topics()
@@ -84,11 +104,14 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 			return r
 		case 65:
 			req := kmsg.NewPtrDescribeTransactionsRequest()
-			if a.describeTxn == nil || !wiretest.Request(h, body, req) {
+			if a.describeTxn == nil && !a.describeTxnNone || !wiretest.Request(h, body, req) {
 				return nil
 			}
 			r := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 			for _, id := range req.TransactionalIDs {
+				if a.describeTxnNone {
+					break
+				}
 				st := a.describeTxn(id)
 				st.TransactionalID = id
 				r.TransactionStates = append(r.TransactionStates, st)
@@ -98,6 +121,16 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 		return nil
 	})
 	return addr.String()
+}
+
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Close returns only once no view is being applied any more: coordinatord closes the catalog
@@ -337,6 +370,12 @@ func TestVerifyTxnOffsets(t *testing.T) {
 		{"another producer id", ongoing(8, 3, "Ongoing", offsets(12)), kerr.InvalidProducerIDMapping.Code},
 		{"fenced", ongoing(7, 4, "Ongoing", offsets(12)), kerr.InvalidProducerEpoch.Code},
 		{"completing", ongoing(7, 3, "PrepareCommit", offsets(12)), kerr.ConcurrentTransactions.Code},
+		{"aborting", ongoing(7, 3, "PrepareAbort", offsets(12)), kerr.ConcurrentTransactions.Code},
+		{"the partition number in another topic", ongoing(7, 3, "Ongoing", func() []kmsg.DescribeTransactionsResponseTransactionStateTopic {
+			tp := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+			tp.Topic, tp.Partitions = "orders", []int32{12}
+			return []kmsg.DescribeTransactionsResponseTransactionStateTopic{tp}
+		}()), kerr.TransactionAbortable.Code},
 		{"unknown transactional id", failed(kerr.TransactionalIDNotFound.Code), kerr.InvalidProducerIDMapping.Code},
 		{"not allowed to describe", failed(kerr.TransactionalIDAuthorizationFailed.Code), kerr.InvalidTxnState.Code},
 		{"coordinator keeps loading", failed(kerr.CoordinatorLoadInProgress.Code), kerr.CoordinatorLoadInProgress.Code},
@@ -348,15 +387,56 @@ func TestVerifyTxnOffsets(t *testing.T) {
 		}
 	}
 	// The upstream's numbering unknown: any offsets partition of the transaction verifies it,
-	// none does not.
+	// none does not (nor the offsets topic listed without partitions).
 	for st, want := range map[*kmsg.DescribeTransactionsResponseTransactionState]int16{
 		ptr(ongoing(7, 3, "Ongoing", offsets(4))): 0,
 		ptr(ongoing(7, 3, "Ongoing", nil)):        kerr.TransactionAbortable.Code,
+		ptr(ongoing(7, 3, "Ongoing", offsets())):  kerr.TransactionAbortable.Code,
 	} {
 		current.Store(st)
 		if got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: -1}); got != want {
 			t.Errorf("partition unknown, topics %v: code %d, want %d", st.Topics, got, want)
 		}
+	}
+	// Partition 0 is a partition like any other, not "unknown".
+	for st, want := range map[*kmsg.DescribeTransactionsResponseTransactionState]int16{
+		ptr(ongoing(7, 3, "Ongoing", offsets(0))): 0,
+		ptr(ongoing(7, 3, "Ongoing", offsets(4))): kerr.TransactionAbortable.Code,
+	} {
+		current.Store(st)
+		if got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: 0}); got != want {
+			t.Errorf("partition 0, transaction holds %v: code %d, want %d", st.Topics[0].Partitions, got, want)
+		}
+	}
+}
+
+// An upstream that cannot describe transactions (Kafka before 3.0: DescribeTransactions is not
+// in its ApiVersions, so the client refuses to send it, or it answers UNSUPPORTED_VERSION)
+// cannot verify anything: commits are staged unverified, as standalone, not answered
+// COORDINATOR_LOAD_IN_PROGRESS for ever, which would leave every transactional producer retrying
+// until its transaction timed out.
+func TestVerifyTxnOffsetsSkippedWhenTheUpstreamCannotDescribe(t *testing.T) {
+	for name, a := range map[string]fakeAnswers{
+		"not advertised": {withoutDescribeTxn: true},
+		"UNSUPPORTED_VERSION": {describeTxn: func(string) kmsg.DescribeTransactionsResponseTransactionState {
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.ErrorCode = kerr.UnsupportedVersion.Code
+			return st
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := New(Options{Bootstrap: []string{fakeBrokerWith(t, a)}, RequestTimeout: 300 * time.Millisecond, ConnectTimeout: time.Second, MaxAge: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Start(context.Background(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: 12}); got != 0 {
+				t.Fatalf("code %d, want 0 (verification skipped)", got)
+			}
+		})
 	}
 }
 
@@ -368,7 +448,7 @@ func TestLogEndListsLatestOffsets(t *testing.T) {
 	topics := func() []kmsg.MetadataResponseTopic {
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic = kmsg.StringPtr("words")
-		for p := int32(0); p < 3; p++ {
+		for p := int32(0); p < 4; p++ {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition, mp.Leader, mp.Replicas, mp.ISR = p, 1, []int32{1}, []int32{1}
 			mt.Partitions = append(mt.Partitions, mp)
@@ -389,8 +469,11 @@ func TestLogEndListsLatestOffsets(t *testing.T) {
 					if rp.Timestamp != -1 {
 						p.Offset = 0 // not the latest offset: the lag would be wrong
 					}
-					if rp.Partition == 2 {
+					switch rp.Partition {
+					case 2:
 						p.ErrorCode, p.Offset = kerr.TopicAuthorizationFailed.Code, -1
+					case 3:
+						p.Offset = -1 // no offset known, without an error
 					}
 					t.Partitions = append(t.Partitions, p)
 				}
@@ -409,14 +492,157 @@ func TestLogEndListsLatestOffsets(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := c.LogEnd(ctx, map[string][]int32{"words": {0, 1, 2}})
+	got, err := c.LogEnd(ctx, map[string][]int32{"words": {0, 1, 2, 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || len(got["words"]) != 2 || got["words"][0] != 100 || got["words"][1] != 101 {
-		t.Fatalf("LogEnd = %v, want words 0:100 1:101 and no entry for the partition answered with an error", got)
+		t.Fatalf("LogEnd = %v, want words 0:100 1:101 and no entry for the partitions answered with an error or no offset (a lag from -1 would be negative)", got)
 	}
 	if asked.Load() == 0 {
 		t.Fatal("the upstream was not asked")
+	}
+}
+
+// Past the max age the brokers' ApiVersions are asked again: a finalized feature the upstream
+// changes while coordinatord runs (transaction.version, say) reaches the clients.
+func TestApiVersionsAskedAgainAfterTheMaxAge(t *testing.T) {
+	var asked atomic.Int32
+	c, err := New(Options{Bootstrap: []string{fakeBroker(t, &asked)}, RequestTimeout: time.Second, ConnectTimeout: time.Second, MaxAge: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	afterStart := asked.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.RefreshUntil(ctx, func(*View) bool { return asked.Load() > afterStart }); err != nil {
+		t.Fatalf("ApiVersions never asked again past the max age: %v", err)
+	}
+}
+
+// Kafka does not promise its Metadata lists brokers in node id order; the view sorts them, or
+// looking a broker up by id (every forward does) misses brokers that are there.
+func TestViewFindsEveryBrokerWhateverTheMetadataOrder(t *testing.T) {
+	c, err := New(Options{Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{brokers: func() []int32 { return []int32{5, 1, 3} }})},
+		RequestTimeout: time.Second, ConnectTimeout: time.Second, MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v := c.Current()
+	for _, id := range []int32{1, 3, 5} {
+		if b, ok := v.Broker(id); !ok || b.NodeID != id {
+			t.Errorf("broker %d not found in the view (brokers %+v)", id, v.Brokers)
+		}
+	}
+	if _, ok := v.Broker(2); ok {
+		t.Error("broker 2, which the metadata does not list, found")
+	}
+}
+
+// A Metadata answer listing no brokers (an upstream in trouble) is not a view: the previous
+// one stays, or every broker port would lose its broker and every forward fail.
+func TestMetadataWithoutBrokersKeepsThePreviousView(t *testing.T) {
+	var none atomic.Bool
+	c, err := New(Options{Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{brokers: func() []int32 {
+		if none.Load() {
+			return nil
+		}
+		return []int32{1}
+	}})}, RequestTimeout: time.Second, ConnectTimeout: time.Second, MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	none.Store(true)
+	if err := c.RefreshUntil(context.Background(), func(*View) bool { return true }); err == nil {
+		t.Error("a Metadata answer without brokers was taken as a view")
+	}
+	if v := c.Current(); len(v.Brokers) != 1 {
+		t.Fatalf("view after an answer without brokers: %+v, want the previous one", v.Brokers)
+	}
+}
+
+// A topic the upstream answers TOPIC_ALREADY_EXISTS (a creation that timed out but happened,
+// or a Streams application's second instance) counts as created: CreateTopics returns once
+// the view shows it, so the catalog knows it when the caller goes on.
+func TestCreateTopicsWaitsForTopicsThatAlreadyExist(t *testing.T) {
+	var created atomic.Bool
+	c, err := New(Options{
+		Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{
+			topics: func() []kmsg.MetadataResponseTopic {
+				if created.Load() {
+					return []kmsg.MetadataResponseTopic{metadataTopic("t", 1, 0)}
+				}
+				return nil
+			},
+			createTopics: func(req *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+				created.Store(true)
+				resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+				st := kmsg.NewCreateTopicsResponseTopic()
+				st.Topic, st.ErrorCode = "t", kerr.TopicAlreadyExists.Code
+				resp.Topics = append(resp.Topics, st)
+				return resp
+			},
+		})},
+		RequestTimeout: time.Second, ConnectTimeout: time.Second, MaxAge: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopics(context.Background(), []NewTopic{{Name: "t", Partitions: 1, ReplicationFactor: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Current().topic("t"); !ok {
+		t.Fatal("CreateTopics returned before the view showed the topic the upstream already had")
+	}
+}
+
+// A CreateTopics the upstream never answers fails: the caller (a Streams group's internal
+// topics) must learn the topics were not made, not get an empty list of results.
+func TestCreateTopicsWithoutAnAnswerFails(t *testing.T) {
+	c, err := New(Options{Bootstrap: []string{fakeBroker(t)}, RequestTimeout: 200 * time.Millisecond, ConnectTimeout: time.Second, MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if res, err := c.CreateTopics(ctx, []NewTopic{{Name: "t", Partitions: 1, ReplicationFactor: 1}}); err == nil {
+		t.Fatalf("CreateTopics without an answer: results %v and no error", res)
+	}
+}
+
+// An upstream answering DescribeTransactions without the transaction asked for is an upstream
+// that did not answer: the commit is told to retry (COORDINATOR_LOAD_IN_PROGRESS), and nothing
+// reads a state that is not there.
+func TestVerifyTxnOffsetsWithoutTheTransactionInTheAnswer(t *testing.T) {
+	c, err := New(Options{Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{describeTxnNone: true})}, RequestTimeout: 300 * time.Millisecond, ConnectTimeout: time.Second, MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: 12}); got != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("code %d, want COORDINATOR_LOAD_IN_PROGRESS", got)
 	}
 }
