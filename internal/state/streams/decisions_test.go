@@ -1,0 +1,150 @@
+package streams
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Tests closing gaps a mutation sweep of the state machine's decisions found (docs/developing.md,
+// "Mutation sweeps"): each asserts what a Streams client sees in its heartbeat answers.
+
+// staticJoin is a join of member with instance id inst on its own process.
+func staticJoin(group, member, inst string, t *kmsg.StreamsGroupHeartbeatRequestTopology) *kmsg.StreamsGroupHeartbeatRequest {
+	r := join(group, member, t)
+	r.InstanceID = &inst
+	return r
+}
+
+// A static member that leaves temporarily (epoch -2) while it still has to revoke tasks gives
+// them up: the member waiting for them gets them at its next heartbeat instead of waiting for
+// the static member to come back or time out.
+func TestStaticTemporaryLeaveReleasesTasksPendingRevocation(t *testing.T) {
+	e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	mustOK(t, e.hb(staticJoin("g", "a", "inst-a", tp)))
+	e.now = e.now.Add(2 * time.Second)
+	rb := e.hb(join("g", "b", tp))
+	mustOK(t, rb)
+	if len(rb.ActiveTasks) != 0 {
+		t.Fatalf("b got tasks a still owns: %v", wireTasks(rb.ActiveTasks))
+	}
+	ha := beat("g", "a", e.member("g", "a").Epoch)
+	ha.InstanceID = ptr("inst-a")
+	ra := e.hb(ha)
+	mustOK(t, ra)
+	if !reflect.DeepEqual(wireTasks(ra.ActiveTasks), map[string][]int32{"s": ps(0, 2)}) {
+		t.Fatalf("a should be told to keep only s:0,2, got %v", wireTasks(ra.ActiveTasks))
+	}
+	leave := beat("g", "a", -2)
+	leave.InstanceID = ptr("inst-a")
+	mustOK(t, e.hb(leave))
+	rb = e.hb(beat("g", "b", rb.MemberEpoch))
+	mustOK(t, rb)
+	if !reflect.DeepEqual(wireTasks(rb.ActiveTasks), map[string][]int32{"s": ps(1, 3)}) {
+		t.Fatalf("after a's temporary leave b should get s:1,3, got %v", wireTasks(rb.ActiveTasks))
+	}
+}
+
+// A static member rejoining under a new member id inherits its predecessor's target: its next
+// regular heartbeat keeps the tasks the join answered with, and StreamsGroupDescribe shows them
+// as its target assignment too.
+func TestStaticReplacementKeepsItsTasksOnTheNextHeartbeat(t *testing.T) {
+	e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	mustOK(t, e.hb(staticJoin("g", "a", "inst", tp)))
+	leave := beat("g", "a", -2)
+	leave.InstanceID = ptr("inst")
+	mustOK(t, e.hb(leave))
+	e.now = e.now.Add(2 * time.Second)
+	j := staticJoin("g", "a2", "inst", tp)
+	j.ProcessID = ptr("process-a") // same process: no group epoch bump
+	r := e.hb(j)
+	mustOK(t, r)
+	all := map[string][]int32{"s": ps(0, 1, 2, 3)}
+	if !reflect.DeepEqual(wireTasks(r.ActiveTasks), all) {
+		t.Fatalf("replacement join got %v, want %v", wireTasks(r.ActiveTasks), all)
+	}
+	e.now = e.now.Add(2 * time.Second)
+	h := owning(beat("g", "a2", r.MemberEpoch), all, nil, nil)
+	h.InstanceID = ptr("inst")
+	r2 := e.hb(h)
+	mustOK(t, r2)
+	if r2.MemberEpoch != r.MemberEpoch || r2.ActiveTasks != nil {
+		t.Fatalf("next heartbeat changed the replacement's assignment: epoch %d->%d, active %v", r.MemberEpoch, r2.MemberEpoch, wireTasks(r2.ActiveTasks))
+	}
+	d := e.s.Describe("g", false, e.cat, e.cfg, false)
+	if len(d.Members) != 1 || !reflect.DeepEqual(d.Members[0].TargetAssignment, d.Members[0].Assignment) ||
+		!reflect.DeepEqual(wireTasks(d.Members[0].TargetAssignment.ActiveTasks), all) {
+		t.Fatalf("describe: %+v", d.Members)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+
+// The member epoch check at its edges: one above the member's epoch is fenced like any greater
+// epoch, and an epoch below the previous one is fenced even with owned tasks the member holds
+// (only the previous epoch is forgiven, for a lost answer).
+func TestMemberEpochCheckAtItsEdges(t *testing.T) {
+	e := newEnv(t, topics("foo", 6, "bar", 3), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", fooBar)))
+	mustOK(t, e.hb(join("g", "m2", fooBar)))
+	e.now = e.now.Add(2 * time.Second)
+	r := e.hb(beat("g", "m", 2))
+	mustOK(t, r)
+	held := wireTasks(r.ActiveTasks)
+	mustOK(t, e.hb(owning(beat("g", "m", 2), held, nil, nil)))
+	if m := e.member("g", "m"); m.Epoch != 3 || m.PreviousEpoch != 2 {
+		t.Fatalf("setup: member at %d, previous %d", m.Epoch, m.PreviousEpoch)
+	}
+	mustErr(t, e.hb(beat("g", "m", 4)), kerr.FencedMemberEpoch.Code,
+		"The streams group member has a greater member epoch (4) than the one known by the group coordinator (3). The member must abandon all its partitions and rejoin.")
+	mustErr(t, e.hb(owning(beat("g", "m", 1), held, nil, nil)), kerr.FencedMemberEpoch.Code,
+		"The streams group member has a smaller member epoch (1) than the one known by the group coordinator (3). The member must abandon all its partitions and rejoin.")
+}
+
+// A static member that comes back on another process (a replacement with a new process id)
+// changes the group: the group epoch bumps and the answer carries the new epoch.
+func TestStaticReplacementOnAnotherProcessBumpsTheGroupEpoch(t *testing.T) {
+	e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	mustOK(t, e.hb(staticJoin("g", "a", "inst", tp)))
+	before := e.s.Describe("g", false, e.cat, e.cfg, false).Epoch
+	leave := beat("g", "a", -2)
+	leave.InstanceID = ptr("inst")
+	mustOK(t, e.hb(leave))
+	e.now = e.now.Add(2 * time.Second)
+	r := e.hb(staticJoin("g", "a2", "inst", tp)) // process "process-a2", not "process-a"
+	mustOK(t, r)
+	if d := e.s.Describe("g", false, e.cat, e.cfg, false); d.Epoch != before+1 || r.MemberEpoch != before+1 {
+		t.Fatalf("group epoch %d -> %d, member epoch %d; want a bump to %d", before, d.Epoch, r.MemberEpoch, before+1)
+	}
+}
+
+// A member that joined with the classic protocol (online migration) cannot heartbeat with the
+// streams protocol under its id: UNKNOWN_MEMBER_ID, even at its own epoch.
+func TestClassicMemberStreamsHeartbeatIsUnknownMember(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}))))
+	epoch := e.member("g", "m").Epoch
+	c := &Member{ID: "c", ProcessID: "pc", RebalanceTimeoutMs: 1000, Epoch: epoch, PreviousEpoch: epoch, State: Stable,
+		Classic: &ClassicMember{SessionTimeoutMs: 45000, Protocols: []ClassicProtocol{{Name: "stream"}}}}
+	e.apply([]logRecord{MemberMetadataRecord("g", c), ClassicMemberRecord("g", c), CurrentMemberRecord("g", c)}, nil)
+	mustErr(t, e.hb(beat("g", "c", epoch)), kerr.UnknownMemberID.Code, "Member c is not a member of group g.")
+}
+
+// A joining member's topology is refused with INVALID_REQUEST when its epoch is negative or a
+// subtopology id repeats; the group is not created.
+func TestJoinRefusesMalformedTopology(t *testing.T) {
+	e := newEnv(t, topics("foo", 2, "bar", 2), roundRobin{"sticky"})
+	mustErr(t, e.hb(join("g", "m", topo(-1, sub{id: "s", sources: []string{"foo"}}))), kerr.InvalidRequest.Code, "Topology epoch must be non-negative.")
+	mustErr(t, e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}, sub{id: "s", sources: []string{"bar"}}))),
+		kerr.InvalidRequest.Code, "Subtopology s is defined more than once.")
+	if _, ok := e.s.Groups["g"]; ok {
+		t.Fatal("a refused join created the group")
+	}
+}
