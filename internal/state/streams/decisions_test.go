@@ -148,3 +148,78 @@ func TestJoinRefusesMalformedTopology(t *testing.T) {
 		t.Fatal("a refused join created the group")
 	}
 }
+
+// A topology whose partition counts cannot be resolved is STREAMS_INVALID_TOPOLOGY (not a
+// generic INVALID_REQUEST): the Streams client treats it as a fatal topology error.
+func TestUnresolvableTopologyIsStreamsInvalidTopology(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}, repSources: []string{"never-a-sink"}})
+	mustErr(t, e.hb(join("g", "m", tp)), kerr.StreamsInvalidTopology.Code,
+		"Failed to compute number of partitions for all repartition topics, because a repartition source topic is never used as a sink topic.")
+}
+
+// A member whose stored state is unknown (a record from a newer version) must give everything
+// up: a heartbeat still listing tasks is FENCED_MEMBER_EPOCH, so the client rejoins.
+func TestUnknownMemberStateHeartbeatIsFenced(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}))))
+	m := e.member("g", "m").clone()
+	m.State = UnknownState
+	e.apply([]logRecord{CurrentMemberRecord("g", m)}, nil)
+	r := e.hb(owning(beat("g", "m", m.Epoch), map[string][]int32{"s": ps(0, 1)}, nil, nil))
+	mustErr(t, r, kerr.FencedMemberEpoch.Code, errUnknownState{}.Error())
+}
+
+// A member with an endpoint whose tasks change moves the endpoint information epoch, so the
+// other instances (and the member itself) learn where the tasks went.
+func TestTaskMoveOfAnEndpointMemberMovesTheEndpointEpoch(t *testing.T) {
+	e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	withEndpoint := func(member, host string) *kmsg.StreamsGroupHeartbeatRequest {
+		j := join("g", member, tp)
+		j.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: host, Port: 9092}
+		return j
+	}
+	r1 := e.hb(withEndpoint("m1", "host1"))
+	mustOK(t, r1)
+	e.now = e.now.Add(2 * time.Second)
+	r2 := e.hb(withEndpoint("m2", "host2"))
+	mustOK(t, r2)
+	h := beat("g", "m1", r1.MemberEpoch)
+	h.EndpointInformationEpoch = r2.EndpointInformationEpoch
+	r := e.hb(h) // m1 is told to give up s:1,3
+	mustOK(t, r)
+	if r.EndpointInformationEpoch != r2.EndpointInformationEpoch+1 || len(r.PartitionsByUserEndpoint) != 2 {
+		t.Fatalf("endpoint epoch %d -> %d, endpoints %+v", r2.EndpointInformationEpoch, r.EndpointInformationEpoch, r.PartitionsByUserEndpoint)
+	}
+	self := r.PartitionsByUserEndpoint[1]
+	if self.UserEndpoint.Host != "host1" || !reflect.DeepEqual(self.ActivePartitions[0].Partitions, ps(0, 2)) {
+		t.Fatalf("m1's endpoint entry %+v", self)
+	}
+}
+
+// A member whose endpoint information epoch differs from the group's in either direction (a
+// higher one after a coordinator failover reset the group's) gets the endpoints again.
+func TestHigherEndpointEpochGetsTheEndpoints(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	j := join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}))
+	j.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "h", Port: 1}
+	r := e.hb(j)
+	mustOK(t, r)
+	h := beat("g", "m", r.MemberEpoch)
+	h.EndpointInformationEpoch = 7
+	r = e.hb(h)
+	mustOK(t, r)
+	if r.EndpointInformationEpoch != 0 || len(r.PartitionsByUserEndpoint) != 1 {
+		t.Fatalf("endpoint epoch %d, endpoints %+v", r.EndpointInformationEpoch, r.PartitionsByUserEndpoint)
+	}
+}
+
+// An OffsetFetch naming no member but a member epoch is checked as a member's: UNKNOWN_MEMBER_ID.
+func TestOffsetFetchWithEpochButNoMemberIsUnknownMember(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}))))
+	if code, owned := e.s.ValidateFetch("g", nil, e.member("g", "m").Epoch); code != kerr.UnknownMemberID.Code || !owned {
+		t.Fatalf("got %d owned %v", code, owned)
+	}
+}
