@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -84,7 +85,6 @@ func TestStaticReplacementKeepsItsTasksOnTheNextHeartbeat(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
 
 // The member epoch check at its edges: one above the member's epoch is fenced like any greater
 // epoch, and an epoch below the previous one is fenced even with owned tasks the member holds
@@ -221,5 +221,85 @@ func TestOffsetFetchWithEpochButNoMemberIsUnknownMember(t *testing.T) {
 	mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}))))
 	if code, owned := e.s.ValidateFetch("g", nil, e.member("g", "m").Epoch); code != kerr.UnknownMemberID.Code || !owned {
 		t.Fatalf("got %d owned %v", code, owned)
+	}
+}
+
+// A member settled at the target is told the reconciliation interval while another member has
+// not reconciled yet, even when the target is older than one configured interval.
+func TestSettledMemberHearsShortIntervalWhileAnotherReconciles(t *testing.T) {
+	f := &fixed{out: assign.Output{"m1": {Active: assign.TaskSet{"s": ps(0, 1)}}}}
+	e := newEnv(t, topics("foo", 2), f)
+	e.cfg.ReconcilingHeartbeatInterval = 500 * time.Millisecond
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	mustOK(t, e.hb(join("g", "m1", tp)))
+	e.now = e.now.Add(10 * time.Second)
+	f.out = assign.Output{"m1": {Active: assign.TaskSet{"s": ps(0, 1)}}, "m2": {}}
+	r := e.hb(join("g", "m2", tp)) // m2 gets nothing and is settled; m1 has not heard of the new epoch
+	mustOK(t, r)
+	e.now = e.now.Add(10 * time.Second)
+	r = e.hb(beat("g", "m2", r.MemberEpoch))
+	mustOK(t, r)
+	if r.HeartbeatIntervalMillis != 500 {
+		t.Fatalf("interval %d while m1 is behind the target, want 500", r.HeartbeatIntervalMillis)
+	}
+}
+
+// Warm-up tasks are listed among an endpoint's standby partitions (IQ reads them like standbys).
+func TestWarmupsAreEndpointStandbyPartitions(t *testing.T) {
+	f := &fixed{out: assign.Output{"m": {Active: assign.TaskSet{"s": ps(0)}, Warmup: assign.TaskSet{"s": ps(1)}}}}
+	e := newEnv(t, topics("foo", 2), f)
+	j := join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}, changelogs: []string{"cl"}}))
+	j.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "h", Port: 1}
+	e.cat["cl"] = &metaTopic{Name: "cl", Partitions: 2}
+	r := e.hb(j)
+	mustOK(t, r)
+	if !reflect.DeepEqual(wireTasks(r.WarmupTasks), map[string][]int32{"s": ps(1)}) || len(r.PartitionsByUserEndpoint) != 1 {
+		t.Fatalf("setup: warm-ups %v, endpoints %+v", wireTasks(r.WarmupTasks), r.PartitionsByUserEndpoint)
+	}
+	sp := r.PartitionsByUserEndpoint[0].StandbyPartitions
+	if len(sp) != 1 || sp[0].Topic != "foo" || !reflect.DeepEqual(sp[0].Partitions, ps(1)) {
+		t.Fatalf("standby partitions %+v, want foo [1]", sp)
+	}
+}
+
+// After a load, a member that still has tasks to revoke gets its rebalance timer back (it is
+// fenced if it never acknowledges), and a settled member gets none.
+func TestLoadedTimersRearmRebalanceTimerOfRevokingMember(t *testing.T) {
+	e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	mustOK(t, e.hb(join("g", "m1", tp)))
+	e.now = e.now.Add(2 * time.Second)
+	mustOK(t, e.hb(join("g", "m2", tp)))
+	mustOK(t, e.hb(beat("g", "m1", e.member("g", "m1").Epoch)))
+	if e.member("g", "m1").State != UnrevokedTasks || e.member("g", "m2").State == UnrevokedTasks {
+		t.Fatalf("setup: m1 %s, m2 %s", e.member("g", "m1").State, e.member("g", "m2").State)
+	}
+	loaded := New()
+	for _, r := range e.log {
+		if err := loaded.Replay(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rebalance := map[string]int32{}
+	for _, a := range loaded.LoadedTimers(func(string) Config { return e.cfg }) {
+		if a.Kind == RebalanceTimer {
+			rebalance[a.Member] = a.Epoch
+		}
+	}
+	if want := map[string]int32{"m1": e.member("g", "m1").Epoch}; !reflect.DeepEqual(rebalance, want) {
+		t.Fatalf("rebalance timers %v, want %v", rebalance, want)
+	}
+}
+
+// An emptied group no longer holds its topics against OffsetDelete.
+func TestEmptyGroupDoesNotSubscribe(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}))))
+	if !e.s.Subscribed("g", "foo") {
+		t.Fatal("a member's group does not subscribe to its source topic")
+	}
+	mustOK(t, e.hb(beat("g", "m", -1)))
+	if e.s.Subscribed("g", "foo") {
+		t.Fatal("an empty group still subscribes to its source topic")
 	}
 }
