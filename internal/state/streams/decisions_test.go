@@ -303,3 +303,119 @@ func TestEmptyGroupDoesNotSubscribe(t *testing.T) {
 		t.Fatal("an empty group still subscribes to its source topic")
 	}
 }
+
+// Reconciliation cases the sweep found unguarded. The member reconcile returns is what the
+// heartbeat answer carries: its epoch, its task lists and whether it waits (UNRELEASED_TASKS)
+// or must revoke first (UNREVOKED_TASKS).
+
+// A promotion while another task is still being revoked keeps the standby until the active
+// can be granted: the member never holds neither copy.
+func TestPromotionWaitingOnRevocationKeepsTheStandby(t *testing.T) {
+	m := member("m", "p", 10, Stable, roles(10, tm{"s": ps(1)}, tm{"s": ps(0)}, nil), Roles{})
+	n, _ := reconcile(m, 11, roles(0, tm{"s": ps(0)}, nil, nil), nil, own(m))
+	if n.State != UnrevokedTasks || n.Epoch != 10 || len(n.Assigned[Active]) != 0 ||
+		!reflect.DeepEqual(tasksOf(n.Assigned[Standby]), tm{"s": ps(0)}) || !reflect.DeepEqual(tasksOf(n.Pending[Active]), tm{"s": ps(1)}) {
+		t.Fatalf("%s epoch %d assigned %+v pending %+v", n.State, n.Epoch, n.Assigned, n.Pending)
+	}
+}
+
+// In-place role changes between standby and warm-up need no acknowledgement: the member moves
+// to the target epoch at once with the task in its new role and nothing to revoke.
+func TestStandbyWarmupRoleChangesNeedNoAck(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		from, target Roles
+		role         Role
+	}{
+		{"standby to warm-up", roles(10, nil, tm{"s": ps(0)}, nil), roles(0, nil, nil, tm{"s": ps(0)}), Warmup},
+		{"warm-up to standby", roles(10, nil, nil, tm{"s": ps(0)}), roles(0, nil, tm{"s": ps(0)}, nil), Standby},
+		{"warm-up to active", roles(10, nil, nil, tm{"s": ps(0)}), roles(0, tm{"s": ps(0)}, nil, nil), Active},
+	} {
+		m := member("m", "p", 10, Stable, c.from, Roles{})
+		n, _ := reconcile(m, 11, c.target, nil, own(m))
+		if n.State != Stable || n.Epoch != 11 || !n.Pending.Empty() || !reflect.DeepEqual(tasksOf(n.Assigned[c.role]), tm{"s": ps(0)}) {
+			t.Errorf("%s: %s epoch %d assigned %+v pending %+v", c.name, n.State, n.Epoch, n.Assigned, n.Pending)
+		}
+	}
+}
+
+// An active task is not granted while any member still holds it, the member itself included
+// (its own earlier revocation not yet acknowledged in the records), nor while another member of
+// the same process holds it as a standby (as Kafka's CurrentAssignmentBuilder).
+func TestActiveTaskWaitsForEveryHolder(t *testing.T) {
+	// m revoked s:1 and acknowledges now; the new target gives s:1 back.
+	m := member("m", "p", 10, UnrevokedTasks, roles(10, tm{"s": ps(0)}, nil, nil), roles(10, tm{"s": ps(1)}, nil, nil))
+	n, _ := reconcile(m, 12, roles(0, tm{"s": ps(0, 1)}, nil, nil), ownedRoles(tm{"s": ps(0)}, nil, nil), own(m))
+	if n.State != UnreleasedTasks || !reflect.DeepEqual(tasksOf(n.Assigned[Active]), tm{"s": ps(0)}) {
+		t.Fatalf("own pending revocation: %s assigned %+v", n.State, n.Assigned)
+	}
+	// The same for a standby the member itself is still giving up.
+	m = member("m", "p", 10, UnrevokedTasks, roles(10, nil, tm{"s": ps(0)}, nil), roles(10, nil, tm{"s": ps(1)}, nil))
+	n, _ = reconcile(m, 12, roles(0, nil, tm{"s": ps(0, 1)}, nil), ownedRoles(nil, tm{"s": ps(0)}, nil), own(m))
+	if n.State != UnreleasedTasks || !reflect.DeepEqual(tasksOf(n.Assigned[Standby]), tm{"s": ps(0)}) {
+		t.Fatalf("own pending standby revocation: %s assigned %+v", n.State, n.Assigned)
+	}
+	m = member("m", "p", 10, Stable, Roles{}, Roles{})
+	sib := member("sib", "p", 10, Stable, roles(10, nil, tm{"s": ps(0)}, nil), Roles{})
+	n, _ = reconcile(m, 11, roles(0, tm{"s": ps(0)}, nil, nil), ownedRoles(nil, nil, nil), own(m, sib))
+	if n.State != UnreleasedTasks || len(n.Assigned[Active]) != 0 {
+		t.Fatalf("standby on the same process: %s assigned %+v", n.State, n.Assigned)
+	}
+}
+
+// A member whose epoch moved on while it still revokes a task may commit that task's offsets
+// with the older epoch the task was assigned at (a Streams client commits before it gives the
+// task up): accepted, not STALE_MEMBER_EPOCH.
+func TestCommitOfTaskPendingRevocationWithItsEpoch(t *testing.T) {
+	e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}))))
+	m := e.member("g", "m").clone()
+	m.Epoch, m.PreviousEpoch, m.State = 11, 10, UnrevokedTasks
+	m.Assigned, m.Pending = roles(10, tm{"s": ps(0)}, nil, nil), roles(10, tm{"s": ps(2)}, nil, nil)
+	e.apply([]logRecord{CurrentMemberRecord("g", m)}, nil)
+	if code, _ := e.s.ValidateCommit("g", "m", nil, 10, 9, false, []CommitPartition{{"foo", 2}}); code != 0 {
+		t.Fatalf("commit of a task pending revocation at its epoch: %d", code)
+	}
+	if code, _ := e.s.ValidateCommit("g", "m", nil, 9, 9, false, []CommitPartition{{"foo", 2}}); code != kerr.StaleMemberEpoch.Code {
+		t.Fatalf("commit older than the task's epoch: %d", code)
+	}
+}
+
+// A rejoin (epoch 0) without a user endpoint removes the member's endpoint, and an endpoint
+// with an empty host is no endpoint: neither is listed to the other instances.
+func TestRejoinWithoutEndpointRemovesIt(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	j := join("g", "m", tp)
+	j.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "h", Port: 1}
+	mustOK(t, e.hb(j))
+	r := e.hb(join("g", "m", tp))
+	mustOK(t, r)
+	if len(r.PartitionsByUserEndpoint) != 0 || e.s.Describe("g", false, e.cat, e.cfg, false).Members[0].UserEndpoint != nil {
+		t.Fatalf("endpoint kept after a rejoin without one: %+v", r.PartitionsByUserEndpoint)
+	}
+	j = join("g", "m2", tp)
+	j.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "", Port: 1}
+	r = e.hb(j)
+	mustOK(t, r)
+	if len(r.PartitionsByUserEndpoint) != 0 {
+		t.Fatalf("an empty host is listed as an endpoint: %+v", r.PartitionsByUserEndpoint)
+	}
+}
+
+// A streams member may take over the instance id of a classic member (online migration) without
+// that member releasing it first: classic members never send epoch -2.
+func TestStreamsJoinReplacesClassicStaticMember(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	mustOK(t, e.hb(join("g", "m", tp)))
+	epoch := e.member("g", "m").Epoch
+	c := &Member{ID: "c", ProcessID: "pc", InstanceID: ptr("inst"), RebalanceTimeoutMs: 1000, Epoch: epoch, PreviousEpoch: epoch, State: Stable,
+		Classic: &ClassicMember{SessionTimeoutMs: 45000, Protocols: []ClassicProtocol{{Name: "stream"}}}}
+	e.apply([]logRecord{MemberMetadataRecord("g", c), ClassicMemberRecord("g", c), CurrentMemberRecord("g", c)}, nil)
+	r := e.hb(staticJoin("g", "s", "inst", tp))
+	mustOK(t, r)
+	if g := e.s.Groups["g"]; g.Members["c"] != nil || g.Members["s"] == nil || g.Members["s"].Classic != nil {
+		t.Fatal("the classic member was not replaced by the streams member")
+	}
+}
