@@ -419,3 +419,19 @@ func TestStreamsJoinReplacesClassicStaticMember(t *testing.T) {
 		t.Fatal("the classic member was not replaced by the streams member")
 	}
 }
+
+// A dynamic member's metadata change of any kind (here its user endpoint) bumps the group
+// epoch, so the answer carries the new epoch; only static members are exempt for some fields.
+func TestDynamicMemberMetadataChangeBumps(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	r := e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}})))
+	mustOK(t, r)
+	e.now = e.now.Add(2 * time.Second)
+	h := beat("g", "m", r.MemberEpoch)
+	h.UserEndpoint = &kmsg.StreamsGroupHeartbeatRequestUserEndpoint{Host: "h", Port: 1}
+	r2 := e.hb(h)
+	mustOK(t, r2)
+	if r2.MemberEpoch != r.MemberEpoch+1 || e.s.Groups["g"].Epoch != r.MemberEpoch+1 {
+		t.Fatalf("endpoint change: member epoch %d -> %d, group epoch %d", r.MemberEpoch, r2.MemberEpoch, e.s.Groups["g"].Epoch)
+	}
+}
