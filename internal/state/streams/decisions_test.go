@@ -435,3 +435,77 @@ func TestDynamicMemberMetadataChangeBumps(t *testing.T) {
 		t.Fatalf("endpoint change: member epoch %d -> %d, group epoch %d", r.MemberEpoch, r2.MemberEpoch, e.s.Groups["g"].Epoch)
 	}
 }
+
+// An error answer carries an empty status list, never null, as Kafka's does.
+func TestErrorAnswerHasEmptyStatusList(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	r := e.hb(beat("g", "m", 3))
+	if r.ErrorCode != kerr.GroupIDNotFound.Code || r.Status == nil {
+		t.Fatalf("error %d, status %#v", r.ErrorCode, r.Status)
+	}
+}
+
+// The description epochs a heartbeat reports (for the KIP-1331 "push your description" flag) are
+// those after it: the join that creates the group reports the topology it stored.
+func TestCreatingJoinReportsItsTopologyEpoch(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	out := e.s.Heartbeat(HeartbeatInput{Req: join("g", "m", topo(4, sub{id: "s", sources: []string{"foo"}})), Version: 1,
+		Catalog: e.cat, Config: e.cfg, Now: e.now})
+	mustOK(t, out.Response)
+	if out.Description.Topology != 4 {
+		t.Fatalf("description epochs %+v, want topology epoch 4", out.Description)
+	}
+}
+
+// Commit checks around the member: a transactional commit naming an instance id is checked like
+// a member's (no admin exemption), and a classic member (online migration) that commits with a
+// wrong generation hears ILLEGAL_GENERATION at any OffsetCommit version, not STALE_MEMBER_EPOCH
+// or UNSUPPORTED_VERSION (and ILLEGAL_GENERATION from OffsetFetch too).
+func TestCommitChecksForInstanceAndClassicMembers(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "s", sources: []string{"foo"}}))))
+	parts := []CommitPartition{{"foo", 0}}
+	if code, _ := e.s.ValidateCommit("g", "", ptr("inst"), -1, 3, true, parts); code != kerr.UnknownMemberID.Code {
+		t.Fatalf("transactional commit with an instance id and no member: %d", code)
+	}
+	epoch := e.member("g", "m").Epoch
+	c := &Member{ID: "c", ProcessID: "pc", RebalanceTimeoutMs: 1000, Epoch: epoch, PreviousEpoch: epoch, State: Stable,
+		Classic: &ClassicMember{SessionTimeoutMs: 45000, Protocols: []ClassicProtocol{{Name: "stream"}}}}
+	e.apply([]logRecord{MemberMetadataRecord("g", c), ClassicMemberRecord("g", c), CurrentMemberRecord("g", c)}, nil)
+	if code, _ := e.s.ValidateCommit("g", "c", nil, epoch+1, 8, false, parts); code != kerr.IllegalGeneration.Code {
+		t.Fatalf("classic member's commit with a newer generation: %d", code)
+	}
+	if code, _ := e.s.ValidateCommit("g", "c", nil, epoch, 8, false, parts); code != 0 {
+		t.Fatalf("classic member's commit at its generation: %d", code)
+	}
+	if code, _ := e.s.ValidateFetch("g", ptr("c"), epoch+1); code != kerr.IllegalGeneration.Code {
+		t.Fatalf("classic member's fetch with a newer generation: %d", code)
+	}
+}
+
+// The first member to ask for an application shutdown is the one every status names, also when
+// another asks later while leaving.
+func TestShutdownStatusNamesTheFirstRequester(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	r1 := e.hb(join("g", "m1", tp))
+	mustOK(t, e.hb(join("g", "m2", tp)))
+	h := beat("g", "m1", r1.MemberEpoch)
+	h.ShutdownApplication = true
+	mustOK(t, e.hb(h))
+	l := beat("g", "m2", -1)
+	l.ShutdownApplication = true
+	mustOK(t, e.hb(l))
+	r := e.hb(beat("g", "m1", e.member("g", "m1").Epoch))
+	mustOK(t, r)
+	want := "Streams group member m1 encountered a fatal error and requested a shutdown for the entire application."
+	for _, st := range r.Status {
+		if st.StatusCode == StatusShutdownApplication {
+			if st.StatusDetail != want {
+				t.Fatalf("shutdown status %q, want %q", st.StatusDetail, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("no shutdown status: %+v", r.Status)
+}
