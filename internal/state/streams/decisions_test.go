@@ -509,3 +509,75 @@ func TestShutdownStatusNamesTheFirstRequester(t *testing.T) {
 	}
 	t.Fatalf("no shutdown status: %+v", r.Status)
 }
+
+// Partition counts of internal topics (spec §5.2), seen as the topics the server creates and
+// the statuses a member gets.
+func TestInternalTopicPartitionCounts(t *testing.T) {
+	toCreate := func(e *env) map[string]int32 {
+		out := map[string]int32{}
+		for _, it := range e.toCreate {
+			out[it.Name] = it.Partitions
+		}
+		return out
+	}
+	t.Run("a repartition topic gets its writers' largest source count", func(t *testing.T) {
+		e := newEnv(t, topics("foo", 4, "bar", 2), roundRobin{"sticky"})
+		mustOK(t, e.hb(join("g", "m", topo(0, sub{id: "a", sources: []string{"foo", "bar"}, repSinks: []string{"r"}}, sub{id: "b", repSources: []string{"r"}}))))
+		if got := toCreate(e); got["r"] != 4 {
+			t.Fatalf("to create %v, want r with 4", got)
+		}
+	})
+	t.Run("a repartition topic written from a repartition topic gets its count", func(t *testing.T) {
+		e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+		tp := topo(0, sub{id: "a", repSources: []string{"r0"}, repSinks: []string{"r"}}, sub{id: "b", repSources: []string{"r"}})
+		tp.Subtopologies[0].RepartitionSourceTopics[0].NumPartitions = 3
+		mustOK(t, e.hb(join("g", "m", tp)))
+		if got := toCreate(e); got["r"] != 3 {
+			t.Fatalf("to create %v, want r with 3", got)
+		}
+	})
+	t.Run("an explicit repartition count is kept", func(t *testing.T) {
+		e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+		tp := topo(0, sub{id: "a", sources: []string{"foo"}, repSinks: []string{"r"}}, sub{id: "b", repSources: []string{"r"}})
+		tp.Subtopologies[1].RepartitionSourceTopics[0].NumPartitions = 7
+		mustOK(t, e.hb(join("g", "m", tp)))
+		if got := toCreate(e); got["r"] != 7 {
+			t.Fatalf("to create %v, want r with 7", got)
+		}
+	})
+	copartitioned := func(fixed int32) *kmsg.StreamsGroupHeartbeatRequestTopology {
+		tp := topo(0, sub{id: "a", sources: []string{"bar"}, repSinks: []string{"r"}}, sub{id: "b", sources: []string{"foo"}, repSources: []string{"r"}})
+		tp.Subtopologies[1].RepartitionSourceTopics[0].NumPartitions = fixed
+		cg := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopologyCopartitionGroup()
+		cg.SourceTopics, cg.RepartitionSourceTopics = []int16{0}, []int16{0}
+		tp.Subtopologies[1].CopartitionGroups = append(tp.Subtopologies[1].CopartitionGroups, cg)
+		return tp
+	}
+	t.Run("a copartitioned repartition topic takes the source count", func(t *testing.T) {
+		e := newEnv(t, topics("foo", 4, "bar", 2), roundRobin{"sticky"})
+		mustOK(t, e.hb(join("g", "m", copartitioned(0))))
+		if got := toCreate(e); got["r"] != 4 {
+			t.Fatalf("to create %v, want r with 4 (copartitioned with foo)", got)
+		}
+	})
+	t.Run("a copartitioned repartition topic with a larger fixed count", func(t *testing.T) {
+		e := newEnv(t, topics("foo", 4, "bar", 2), roundRobin{"sticky"})
+		r := e.hb(join("g", "m", copartitioned(8)))
+		mustOK(t, r)
+		if len(r.Status) != 1 || r.Status[0].StatusCode != StatusIncorrectlyPartitionedTopics ||
+			r.Status[0].StatusDetail != "Number of partitions [8] of repartition topic [r] doesn't match number of partitions [4] of the source topic." {
+			t.Fatalf("status %+v", r.Status)
+		}
+	})
+	t.Run("a subtopology without sources", func(t *testing.T) {
+		e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+		mustErr(t, e.hb(join("g", "m", topo(0, sub{id: "a", sources: []string{"foo"}}, sub{id: "b"}))), kerr.StreamsInvalidTopology.Code,
+			"No source topics found for subtopology b")
+	})
+	t.Run("repartition topics only written by each other", func(t *testing.T) {
+		e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+		tp := topo(0, sub{id: "a", repSources: []string{"r1"}, repSinks: []string{"r2"}}, sub{id: "b", repSources: []string{"r2"}, repSinks: []string{"r1"}})
+		mustErr(t, e.hb(join("g", "m", tp)), kerr.StreamsInvalidTopology.Code,
+			"Failed to compute number of partitions for all repartition topics. There may be loops in the topology that cannot be resolved.")
+	})
+}
