@@ -581,3 +581,42 @@ func TestInternalTopicPartitionCounts(t *testing.T) {
 			"Failed to compute number of partitions for all repartition topics. There may be loops in the topology that cannot be resolved.")
 	})
 }
+
+// A streams group left with only classic members is not turned back into a classic group while
+// the description plugin may hold its topology description (stored epoch UNCERTAIN or real):
+// the downgrade is declined with that reason (online-migration §5.2).
+func TestDowngradeDeclinedWhileDescriptionMayBeHeld(t *testing.T) {
+	for _, stored := range []int32{DescriptionUncertain, 0} {
+		e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+		e.cfg.MigrationPolicy = MigrationBidirectional
+		mustOK(t, e.hb(join("g", "s", topo(0, sub{id: "s", sources: []string{"foo"}}))))
+		g := e.s.Groups["g"]
+		e.apply([]logRecord{descriptionRecord(g, stored, DescriptionNone)}, nil)
+		epoch := e.member("g", "s").Epoch
+		c := &Member{ID: "c", ProcessID: "pc", RebalanceTimeoutMs: 1000, Epoch: epoch, PreviousEpoch: epoch, State: Stable,
+			Classic: &ClassicMember{SessionTimeoutMs: 45000, Protocols: []ClassicProtocol{{Name: "stream"}}}}
+		e.apply([]logRecord{MemberMetadataRecord("g", c), ClassicMemberRecord("g", c), CurrentMemberRecord("g", c)}, nil)
+		out := e.s.Heartbeat(HeartbeatInput{Req: beat("g", "s", -1), Catalog: e.cat, Config: e.cfg, Now: e.now})
+		mustOK(t, out.Response)
+		if out.Downgrade == nil || out.Downgrade.Converted || out.Downgrade.Reason != "topology description held by the plugin" {
+			t.Fatalf("stored %d: downgrade %+v", stored, out.Downgrade)
+		}
+	}
+}
+
+// The last streams member leaving a group whose classic members exactly fill group.max.size
+// turns it back into a classic group; only more classic members than that decline it.
+func TestDowngradeAtClassicMaxSize(t *testing.T) {
+	e := newEnv(t, topics("foo", 2), roundRobin{"sticky"})
+	e.cfg.MigrationPolicy, e.cfg.ClassicMaxSize = MigrationBidirectional, 1
+	mustOK(t, e.hb(join("g", "s", topo(0, sub{id: "s", sources: []string{"foo"}}))))
+	epoch := e.member("g", "s").Epoch
+	c := &Member{ID: "c", ProcessID: "pc", RebalanceTimeoutMs: 1000, Epoch: epoch, PreviousEpoch: epoch, State: Stable,
+		Classic: &ClassicMember{SessionTimeoutMs: 45000, Protocols: classicMeta(t, []string{"foo"}, 1, "", nil)}}
+	e.apply([]logRecord{MemberMetadataRecord("g", c), ClassicMemberRecord("g", c), CurrentMemberRecord("g", c)}, nil)
+	out := e.s.Heartbeat(HeartbeatInput{Req: beat("g", "s", -1), Catalog: e.cat, Config: e.cfg, Now: e.now})
+	mustOK(t, out.Response)
+	if out.Downgrade == nil || !out.Downgrade.Converted {
+		t.Fatalf("downgrade %+v, want the group converted", out.Downgrade)
+	}
+}
