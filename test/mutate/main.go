@@ -40,7 +40,7 @@ type list struct {
 func main() {
 	listPath := flag.String("list", "test/mutate/streams.json", "mutant list (JSON)")
 	run := flag.String("run", "", "go test -run regex (default: every test of the package)")
-	timeout := flag.Duration("timeout", 5*time.Minute, "per-mutant test timeout")
+	timeout := flag.Duration("timeout", 5*time.Minute, "per-mutant go test -timeout (a mutant that loops is killed by it)")
 	flag.Parse()
 	raw, err := os.ReadFile(*listPath)
 	if err != nil {
@@ -92,11 +92,13 @@ func try(ctx context.Context, pkg string, m mutant, run string, timeout time.Dur
 			fail(fmt.Errorf("restoring %s: %w", m.File, err))
 		}
 	}()
-	args := []string{"test", "-count=1", "-failfast"}
+	// go test's own timeout ends a test binary that a mutant sent into a loop (killing only the
+	// go command would leave it spinning); the context is the backstop.
+	args := []string{"test", "-count=1", "-failfast", "-timeout", timeout.String()}
 	if run != "" {
 		args = append(args, "-run", run)
 	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
+	tctx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(tctx, "go", append(args, pkg)...).CombinedOutput()
 	if err == nil {
