@@ -11,7 +11,8 @@ import (
 )
 
 // Tests closing gaps a mutation sweep of the state machine's decisions found (docs/developing.md,
-// "Mutation sweeps"): each asserts what a Streams client sees in its heartbeat answers.
+// "Mutation sweeps", test/mutate/streams.json): each asserts what a Streams client or an admin
+// sees: heartbeat answers, StreamsGroupDescribe, commit and fetch codes, internal topics created.
 
 // staticJoin is a join of member with instance id inst on its own process.
 func staticJoin(group, member, inst string, t *kmsg.StreamsGroupHeartbeatRequestTopology) *kmsg.StreamsGroupHeartbeatRequest {
