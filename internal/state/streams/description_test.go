@@ -136,6 +136,7 @@ func TestTopologyDescription4_FinalizeAfterDelete(t *testing.T) {
 	for _, tc := range []struct{ stored, want int32 }{
 		{DescriptionUncertain, DescriptionNone},
 		{3, DescriptionUncertain}, // a push raced the delete
+		{0, DescriptionUncertain}, // the same at topology epoch 0, every new application's
 		{DescriptionNone, DescriptionNone},
 	} {
 		s := descriptionState(t, tc.stored, -1)

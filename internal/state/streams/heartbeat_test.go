@@ -41,6 +41,16 @@ func TestSpec12_1_RequestValidation(t *testing.T) {
 		{"null active", func() *kmsg.StreamsGroupHeartbeatRequest { r := join("g", "m", fooBar); r.ActiveTasks = nil; return r }, inv, "ActiveTasks must be empty when (re-)joining."},
 		{"null standby", func() *kmsg.StreamsGroupHeartbeatRequest { r := join("g", "m", fooBar); r.StandbyTasks = nil; return r }, inv, "StandbyTasks must be empty when (re-)joining."},
 		{"null warmup", func() *kmsg.StreamsGroupHeartbeatRequest { r := join("g", "m", fooBar); r.WarmupTasks = nil; return r }, inv, "WarmupTasks must be empty when (re-)joining."},
+		// A (re-)join owns nothing: tasks listed in it are refused, not silently dropped.
+		{"join owning active", func() *kmsg.StreamsGroupHeartbeatRequest {
+			return owning(join("g", "m", fooBar), map[string][]int32{"0": {0}}, nil, nil)
+		}, inv, "ActiveTasks must be empty when (re-)joining."},
+		{"join owning standby", func() *kmsg.StreamsGroupHeartbeatRequest {
+			return owning(join("g", "m", fooBar), nil, map[string][]int32{"0": {0}}, nil)
+		}, inv, "StandbyTasks must be empty when (re-)joining."},
+		{"join owning warmup", func() *kmsg.StreamsGroupHeartbeatRequest {
+			return owning(join("g", "m", fooBar), nil, nil, map[string][]int32{"0": {0}})
+		}, inv, "WarmupTasks must be empty when (re-)joining."},
 		{"null topology", func() *kmsg.StreamsGroupHeartbeatRequest { return join("g", "m", nil) }, inv, "Topology must be non-null when (re-)joining."},
 		{"changelog count", func() *kmsg.StreamsGroupHeartbeatRequest {
 			tp := topo(0, sub{id: "s", sources: []string{"foo"}, changelogs: []string{"cl"}})
