@@ -782,32 +782,16 @@ func TestUnbindableBrokerIsLeftOutNotLeaked(t *testing.T) {
 		listed       func(kmsg.Response) map[int32]string
 	}{
 		{3, 12, md, func(r kmsg.Response) map[int32]string {
-			out := map[int32]string{}
-			for _, b := range r.(*kmsg.MetadataResponse).Brokers {
-				out[b.NodeID] = net.JoinHostPort(b.Host, itoa(b.Port))
-			}
-			return out
+			return listedAddrs(r.(*kmsg.MetadataResponse).Brokers, func(b kmsg.MetadataResponseBroker) (int32, string, int32) { return b.NodeID, b.Host, b.Port })
 		}},
 		{60, 1, dc, func(r kmsg.Response) map[int32]string {
-			out := map[int32]string{}
-			for _, b := range r.(*kmsg.DescribeClusterResponse).Brokers {
-				out[b.NodeID] = net.JoinHostPort(b.Host, itoa(b.Port))
-			}
-			return out
+			return listedAddrs(r.(*kmsg.DescribeClusterResponse).Brokers, func(b kmsg.DescribeClusterResponseBroker) (int32, string, int32) { return b.NodeID, b.Host, b.Port })
 		}},
 		{0, 11, produce, func(r kmsg.Response) map[int32]string {
-			out := map[int32]string{}
-			for _, b := range r.(*kmsg.ProduceResponse).Brokers {
-				out[b.NodeID] = net.JoinHostPort(b.Host, itoa(b.Port))
-			}
-			return out
+			return listedAddrs(r.(*kmsg.ProduceResponse).Brokers, func(b kmsg.ProduceResponseBroker) (int32, string, int32) { return b.NodeID, b.Host, b.Port })
 		}},
 		{1, 17, fetch, func(r kmsg.Response) map[int32]string {
-			out := map[int32]string{}
-			for _, b := range r.(*kmsg.FetchResponse).Brokers {
-				out[b.NodeID] = net.JoinHostPort(b.Host, itoa(b.Port))
-			}
-			return out
+			return listedAddrs(r.(*kmsg.FetchResponse).Brokers, func(b kmsg.FetchResponseBroker) (int32, string, int32) { return b.NodeID, b.Host, b.Port })
 		}},
 	} {
 		name := kmsg.NameForKey(c.key)
@@ -903,4 +887,14 @@ func TestTransactionCoordinatorOnNodeZeroIsRewritten(t *testing.T) {
 			t.Fatalf("v%d: coordinator %d at %s:%d, want node 0 at gw.example:40000", v, node, host, port)
 		}
 	}
+}
+
+// listedAddrs maps each broker of an answer's list to the address it names.
+func listedAddrs[B any](brokers []B, addr func(B) (int32, string, int32)) map[int32]string {
+	out := map[int32]string{}
+	for _, b := range brokers {
+		id, host, port := addr(b)
+		out[id] = net.JoinHostPort(host, itoa(port))
+	}
+	return out
 }
