@@ -113,9 +113,12 @@ func mergeVersions(local []kmsg.ApiVersionsResponseApiKey, ups []*kmsg.ApiVersio
 		switch {
 		case k.ApiKey == 10:
 			// FindCoordinator: groups are answered here, transactions upstream; both must work.
+			// An upstream maximum below coordinatord's minimum is no range at all (only a broken
+			// upstream sends one): taking it would advertise min above max, which a client
+			// cannot negotiate against.
 			for _, u := range ups {
 				for _, uk := range u.ApiKeys {
-					if uk.ApiKey == 10 {
+					if uk.ApiKey == 10 && uk.MaxVersion >= k.MinVersion {
 						k.MaxVersion = min(k.MaxVersion, uk.MaxVersion)
 					}
 				}

@@ -85,7 +85,7 @@ func wantVersions(local []kmsg.ApiVersionsResponseApiKey, ups []*kmsg.ApiVersion
 		if k.ApiKey == 10 {
 			for _, u := range ups {
 				for _, uk := range u.ApiKeys {
-					if uk.ApiKey == 10 {
+					if uk.ApiKey == 10 && uk.MaxVersion >= k.MinVersion {
 						k.MaxVersion = min(k.MaxVersion, uk.MaxVersion)
 					}
 				}
@@ -148,6 +148,11 @@ func FuzzMergeVersions(f *testing.F) {
 		got := mergeVersions(localTable(), ups)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("advertised\n%v\nwant\n%v", got, want)
+		}
+		for _, k := range got {
+			if k.MinVersion > k.MaxVersion {
+				t.Fatalf("key %d advertised as %d-%d: no version a client can pick", k.ApiKey, k.MinVersion, k.MaxVersion)
+			}
 		}
 	})
 }

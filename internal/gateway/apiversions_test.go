@@ -302,3 +302,16 @@ func TestEachFeatureIsListedOnceAsAValidRange(t *testing.T) {
 		}
 	}
 }
+
+// An upstream that lists FindCoordinator with a maximum below coordinatord's minimum (only a
+// broken one does) must not leave the advertised range with min above max: no client could
+// negotiate a version for its group lookups.
+func TestFindCoordinatorRangeStaysValidBesideABrokenUpstream(t *testing.T) {
+	local := keys(map[int16][2]int16{10: {0, 6}})
+	up := upstreamVersions(map[int16][2]int16{10: {0, -1}})
+	for _, k := range mergeVersions(local, []*kmsg.ApiVersionsResponse{up}) {
+		if k.ApiKey == 10 && (k.MinVersion != 0 || k.MaxVersion != 6) {
+			t.Fatalf("FindCoordinator advertised as %d-%d, want coordinatord's 0-6", k.MinVersion, k.MaxVersion)
+		}
+	}
+}
