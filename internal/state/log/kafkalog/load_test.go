@@ -196,14 +196,7 @@ func TestAbandonGivesUpTheRoundInFlightAndReleasesTheShardAfterIt(t *testing.T) 
 	addr, produces, release := rb.holdFirstProduce(t, 2, func(int32) int16 { return 0 })
 	b := stateBackend(zap.NewNop(), "held-", 2, time.Minute, kgo.SeedBrokers(addr))
 	failed := make(chan error, 1)
-	lg, err := b.Open(0, log.Callbacks{Failed: func(err error) { failed <- err }, Durable: func(int64) { t.Error("a round was reported durable") }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := lg.(*kafkaLog)
-	// As if loaded: the writer's rounds are what this test is about, not the load.
-	l.started = true
-	l.w.attach(l)
+	l := openStarted(t, b, 0, log.Callbacks{Failed: func(err error) { failed <- err }, Durable: func(int64) { t.Error("a round was reported durable") }}, nil)
 	other, otherR := openAttached(t, b, 1)
 	defer other.Close()
 	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
@@ -438,14 +431,8 @@ func TestStuckReplayAbortsTheNodeProducersHangingTransaction(t *testing.T) {
 	addr, ends := hangingTxnBroker(t)
 	core, logs := observer.New(zap.InfoLevel)
 	b := stateBackend(zap.New(core), "hanging-", 1, 5*time.Second, kgo.SeedBrokers(addr))
-	lg, err := b.Open(0, log.Callbacks{Durable: func(int64) {}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lg.Close()
-	l := lg.(*kafkaLog)
-	l.started = true
-	l.w.attach(l)
+	l := openStarted(t, b, 0, log.Callbacks{Durable: func(int64) {}}, nil)
+	defer l.Close()
 	// A round, so that the node's producers exist (producer id 3).
 	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
 		t.Fatal(err)
@@ -564,14 +551,8 @@ func TestRoundWhoseCommitFailsIsNeverDurable(t *testing.T) {
 	}, nil)
 	durable, failed := make(chan int64, 4), make(chan error, 1)
 	b := stateBackend(zap.NewNop(), "commitfails-", 1, 5*time.Second, kgo.SeedBrokers(addr))
-	lg, err := b.Open(0, log.Callbacks{Durable: func(o int64) { durable <- o }, Failed: func(err error) { failed <- err }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lg.Close()
-	l := lg.(*kafkaLog)
-	l.started = true
-	l.w.attach(l)
+	l := openStarted(t, b, 0, log.Callbacks{Durable: func(o int64) { durable <- o }, Failed: func(err error) { failed <- err }}, nil)
+	defer l.Close()
 	if _, err := l.Append([]log.Record{rec("a", "1")}); err != nil {
 		t.Fatal(err)
 	}

@@ -111,19 +111,30 @@ func (rb *roundBroker) holdFirstProduce(t *testing.T, partitions int32, answer f
 func openAttached(t *testing.T, b *Backend, shard int32) (*kafkaLog, *shardReports) {
 	t.Helper()
 	r := &shardReports{durable: make(chan int64, 64), failed: make(chan error, 1), lost: make(chan *log.WriteError, 1)}
-	lg, err := b.Open(shard, log.Callbacks{
+	l := openStarted(t, b, shard, log.Callbacks{
 		Durable: func(o int64) { r.durable <- o },
 		Failed:  func(err error) { r.failed <- err },
 		Lost:    func(err *log.WriteError, _ func()) { r.lost <- err },
-	})
+	}, func(l *kafkaLog) { l.next = 100 * int64(shard+1) })
+	return l, r
+}
+
+// openStarted opens shard's log as if loaded and attaches it to the node's rounds: the
+// writer's rounds are what such tests are about, not the load. before runs ahead of the
+// attach (nil: nothing).
+func openStarted(t *testing.T, b *Backend, shard int32, cb log.Callbacks, before func(*kafkaLog)) *kafkaLog {
+	t.Helper()
+	lg, err := b.Open(shard, cb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := lg.(*kafkaLog)
 	l.started = true
-	l.next = 100 * int64(shard+1)
+	if before != nil {
+		before(l)
+	}
 	l.w.attach(l)
-	return l, r
+	return l
 }
 
 // A round the upstream refuses is aborted as a whole, and every shard with records in it loses
