@@ -394,3 +394,57 @@ func TestNodeRoundWaitsForTheClientsItAcknowledged(t *testing.T) {
 		t.Fatalf("broker saw %v, want the first round, then both shards' operations in one transaction", ev)
 	}
 }
+
+// A round whose Produce the partition leader answers INVALID_TXN_STATE (abortable on a
+// Produce, KIP-1050: abort the transaction, the producer lives) is aborted and lost to the
+// shard that had records in it, which reloads; the node's producers go on, so another shard of
+// the node that was not in the round keeps serving: its next write becomes durable. On EndTxn
+// the same code means the producer is finished, and classing the Produce's by that table failed
+// every shard of the node.
+func TestNodeRoundProducedIntoInvalidTxnStateIsLostAndTheNodeGoesOn(t *testing.T) {
+	var rb roundBroker
+	var refused atomic.Bool
+	addr := rb.start(t, 2, func() {}, func(p int32) int16 {
+		if p == 0 && refused.CompareAndSwap(false, true) {
+			return kerr.InvalidTxnState.Code
+		}
+		return 0
+	})
+	b := stateBackend(zap.NewNop(), "txnstate-", 2, 5*time.Second, kgo.SeedBrokers(addr))
+	l0, r0 := openAttached(t, b, 0)
+	l1, r1 := openAttached(t, b, 1)
+	defer l0.Close()
+	defer l1.Close()
+	if _, err := l0.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case werr := <-r0.lost:
+		if werr.Shard != 0 || !errors.Is(werr, kerr.InvalidTxnState) {
+			t.Fatalf("shard 0 lost %v, want its round refused INVALID_TXN_STATE", werr)
+		}
+	case err := <-r0.failed:
+		t.Fatalf("shard 0 failed (%v), want its round lost: a Produce's INVALID_TXN_STATE is abortable", err)
+	case o := <-r0.durable:
+		t.Fatalf("offset %d of a refused round reported durable", o)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("shard 0 never heard of its refused round (broker saw %v)", rb.seen())
+	}
+	last, err := l1.Append([]log.Record{rec("b", "2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-r1.durable:
+		if o != last {
+			t.Fatalf("shard 1: durable %d, want %d", o, last)
+		}
+	case err := <-r1.failed:
+		t.Fatalf("shard 1 failed (%v): the node's producers were dropped for an abortable refusal", err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("shard 1's write never became durable (broker saw %v)", rb.seen())
+	}
+	if ev := rb.seen(); countPrefix(ev, "end:abort", "") != 1 || countPrefix(ev, "end:commit", "") != 1 {
+		t.Fatalf("broker saw %v, want the refused round aborted and the next committed", ev)
+	}
+}
