@@ -401,7 +401,10 @@ func TestNodeRoundWaitsForTheClientsItAcknowledged(t *testing.T) {
 // shard that had records in it, which reloads; the node's producers go on, so another shard of
 // the node that was not in the round keeps serving: its next write becomes durable. On EndTxn
 // the same code means the producer is finished, and classing the Produce's by that table failed
-// every shard of the node.
+// every shard of the node. (Shard 1 writes first, once on each of the node's two producers: a
+// client's first round on the topic can meet the kgo race of txnend.go, where a transaction
+// with no record acknowledged ends without an EndTxn, and the abort this test expects would
+// not be sent.)
 func TestNodeRoundProducedIntoInvalidTxnStateIsLostAndTheNodeGoesOn(t *testing.T) {
 	var rb roundBroker
 	var refused atomic.Bool
@@ -416,6 +419,25 @@ func TestNodeRoundProducedIntoInvalidTxnStateIsLostAndTheNodeGoesOn(t *testing.T
 	l1, r1 := openAttached(t, b, 1)
 	defer l0.Close()
 	defer l1.Close()
+	writeDurable := func(v string) {
+		t.Helper()
+		last, err := l1.Append([]log.Record{rec("b", v)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case o := <-r1.durable:
+			if o != last {
+				t.Fatalf("shard 1: durable %d, want %d", o, last)
+			}
+		case err := <-r1.failed:
+			t.Fatalf("shard 1 failed (%v): the node's producers were dropped for an abortable refusal", err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("shard 1's write never became durable (broker saw %v)", rb.seen())
+		}
+	}
+	writeDurable("1")
+	writeDurable("2")
 	if _, err := l0.Append([]log.Record{rec("a", "1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -431,22 +453,9 @@ func TestNodeRoundProducedIntoInvalidTxnStateIsLostAndTheNodeGoesOn(t *testing.T
 	case <-time.After(20 * time.Second):
 		t.Fatalf("shard 0 never heard of its refused round (broker saw %v)", rb.seen())
 	}
-	last, err := l1.Append([]log.Record{rec("b", "2")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case o := <-r1.durable:
-		if o != last {
-			t.Fatalf("shard 1: durable %d, want %d", o, last)
-		}
-	case err := <-r1.failed:
-		t.Fatalf("shard 1 failed (%v): the node's producers were dropped for an abortable refusal", err)
-	case <-time.After(20 * time.Second):
-		t.Fatalf("shard 1's write never became durable (broker saw %v)", rb.seen())
-	}
-	if ev := rb.seen(); countPrefix(ev, "end:abort", "") != 1 || countPrefix(ev, "end:commit", "") != 1 {
-		t.Fatalf("broker saw %v, want the refused round aborted and the next committed", ev)
+	writeDurable("3")
+	if ev := rb.seen(); countPrefix(ev, "end:abort", "") != 1 || countPrefix(ev, "end:commit", "") != 3 {
+		t.Fatalf("broker saw %v, want the refused round aborted and the others committed", ev)
 	}
 }
 
