@@ -13,6 +13,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // saslUpstream accepts every SASL exchange except tokens containing "bad", and counts the
@@ -238,5 +239,87 @@ func TestSASLListenerRelaysTheLoginUpstream(t *testing.T) {
 	roundTripRaw(t, c, auth, 2, authResp)
 	if authResp.ErrorCode != kerr.SaslAuthenticationFailed.Code {
 		t.Fatalf("a login the upstream refuses: code %d, want SASL_AUTHENTICATION_FAILED", authResp.ErrorCode)
+	}
+}
+
+// sessionUpstream is an upstream broker that requires coordinatord's own SASL PLAIN login and,
+// as Kafka does (KIP-368), gives each login a session of lifetime and closes a connection whose
+// session has ended when any other request reaches it. Every other request is handled latency
+// after it arrived (the network and the broker's queue), and answered with an empty Metadata;
+// logins counts the logins and lastLogin holds when the last one was accepted (UnixNano).
+func sessionUpstream(t *testing.T, lifetime, latency time.Duration, logins *atomic.Int32, lastLogin *atomic.Int64) upstream.Broker {
+	return fakeUpstream(t, 1, func(c net.Conn) {
+		var ends time.Time
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			key, version := int16(binary.BigEndian.Uint16(frame)), int16(binary.BigEndian.Uint16(frame[2:]))
+			corr := int32(binary.BigEndian.Uint32(frame[4:8]))
+			var resp kmsg.Response
+			switch key {
+			case 17:
+				r := kmsg.NewPtrSASLHandshakeResponse()
+				r.SupportedMechanisms = []string{"PLAIN"}
+				resp = r
+			case 36:
+				logins.Add(1)
+				now := time.Now()
+				lastLogin.Store(now.UnixNano())
+				ends = now.Add(lifetime)
+				r := kmsg.NewPtrSASLAuthenticateResponse()
+				r.SessionLifetimeMillis = lifetime.Milliseconds()
+				resp = r
+			default:
+				time.Sleep(latency)
+				if ends.IsZero() || time.Now().After(ends) {
+					return // not logged in, or the session ended: the broker closes the connection
+				}
+				r := kmsg.NewPtrMetadataResponse()
+				resp = r
+			}
+			resp.SetVersion(version)
+			c.Write(wire.AppendResponse(nil, corr, resp))
+		}
+	})
+}
+
+// The gateway's own upstream login is renewed before the upstream ends its session (KIP-368):
+// a request sent late in the session, which would reach the upstream only after the session
+// ended, goes on a fresh connection with a fresh login instead, so the client's connection is
+// not closed under it. The upstream answers the login with a session of 2 s and takes 300 ms
+// (15 %) to get to each request; the second request leaves 93 % into the session, after the
+// gateway's renewal point (90 %) and before the session's end. (Without the 10 % margin, or
+// without reading the session lifetime from the login's answer, the second request went on the
+// old connection, which the upstream closed.)
+func TestGatewayLoginIsRenewedBeforeTheUpstreamSessionEnds(t *testing.T) {
+	const lifetime = 2 * time.Second
+	var logins atomic.Int32
+	var lastLogin atomic.Int64
+	b := sessionUpstream(t, lifetime, lifetime*15/100, &logins, &lastLogin)
+	g := testGateway(t)
+	g.opts.Security = upstream.Security{SASL: plain.Auth{User: "gw", Pass: "pw"}.AsMechanism()}
+	g.view = &upstream.View{Brokers: []upstream.Broker{b}}
+	conn := &wire.Conn{ID: 1, Listener: "PLAINTEXT"}
+	defer g.closeConn(conn)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	send := func(corr int32) error {
+		_, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 3, Version: 12, CorrelationID: corr}, requestFrame(req, corr), func(int) error { return nil })
+		return err
+	}
+	if err := send(1); err != nil {
+		t.Fatal(err)
+	}
+	// Counted from when the upstream accepted the login, which the gateway's count starts
+	// before: the second request leaves at least 93 % into the session by the gateway's
+	// clock and reaches the upstream at least 108 % into it by the upstream's.
+	time.Sleep(time.Until(time.Unix(0, lastLogin.Load()).Add(lifetime * 93 / 100)))
+	if err := send(2); err != nil {
+		t.Fatalf("request late in the login's session: %v (%d logins); want it sent under a renewed login", err, logins.Load())
+	}
+	if n := logins.Load(); n != 2 {
+		t.Fatalf("%d logins, want the second request under a second one", n)
 	}
 }

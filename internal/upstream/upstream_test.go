@@ -41,6 +41,9 @@ type fakeAnswers struct {
 	describeTxnNone bool
 	// withoutDescribeTxn leaves DescribeTransactions out of ApiVersions (Kafka before 3.0).
 	withoutDescribeTxn bool
+	// describeTxnHeld never answers DescribeTransactions: the connection stays open and silent
+	// until the test ends, as a transaction coordinator that hangs.
+	describeTxnHeld bool
 	// brokers are the node ids Metadata lists, in this order (node 1 alone when nil); only
 	// node 1 is this broker, the others' addresses refuse connections.
 	brokers func() []int32
@@ -50,6 +53,8 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 	t.Helper()
 	s := wiretest.Listen(t)
 	addr := s.Addr
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
 	s.Start(func(h wire.Header, body []byte) kmsg.Response {
 		switch h.Key {
 		case 18:
@@ -103,6 +108,10 @@ func fakeBrokerWith(t *testing.T, a fakeAnswers) string {
 			r.NodeID, r.Host, r.Port = 1, "127.0.0.1", int32(addr.Port)
 			return r
 		case 65:
+			if a.describeTxnHeld {
+				<-held
+				return nil
+			}
 			req := kmsg.NewPtrDescribeTransactionsRequest()
 			if a.describeTxn == nil && !a.describeTxnNone || !wiretest.Request(h, body, req) {
 				return nil
@@ -644,5 +653,35 @@ func TestVerifyTxnOffsetsWithoutTheTransactionInTheAnswer(t *testing.T) {
 	}
 	if got := c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: 12}); got != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("code %d, want COORDINATOR_LOAD_IN_PROGRESS", got)
+	}
+}
+
+// A transactional offset commit waits for its verification, and an upstream whose coordinator
+// never answers the description holds it no longer than upstream.request.timeout.ms: the commit
+// is told to retry (COORDINATOR_LOAD_IN_PROGRESS) then, rather than after the upstream client's
+// retries (20 of them, backing off up to 5 s each) or after the producer's own request timeout,
+// which a Kafka client takes for a dead connection. The bound asserted is 10 s against 300 ms
+// configured: a limit on waiting, not a speed. (Without the bound the verification was still
+// waiting at 10 s: kgo sends a request that timed out again, up to 20 times.)
+func TestVerifyTxnOffsetsIsBoundedByTheUpstreamRequestTimeout(t *testing.T) {
+	c, err := New(Options{Bootstrap: []string{fakeBrokerWith(t, fakeAnswers{describeTxnHeld: true})}, RequestTimeout: 300 * time.Millisecond, ConnectTimeout: time.Second, MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int16, 1)
+	go func() {
+		got <- c.VerifyTxnOffsets(context.Background(), TxnOffsetsCheck{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 3, OffsetsPartition: 12})
+	}()
+	select {
+	case code := <-got:
+		if code != kerr.CoordinatorLoadInProgress.Code {
+			t.Fatalf("code %d, want COORDINATOR_LOAD_IN_PROGRESS", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("verification against an upstream that never answers still waiting after 10 s, with upstream.request.timeout.ms 300 ms")
 	}
 }

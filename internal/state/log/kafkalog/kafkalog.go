@@ -674,7 +674,7 @@ func (l *kafkaLog) fenceAndMark(ctx context.Context, p *loadProgress) (int64, er
 		if isFenced(err) {
 			return 0, fmt.Errorf("%w: %w", log.ErrFailed, err)
 		}
-		class := kerrclass.OfError(api, err)
+		class := categoryOf(api, err)
 		if act := class.Action(); act != kerrclass.Retry && act != kerrclass.Abort && !isNetworkError(err) && !timedOut {
 			return 0, err
 		}
@@ -723,7 +723,7 @@ func (l *kafkaLog) tryFenceAndMark(ctx context.Context, p *loadProgress) (end in
 		if err := step(timeout, func(ctx context.Context) error {
 			id, _, err := kc.ProducerID(ctx)
 			pids = append(pids, id)
-			return err
+			return inAPI(kmsg.InitProducerID, err)
 		}); err != nil {
 			return 0, kmsg.InitProducerID.Int16(), bound, fmt.Errorf("init producer: %w", err)
 		}
@@ -972,10 +972,74 @@ func (l *kafkaLog) lose(round []pendingBatch, cause error, class kerrclass.Categ
 	})
 }
 
-// isFenced reports that another owner took the shard: this producer can never write again.
-func isFenced(err error) bool {
-	return kerrclass.OfError(kmsg.EndTxn.Int16(), err) == kerrclass.ApplicationRecoverable ||
-		errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+// apiError is an error met in the answer to one kind of request (or while kgo sent it), so
+// that it is classed by that API's KIP-1050 table: INVALID_TXN_STATE, say, is abortable in a
+// Produce answer (abort the round, the producer lives) and application-recoverable in an EndTxn
+// or InitProducerId answer (the producer is finished).
+type apiError struct {
+	api int16
+	err error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
+
+// inAPI tags err with the request it came in; nil stays nil.
+func inAPI(api kmsg.Key, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &apiError{api: api.Int16(), err: err}
+}
+
+// categoryOf is err's KIP-1050 category by the table of the request it came in (the first
+// tagged one in its chain: a round's cause comes before the failure of its abort), or by api's
+// when nothing in it is tagged.
+func categoryOf(api int16, err error) kerrclass.Category {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return kerrclass.OfError(ae.api, ae.err)
+	}
+	return kerrclass.OfError(api, err)
+}
+
+// isFenced reports that this node's producers are finished: another owner fenced them (or the
+// coordinator no longer knows them), so they can never write again and a load must not go on.
+// Every error in err's chain is looked at by the table of the request it came in: in a round
+// whose produce failed and whose abort was then refused, the abort's answer is the one that
+// says so. An error of no known request (kgo's BeginTransaction hands back whatever failed the
+// producer id earlier) is classed by EndTxn's table, which calls the most codes
+// application-recoverable.
+//
+// INVALID_PRODUCER_EPOCH counts as fenced on every API. On EndTxn and InitProducerId a current
+// coordinator answers PRODUCER_FENCED for a fenced producer and only an old one this code, which
+// then means the same. On a Produce the partition leader answers it for a fenced producer too
+// (KAFKA-10687: PRODUCER_FENCED is turned into it there); Kafka's producer treats it as
+// abortable and lets the abort tell a fence from a transaction timeout (KIP-588), but kgo
+// re-initializes the producer after it only without transactions v2, and under v2 (Kafka 4.x)
+// refuses every later BeginTransaction: the producers have to go either way.
+func isFenced(err error) bool { return fencedIn(kmsg.EndTxn.Int16(), err) }
+
+func fencedIn(api int16, err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *apiError:
+		return fencedIn(e.api, e.err)
+	case *kerr.Error:
+		return e.Code == kerr.ProducerFenced.Code || e.Code == kerr.InvalidProducerEpoch.Code ||
+			kerrclass.Of(api, e.Code) == kerrclass.ApplicationRecoverable
+	case interface{ Unwrap() []error }:
+		for _, w := range e.Unwrap() {
+			if fencedIn(api, w) {
+				return true
+			}
+		}
+		return false
+	case interface{ Unwrap() error }:
+		return fencedIn(api, e.Unwrap())
+	}
+	return false
 }
 
 // Compact implements log.Log: Kafka's log cleaner compacts the topic, so there is nothing to do.

@@ -256,6 +256,7 @@ func (w *nodeWriter) newProducers() (*nodeProducers, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), w.b.opts.TransactionTimeout)
 		var pid int64
 		pid, _, err = kc.ProducerID(ctx)
+		err = inAPI(kmsg.InitProducerID, err)
 		cancel()
 		p.pids = append(p.pids, pid)
 		if err != nil {
@@ -434,7 +435,7 @@ func (w *nodeWriter) run() {
 // aborts what was open.
 func (w *nodeWriter) finish(prod *nodeProducers, parts []roundPart, jobs []*ownershipJob, markers map[*ownershipJob]*kgo.Record, err error) {
 	var aborted *abortedRound
-	class := kerrclass.OfError(kmsg.Produce.Int16(), err)
+	class := categoryOf(kmsg.Produce.Int16(), err)
 	act := class.Action()
 	lost := err != nil && errors.As(err, &aborted) && !isFenced(err) && (act == kerrclass.Retry || act == kerrclass.Abort)
 	w.mu.Lock()
@@ -633,7 +634,9 @@ func (w *nodeWriter) commit(prod *nodeProducers, parts []roundPart, jobs []*owne
 		kc.Produce(ctx, r, func(r *kgo.Record, err error) {
 			errMu.Lock()
 			if err != nil && firstErr == nil {
-				firstErr = err
+				// Under transactions v1 kgo hands an AddPartitionsToTxn refusal to the
+				// records too; it is classed as the Produce's (storage.md, Failures).
+				firstErr = inAPI(kmsg.Produce, err)
 			} else if err == nil {
 				acked = r.Partition
 			}
@@ -662,7 +665,7 @@ func (w *nodeWriter) commit(prod *nodeProducers, parts []roundPart, jobs []*owne
 		kc.AbortBufferedRecords(context.Background())
 		errMu.Lock()
 		if firstErr == nil {
-			firstErr = err
+			firstErr = inAPI(kmsg.Produce, err)
 		}
 		errMu.Unlock()
 	}
@@ -673,12 +676,14 @@ func (w *nodeWriter) commit(prod *nodeProducers, parts []roundPart, jobs []*owne
 		actx, acancel := context.WithTimeout(context.Background(), timeout)
 		defer acancel()
 		if aerr := endTransaction(actx, kc, w.b.opts.Topic, acked, acked >= 0, kgo.TryAbort); aerr != nil {
-			return nil, fmt.Errorf("%w (abort: %v)", firstErr, aerr)
+			// Both in the chain: the produce's error is the round's cause, the abort's
+			// answer may be the one that says the node was fenced (isFenced).
+			return nil, fmt.Errorf("%w (abort: %w)", firstErr, inAPI(kmsg.EndTxn, aerr))
 		}
 		return nil, &abortedRound{err: firstErr}
 	}
 	if err := endTransaction(ctx, kc, w.b.opts.Topic, acked, acked >= 0, kgo.TryCommit); err != nil {
-		return nil, err
+		return nil, inAPI(kmsg.EndTxn, err)
 	}
 	return markers, nil
 }

@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -393,4 +394,141 @@ func TestNodeRoundWaitsForTheClientsItAcknowledged(t *testing.T) {
 		!strings.Contains(second, "0") || !strings.Contains(second, "2") {
 		t.Fatalf("broker saw %v, want the first round, then both shards' operations in one transaction", ev)
 	}
+}
+
+// A round whose Produce the partition leader answers INVALID_TXN_STATE (abortable on a
+// Produce, KIP-1050: abort the transaction, the producer lives) is aborted and lost to the
+// shard that had records in it, which reloads; the node's producers go on, so another shard of
+// the node that was not in the round keeps serving: its next write becomes durable. On EndTxn
+// the same code means the producer is finished, and classing the Produce's by that table failed
+// every shard of the node. (Shard 1 writes first, once on each of the node's two producers: a
+// client's first round on the topic can meet the kgo race of txnend.go, where a transaction
+// with no record acknowledged ends without an EndTxn, and the abort this test expects would
+// not be sent.)
+func TestNodeRoundProducedIntoInvalidTxnStateIsLostAndTheNodeGoesOn(t *testing.T) {
+	var rb roundBroker
+	var refused atomic.Bool
+	addr := rb.start(t, 2, func() {}, func(p int32) int16 {
+		if p == 0 && refused.CompareAndSwap(false, true) {
+			return kerr.InvalidTxnState.Code
+		}
+		return 0
+	})
+	b := stateBackend(zap.NewNop(), "txnstate-", 2, 5*time.Second, kgo.SeedBrokers(addr))
+	l0, r0 := openAttached(t, b, 0)
+	l1, r1 := openAttached(t, b, 1)
+	defer l0.Close()
+	defer l1.Close()
+	writeDurable := func(v string) {
+		t.Helper()
+		last, err := l1.Append([]log.Record{rec("b", v)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case o := <-r1.durable:
+			if o != last {
+				t.Fatalf("shard 1: durable %d, want %d", o, last)
+			}
+		case err := <-r1.failed:
+			t.Fatalf("shard 1 failed (%v): the node's producers were dropped for an abortable refusal", err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("shard 1's write never became durable (broker saw %v)", rb.seen())
+		}
+	}
+	writeDurable("1")
+	writeDurable("2")
+	if _, err := l0.Append([]log.Record{rec("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case werr := <-r0.lost:
+		if werr.Shard != 0 || !errors.Is(werr, kerr.InvalidTxnState) {
+			t.Fatalf("shard 0 lost %v, want its round refused INVALID_TXN_STATE", werr)
+		}
+	case err := <-r0.failed:
+		t.Fatalf("shard 0 failed (%v), want its round lost: a Produce's INVALID_TXN_STATE is abortable", err)
+	case o := <-r0.durable:
+		t.Fatalf("offset %d of a refused round reported durable", o)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("shard 0 never heard of its refused round (broker saw %v)", rb.seen())
+	}
+	writeDurable("3")
+	if ev := rb.seen(); countPrefix(ev, "end:abort", "") != 1 || countPrefix(ev, "end:commit", "") != 3 {
+		t.Fatalf("broker saw %v, want the refused round aborted and the others committed", ev)
+	}
+}
+
+// claimHeld starts rb with its first produce held, opens shard 0 of a one-partition backend on
+// it and sends the shard's claim, which is that first round; it returns once the round's
+// produce reached the broker, with the claim's outcome to come on claimed.
+func claimHeld(t *testing.T, rb *roundBroker, prefix string) (l *kafkaLog, release chan struct{}, claimed chan error) {
+	t.Helper()
+	addr, produces, release := rb.holdFirstProduce(t, 1, func(int32) int16 { return 0 })
+	b := stateBackend(zap.NewNop(), prefix, 1, time.Minute, kgo.SeedBrokers(addr))
+	lg, err := b.Open(0, log.Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = lg.(*kafkaLog)
+	claimed = make(chan error, 1)
+	go func() {
+		_, err := l.claim(context.Background())
+		claimed <- err
+	}()
+	waitFor(t, "the claim's produce", func() bool { return produces.Load() > 0 })
+	return l, release, claimed
+}
+
+// released reports whether rb saw the shard's release: a produce to partition 0 in a
+// transaction after the claim's, both committed. (The fake broker logs a held produce when it
+// answers it, and kgo may send one transaction as several produces.)
+func released(rb *roundBroker) bool {
+	ev := rb.seen()
+	return countPrefix(ev, "produce:", "0") >= 2 && countPrefix(ev, "end:commit", "") >= 2 && countPrefix(ev, "end:abort", "") == 0
+}
+
+// A shard closed while its claim is in the round in flight (the membership took the shard back
+// during its load) is released in a round after it, and Close returns only once that release
+// is answered: the claim may commit, and a claim left unreleased makes the shard's next owner
+// fence this node and fail every shard it keeps. (With nodeWriter.release looking only at the
+// attached shards, Close returned at once and released nothing itself.)
+func TestCloseWhileItsClaimIsInFlightReturnsOnceTheShardIsReleased(t *testing.T) {
+	var rb roundBroker
+	l, release, claimed := claimHeld(t, &rb, "claimclose-")
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while its shard's claim was in the round in flight, before any release")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-claimed; err != nil {
+		t.Fatalf("the claim's round: %v, want it committed", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Close did not return after the claim's round (broker saw %v)", rb.seen())
+	}
+	if !released(&rb) {
+		t.Fatalf("Close returned before the shard's release was committed (broker saw %v)", rb.seen())
+	}
+}
+
+// A shard abandoned while its claim is in the round in flight (its load was given up) is
+// released after that round if the claim commits: nobody appends to it any more, but its claim
+// in the partition would make the shard's next owner fence this node. (Without the release
+// queued when such a claim commits, the broker saw the claim and nothing after it.)
+func TestAbandonWhileItsClaimIsInFlightReleasesTheShardOnceTheClaimCommits(t *testing.T) {
+	var rb roundBroker
+	l, release, claimed := claimHeld(t, &rb, "claimabandon-")
+	l.Abandon()
+	close(release)
+	if err := <-claimed; err != nil {
+		t.Fatalf("the claim's round: %v, want it committed", err)
+	}
+	waitFor(t, "the abandoned shard's release after its claim committed", func() bool { return released(&rb) })
+	l.Close()
 }
