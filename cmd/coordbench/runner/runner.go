@@ -205,6 +205,7 @@ func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d
 	ops := make([]uint64, n)
 	errs := make([]uint64, n)
 	firstErr := make([]error, n)
+	behind := make([]uint64, n) // paced operations sent at once, their client behind its schedule
 	start := time.Now()
 	end := start.Add(d)
 	wctx, wcancel := context.WithDeadline(ctx, end.Add(30*time.Second)) // an op in flight at the end may finish
@@ -224,6 +225,9 @@ func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d
 					w := pace.wait(now)
 					if !now.Add(w).Before(end) {
 						return
+					}
+					if w == 0 {
+						behind[i]++
 					}
 					time.Sleep(w)
 				}
@@ -274,6 +278,16 @@ func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d
 	}
 	m.Latency = all.Snapshot()
 	m.Seconds = elapsed.Seconds()
+	if rate > 0 && m.Ops+m.Errors > 0 {
+		// How even the arrivals were: sleeps shorter than the runtime's timer granularity (about
+		// a millisecond when idle) end late, and the client then sends its next operations at
+		// once, so at a high rate per client the server sees them in short bursts.
+		var late uint64
+		for _, b := range behind {
+			late += b
+		}
+		env.Info.Extra("sent_behind_schedule_pct", 100*float64(late)/float64(m.Ops+m.Errors))
+	}
 	for _, e := range firstErr {
 		if e != nil {
 			m.Note = "first error: " + e.Error()

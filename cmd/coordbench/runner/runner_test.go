@@ -189,6 +189,9 @@ func TestRunPacesPacedScenarios(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := ms[0]
+		if pct, ok := m.Extras["sent_behind_schedule_pct"]; !ok || pct < 0 || pct > 100 {
+			t.Errorf("paced window's share sent behind schedule: %v, %v", pct, ok)
+		}
 		if m.Rate != tc.want {
 			t.Errorf("rate %v (override %v): measurement records %v, want %v", tc.own, tc.override, m.Rate, tc.want)
 		}
@@ -204,6 +207,9 @@ func TestRunPacesPacedScenarios(t *testing.T) {
 		Targets: []result.Target{{Name: "a", Addr: c.ListenAddrs()[0]}}, Duration: 50 * time.Millisecond, Rounds: 1, Rate: 100})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := ms[0].Extras["sent_behind_schedule_pct"]; ok {
+		t.Error("a closed-loop window reports a share sent behind schedule")
 	}
 	if ms[0].Rate != 0 || ms[0].Ops < 1000 {
 		t.Errorf("closed loop: rate %v, %d operations", ms[0].Rate, ms[0].Ops)
