@@ -95,7 +95,8 @@ e2e:
 # failover}.md, from which the pages that explain them (docs/benchmarks-gateway.md,
 # docs/benchmarks-storage.md) are updated by hand. Takes about 19 minutes (the suite 10, of which
 # the issue-12 scenarios offset-commit-10k-groups, streams-heartbeat-scaling and
-# mixed-load(-idle) took 260 s in one run on a loaded 2-core machine; the gateway 3; the restart 4,
+# mixed-load(-idle) took 260 s in one run on a loaded 2-core machine, and
+# streams-heartbeat-paced, the scaling rows at one rate, adds about 1.5 minutes; the gateway 3; the restart 4,
 # with 20 s of commits per target after it for the resident memory under traffic;
 # the Kafka backend's two 1.5 and 1).
 bench: build

@@ -35,6 +35,8 @@ type runFlags struct {
 	results   string
 	// mixedCommitsAt: where mixed-load's committers commit ("" : the target itself).
 	mixedCommitsAt string
+	// rate: aggregate operations per second of the paced scenarios (0: each one's own).
+	rate float64
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -44,6 +46,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.warmup, "warmup", time.Second, "untimed window per target before the rounds (0: none)")
 	cmd.Flags().IntVar(&f.rounds, "rounds", 2, "rounds; each visits every target in turn")
 	cmd.Flags().StringVar(&f.results, "results", "bin/coordbench-results.json", "JSON results file to write")
+	cmd.Flags().Float64Var(&f.rate, "rate", 0, "aggregate operations per second of the paced scenarios (streams-heartbeat-paced), "+
+		"spread evenly over the clients; 0: each one's default. Closed-loop scenarios ignore it")
 }
 
 func newRunCommand() *cobra.Command {
@@ -96,7 +100,7 @@ func runAndWrite(ctx context.Context, f *runFlags, targets []result.Target, log 
 		}
 	}
 	ms, err := runner.Run(ctx, runner.Config{Scenarios: scs, Targets: live, Clients: f.clients,
-		Duration: f.duration, Warmup: f.warmup, Rounds: f.rounds, Log: log, MixedCommitsAt: f.mixedCommitsAt})
+		Duration: f.duration, Warmup: f.warmup, Rounds: f.rounds, Log: log, MixedCommitsAt: f.mixedCommitsAt, Rate: f.rate})
 	file.Results = ms
 	file.Host.LoadEnd = loadAverage()
 	if werr := result.Write(f.results, file); werr != nil {

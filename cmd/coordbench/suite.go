@@ -32,6 +32,7 @@ type suiteFlags struct {
 	out          string
 	charts       string
 	work         string
+	also         []string
 }
 
 func newSuiteCommand() *cobra.Command {
@@ -56,6 +57,8 @@ func newSuiteCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.kfake, "kfake", "process", "process: kfake in a child process (CPU and RSS measured); inproc; off")
 	cmd.Flags().StringVar(&f.out, "out", "docs/benchmarks.md", "markdown report to write")
 	cmd.Flags().StringVar(&f.charts, "charts", "docs/img", "folder for the PNG charts")
+	cmd.Flags().StringArrayVar(&f.also, "also", nil, "name=binary[,set=key=value]...: one more coordinatord target (repeatable), "+
+		"visited in turn with the others every round: another build, to compare before and after a change")
 	cmd.Flags().StringVar(&f.work, "work", "", "folder for binaries, data and logs (default: a temporary one, removed afterwards)")
 	return cmd
 }
@@ -99,6 +102,21 @@ func runSuite(ctx context.Context, f *suiteFlags, log io.Writer) error {
 	}
 	stops = append(stops, stopC)
 	targets = append(targets, ct)
+	for _, spec := range f.also {
+		name, rest, ok := strings.Cut(spec, "=")
+		abin, own, err := targetSets(rest)
+		if !ok || name == "" || abin == "" || name == "coordinatord" || name == "kafka" || name == "kfake" || err != nil {
+			return fmt.Errorf("--also %q: want name=binary[,set=key=value]... (a name other than coordinatord, kafka, kfake)", spec)
+		}
+		at, stopA, err := startCoordinatordWith(ctx, abin, filepath.Join(work, name+"-data"), log, name,
+			append([]string{"listeners=PLAINTEXT://127.0.0.1:0"}, own...))
+		if err != nil {
+			return err
+		}
+		stops = append(stops, stopA)
+		at.Kind = "coordinatord (" + abin + ")"
+		targets = append(targets, at)
+	}
 
 	// Kafka
 	switch f.kafka {
@@ -154,6 +172,9 @@ func runSuite(ctx context.Context, f *suiteFlags, log io.Writer) error {
 // suiteCommands is the Reproducing section: the suite itself, then what it does by hand.
 func suiteCommands(f *suiteFlags) []string {
 	common := fmt.Sprintf("--duration %s --rounds %d --warmup %s", f.duration, f.rounds, f.warmup)
+	if f.rate > 0 {
+		common += fmt.Sprintf(" --rate %g", f.rate)
+	}
 	scen := ""
 	for _, s := range f.scenarios {
 		if s != "all" {

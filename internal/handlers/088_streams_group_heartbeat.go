@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/wire"
@@ -51,9 +52,8 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 	if err != nil {
 		return streams.ErrorResponse(availabilityCode(err), "")
 	}
-	if tk, ok := memo(r).(*streamsTicket); ok && tk.answers(r, req, snap) && (tk.out.ShortIntervalUntil == 0 || time.Now().UnixMilli() < tk.out.ShortIntervalUntil) &&
-		t.deps.Groups.Shard(tk.shard).Valid(tk.out.Ticket, tk.out.Session) {
-		tk.resp = *tk.out.Response // the stored answer is shared: the caller sets the version
+	if tk, ok := memo(r).(*streamsTicket); ok && tk.answers(r, req, snap) && (tk.shortIntervalUntil == 0 || time.Now().UnixMilli() < tk.shortIntervalUntil) &&
+		t.deps.Groups.Shard(tk.shard).Valid(&tk.ticket, tk.session) {
 		return &tk.resp
 	}
 	if t.deps.JoinCreatesInternalTopics && req.MemberEpoch == 0 && req.Topology != nil {
@@ -72,7 +72,10 @@ func (t *Table) streamsHeartbeat(ctx context.Context, r *wire.Request) *kmsg.Str
 		// A member that may still be asked for its topology description must get the question
 		// from a heartbeat that runs the rule (maybeSolicitTopologyDescription), not a repeat.
 		if out.Ticket != nil && t.descriptionSettled(r.Version, req, out) {
-			r.Conn.Memo = &streamsTicket{out: out, endpointEpoch: req.EndpointInformationEpoch,
+			// The stored answer is shared (the shard may hand it to other heartbeats): the
+			// ticket keeps its own copy, whose version the caller sets, always this key's.
+			r.Conn.Memo = &streamsTicket{endpointEpoch: req.EndpointInformationEpoch, ticket: *out.Ticket, session: out.Session,
+				shortIntervalUntil: out.ShortIntervalUntil, resp: *out.Response,
 				steadyKey: t.newSteadyKey(r, req.Group, req.MemberID, req.MemberEpoch, req.InstanceID, snap)}
 		} else if _, ok := r.Conn.Memo.(*streamsTicket); ok {
 			r.Conn.Memo = nil
@@ -237,12 +240,20 @@ func (t *Table) descriptionSettled(version int16, req *kmsg.StreamsGroupHeartbea
 // the member's session deadline. The request must match in everything the answer depends on:
 // group, member, epoch, endpoint information epoch, instance id, client id and version, with
 // every optional field null (streams.SteadyRequest), and the same catalog snapshot.
+//
+// Everything the steady path reads of its member is in this one object (with the key's strings
+// in one allocation of their own, and the session timer's lease), not spread over the
+// heartbeat's output, its ticket and its stored answer: at 1000 members each heartbeat finds
+// its member's objects out of the caches, and every separate one is another miss (issue 12).
 type streamsTicket struct {
-	out streams.HeartbeatOutput
 	steadyKey
-	endpointEpoch int32
-	// resp is the copy of the stored answer that the steady path returns, reused (see
-	// consumerTicket).
+	endpointEpoch      int32
+	shortIntervalUntil int64 // HeartbeatOutput.ShortIntervalUntil
+	session            time.Duration
+	ticket             runtime.Ticket
+	// resp is the answer the steady path returns, copied from the stored one when the ticket
+	// is kept: the wire layer encodes an answer before it reads the connection's next request
+	// and keeps nothing of it, and its version is the key's.
 	resp kmsg.StreamsGroupHeartbeatResponse
 }
 

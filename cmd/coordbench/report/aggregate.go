@@ -27,6 +27,9 @@ type Agg struct {
 	Notes  []string
 	Rounds int // rounds measured ok
 
+	// Rate is the aggregate rate the clients were paced at (result.Measurement.Rate); 0: closed loop.
+	Rate float64
+
 	Ops, Errors      uint64
 	Seconds          float64
 	Latency          *hist.Histogram
@@ -156,6 +159,10 @@ func Aggregate(files []*result.File) (*Set, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s/%s/%d round %d: %w", m.Scenario, m.Target, m.Clients, m.Round, err)
 			}
+			if a.Rounds > 0 && m.Rate != a.Rate {
+				return nil, fmt.Errorf("%s/%s/%d: rounds paced at %g and %g ops/s cannot be merged", m.Scenario, m.Target, m.Clients, a.Rate, m.Rate)
+			}
+			a.Rate = m.Rate
 			a.Status = result.StatusOK
 			a.Rounds++
 			a.Ops += m.Ops

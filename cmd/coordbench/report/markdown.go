@@ -96,7 +96,9 @@ func Markdown(s *Set, o Options) string {
 
 	w("## Reading the tables\n\n")
 	w("- Every simulated client owns one TCP connection and keeps one request in flight (closed loop), so " +
-		"throughput is what N clients get, not the server's ceiling, and latency includes loopback.\n")
+		"throughput is what N clients get, not the server's ceiling, and latency includes loopback. A paced " +
+		"scenario (throughput \"paced at R\") instead holds the clients together to R operations per second, " +
+		"each on a fixed schedule, so that its rows compare the server at one rate.\n")
 	w("- The load generator, the target under test and the idle targets share the same cores: on a small machine " +
 		"the client side takes a real share of the CPU (*load generator CPU*), so the sum of the two CPU rows " +
 		"near the core count means the machine, not the target, was the limit.\n")
@@ -198,6 +200,9 @@ func (s *Set) scenarioTable(b *strings.Builder, sc string, o Options, ratio bool
 			if len(a.RoundThroughputs) > 1 {
 				lo, hi := minMax(a.RoundThroughputs)
 				txt += fmt.Sprintf(" (%s–%s)", num(lo), num(hi))
+			}
+			if a.Rate > 0 {
+				txt += fmt.Sprintf(", paced at %s", num(a.Rate))
 			}
 			return txt, t
 		}},

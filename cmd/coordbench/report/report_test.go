@@ -206,14 +206,29 @@ func TestIssue12Comparisons(t *testing.T) {
 		ok("streams-heartbeat-scaling", "coordinatord", 10, 1000, 1_000_000, 0.01),   // 10 µs/op
 		ok("streams-heartbeat-scaling", "coordinatord", 1000, 1000, 1_000_000, 0.05), // 50 µs/op
 	)
+	paced := func(clients int, ops uint64, cpu float64) result.Measurement {
+		m := ok("streams-heartbeat-paced", "coordinatord", clients, ops, 1_000_000, cpu)
+		m.Rate = 20_000
+		return m
+	}
+	f.Results = append(f.Results,
+		paced(10, 40_000, 0.4),    // 20,000/s, 10 µs/op
+		paced(1000, 30_000, 0.36), // 15,000/s: short of the rate, 12 µs/op
+	)
 	got := Markdown(mustAggregate(t, f), Options{})
 	for _, want := range []string{
 		"| heartbeat p99 beside another group's commits in its shard ÷ idle shard | coordinatord | 3.00 |",
 		"| streams heartbeat server CPU per op, 1000 ÷ 10 members | coordinatord | 5.00 | 50.0 µs ÷ 10.0 µs |",
+		"| streams heartbeat server CPU per op at equal request rate, 1000 ÷ 10 members (both paced at 20,000 ops/s) | coordinatord | 1.20 | " +
+			"12.0 µs ÷ 10.0 µs; 1000 members reached 15,000 ops/s, not the rate | ≤ 1.2 (flat) |",
+		"| 10 | throughput (ops/s) | 20,000, paced at 20,000 |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "10 members reached") {
+		t.Error("the 10-member row reached its rate, yet is marked short of it")
 	}
 	if strings.Contains(got, "idle shard | kafka") {
 		t.Error("kafka has no mixed-load row, yet got a ratio")
@@ -227,4 +242,16 @@ func mustAggregate(t *testing.T, f *result.File) *Set {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// Rounds paced at different rates are not one row: merging them would average two rates.
+func TestAggregateRefusesRoundsAtDifferentRates(t *testing.T) {
+	f := sample()
+	for i, rate := range []float64{20_000, 30_000} {
+		f.Results = append(f.Results, result.Measurement{Scenario: "streams-heartbeat-paced", Target: "coordinatord", Clients: 10,
+			Round: i + 1, Status: result.StatusOK, Rate: rate, Ops: 10, Seconds: 1, Latency: lat(1000, 10)})
+	}
+	if _, err := Aggregate([]*result.File{f}); err == nil || !strings.Contains(err.Error(), "paced at") {
+		t.Errorf("rounds at 20,000 and 30,000 ops/s merged: %v", err)
+	}
 }

@@ -73,6 +73,9 @@ type Measurement struct {
 	Round    int    `json:"round"`
 	Status   string `json:"status"`
 	Note     string `json:"note,omitempty"`
+	// Rate is the aggregate rate (operations per second) the clients were paced at; 0: each
+	// client in a closed loop, one request in flight.
+	Rate float64 `json:"rate,omitempty"`
 
 	Ops     uint64  `json:"ops"`
 	Errors  uint64  `json:"errors"`

@@ -34,6 +34,21 @@ type Config struct {
 	Log      io.Writer // progress lines; nil discards
 	// MixedCommitsAt is scenario.Env.CommitAddr for every window.
 	MixedCommitsAt string
+	// Rate overrides the aggregate rate (operations per second) of paced scenarios
+	// (scenario.Paced); 0 keeps each one's own. Closed-loop scenarios ignore it.
+	Rate float64
+}
+
+// rateOf is the aggregate rate sc is paced at, 0 for a closed loop.
+func rateOf(sc scenario.Scenario, override float64) float64 {
+	p, ok := sc.(scenario.Paced)
+	if !ok || p.Rate() <= 0 {
+		return 0
+	}
+	if override > 0 {
+		return override
+	}
+	return p.Rate()
 }
 
 // setupTimeout bounds a window's setup and teardown (connections, topics, a group settling).
@@ -80,10 +95,11 @@ func Run(ctx context.Context, cfg Config) ([]result.Measurement, error) {
 				live = append(live, t)
 			}
 		}
+		rate := rateOf(sc, cfg.Rate)
 		for _, n := range levels {
 			if cfg.Warmup > 0 {
 				for _, t := range live {
-					m := window(ctx, sc, t, n, cfg.Warmup, 0, cfg.MixedCommitsAt)
+					m := window(ctx, sc, t, n, cfg.Warmup, 0, cfg.MixedCommitsAt, rate)
 					fmt.Fprintf(logw, "%-18s %-13s clients=%-3d warm-up  %s\n", sc.Name(), t.Name, n, line(&m))
 				}
 			}
@@ -92,7 +108,7 @@ func Run(ctx context.Context, cfg Config) ([]result.Measurement, error) {
 					if ctx.Err() != nil {
 						return out, ctx.Err()
 					}
-					m := window(ctx, sc, t, n, cfg.Duration, r, cfg.MixedCommitsAt)
+					m := window(ctx, sc, t, n, cfg.Duration, r, cfg.MixedCommitsAt, rate)
 					fmt.Fprintf(logw, "%-18s %-13s clients=%-3d round %d  %s\n", sc.Name(), t.Name, n, r, line(&m))
 					out = append(out, m)
 				}
@@ -148,9 +164,10 @@ func FormatNanos(ns int64) string {
 	}
 }
 
-// window sets up, times and tears down one window of sc against t with n clients.
-func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d time.Duration, round int, commitAddr string) result.Measurement {
-	m := result.Measurement{Scenario: sc.Name(), Target: t.Name, Clients: n, Round: round, Status: result.StatusOK}
+// window sets up, times and tears down one window of sc against t with n clients, each in a
+// closed loop (rate 0) or paced so that together they send rate operations per second.
+func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d time.Duration, round int, commitAddr string, rate float64) result.Measurement {
+	m := result.Measurement{Scenario: sc.Name(), Target: t.Name, Clients: n, Round: round, Status: result.StatusOK, Rate: rate}
 	env := &scenario.Env{Target: t.Name, Addr: t.Addr, CommitAddr: commitAddr, Clients: n, Info: &scenario.Info{},
 		Tag: fmt.Sprintf("coordbench-%s-r%d-%d", t.Name, round, time.Now().UnixNano())}
 	fail := func(what string, err error) result.Measurement {
@@ -188,6 +205,7 @@ func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d
 	ops := make([]uint64, n)
 	errs := make([]uint64, n)
 	firstErr := make([]error, n)
+	behind := make([]uint64, n) // paced operations sent at once, their client behind its schedule
 	start := time.Now()
 	end := start.Add(d)
 	wctx, wcancel := context.WithDeadline(ctx, end.Add(30*time.Second)) // an op in flight at the end may finish
@@ -197,7 +215,22 @@ func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var pace *pacer
+			if rate > 0 {
+				pace = newPacer(start, rate, i, n, paceMaxLag)
+			}
 			for time.Now().Before(end) {
+				if pace != nil {
+					now := time.Now()
+					w := pace.wait(now)
+					if !now.Add(w).Before(end) {
+						return
+					}
+					if w == 0 {
+						behind[i]++
+					}
+					time.Sleep(w)
+				}
 				t0 := time.Now()
 				err := inst.Op(wctx, i)
 				el := time.Since(t0)
@@ -245,6 +278,16 @@ func window(ctx context.Context, sc scenario.Scenario, t result.Target, n int, d
 	}
 	m.Latency = all.Snapshot()
 	m.Seconds = elapsed.Seconds()
+	if rate > 0 && m.Ops+m.Errors > 0 {
+		// How even the arrivals were: sleeps shorter than the runtime's timer granularity (about
+		// a millisecond when idle) end late, and the client then sends its next operations at
+		// once, so at a high rate per client the server sees them in short bursts.
+		var late uint64
+		for _, b := range behind {
+			late += b
+		}
+		env.Info.Extra("sent_behind_schedule_pct", 100*float64(late)/float64(m.Ops+m.Errors))
+	}
 	for _, e := range firstErr {
 		if e != nil {
 			m.Note = "first error: " + e.Error()

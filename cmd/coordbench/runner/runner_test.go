@@ -149,3 +149,69 @@ func TestMixedLoadCommitsElsewhere(t *testing.T) {
 		t.Errorf("committers' groups on the target: %v, want none", got)
 	}
 }
+
+// pacedStub is a paced scenario whose operation does nothing: what it counts is how often the
+// runner calls it.
+type pacedStub struct{ rate float64 }
+
+func (pacedStub) Name() string          { return "paced-stub" }
+func (pacedStub) Description() string   { return "" }
+func (pacedStub) Needs() []int16        { return nil }
+func (pacedStub) DefaultClients() []int { return []int{4} }
+func (p pacedStub) Rate() float64       { return p.rate }
+func (pacedStub) Setup(context.Context, *scenario.Env) (scenario.Instance, error) {
+	return stubInstance{}, nil
+}
+
+type stubInstance struct{}
+
+func (stubInstance) Op(context.Context, int) error  { return nil }
+func (stubInstance) Teardown(context.Context) error { return nil }
+
+// A paced scenario gets its rate, or --rate's, and no more (closed loop, an operation that does
+// nothing would run millions of times); the measurement records the rate.
+func TestRunPacesPacedScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const d = 400 * time.Millisecond
+	for _, tc := range []struct {
+		own, override, want float64
+	}{{2000, 0, 2000}, {2000, 500, 500}} {
+		ms, err := Run(context.Background(), Config{Scenarios: []scenario.Scenario{pacedStub{rate: tc.own}},
+			Targets: []result.Target{{Name: "a", Addr: c.ListenAddrs()[0]}}, Duration: d, Rounds: 1, Rate: tc.override})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := ms[0]
+		if pct, ok := m.Extras["sent_behind_schedule_pct"]; !ok || pct < 0 || pct > 100 {
+			t.Errorf("paced window's share sent behind schedule: %v, %v", pct, ok)
+		}
+		if m.Rate != tc.want {
+			t.Errorf("rate %v (override %v): measurement records %v, want %v", tc.own, tc.override, m.Rate, tc.want)
+		}
+		// Upper bound: the schedule, plus the catch-up the pacer allows each client once. Lower
+		// bound loose: the machine is shared, and a late client drops slots.
+		max := tc.want*d.Seconds()*1.05 + 4*(1+float64(paceMaxLag)*tc.want/4/float64(time.Second))
+		if got := float64(m.Ops); got > max || got < tc.want*d.Seconds()/2 {
+			t.Errorf("paced at %v/s for %s: %d operations, want about %.0f (at most %.0f)", tc.want, d, m.Ops, tc.want*d.Seconds(), max)
+		}
+	}
+	// A scenario that is Paced with rate 0 runs in a closed loop, whatever --rate says.
+	ms, err := Run(context.Background(), Config{Scenarios: []scenario.Scenario{pacedStub{}},
+		Targets: []result.Target{{Name: "a", Addr: c.ListenAddrs()[0]}}, Duration: 50 * time.Millisecond, Rounds: 1, Rate: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ms[0].Extras["sent_behind_schedule_pct"]; ok {
+		t.Error("a closed-loop window reports a share sent behind schedule")
+	}
+	if ms[0].Rate != 0 || ms[0].Ops < 1000 {
+		t.Errorf("closed loop: rate %v, %d operations", ms[0].Rate, ms[0].Ops)
+	}
+}

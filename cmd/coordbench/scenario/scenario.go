@@ -34,6 +34,15 @@ type Scenario interface {
 	Setup(ctx context.Context, env *Env) (Instance, error)
 }
 
+// Paced is implemented by scenarios measured at a fixed aggregate request rate instead of in a
+// closed loop: the runner spreads Rate operations per second evenly over the clients, so that
+// rows of different client counts are measured at the same rate (the server's CPU per
+// operation depends on the rate it is driven at, not only on the work an operation does).
+type Paced interface {
+	// Rate is the default aggregate rate, operations per second; `--rate` overrides it.
+	Rate() float64
+}
+
 // Instance is one set-up window.
 type Instance interface {
 	// Op runs one operation for simulated client i (0 <= i < Env.Clients) on that client's own
@@ -111,7 +120,7 @@ func Register(s Scenario) {
 
 // Order is the order the suite and the report use; scenarios not listed follow by name.
 var Order = []string{"metadata", "find-coordinator", "offset-commit", "offset-commit-10k-groups", "classic-join",
-	"streams-heartbeat", "streams-heartbeat-scaling", "consumer-heartbeat", "mixed-load-idle", "mixed-load", "produce-1k", "produce-64k", "fetch-1k", "fetch-64k"}
+	"streams-heartbeat", "streams-heartbeat-scaling", "streams-heartbeat-paced", "consumer-heartbeat", "mixed-load-idle", "mixed-load", "produce-1k", "produce-64k", "fetch-1k", "fetch-64k"}
 
 // All returns every registered scenario of the default suite in Order.
 func All() []Scenario { return InSuite("") }

@@ -15,7 +15,13 @@ import (
 func init() {
 	Register(streamsHeartbeat{})
 	Register(streamsHeartbeat{scaling: true})
+	Register(streamsHeartbeat{scaling: true, paced: true})
 }
+
+// StreamsPacedRate is streams-heartbeat-paced's aggregate rate (heartbeats per second): one
+// that the 1000-member group, driven by coordbench's own 1000 connections on the same cores,
+// reaches with margin on a 2-core machine (closed loop it got 31-75 thousand/s on 2026-12-07).
+const StreamsPacedRate = 20_000
 
 const (
 	streamsTopic      = "coordbench-streams"
@@ -36,15 +42,30 @@ const (
 // per operation against group size is issue 12's scaling row (flat within 20% is the goal), and
 // its 1000-member row is the 1000-member streams group (steady heartbeat rate, and
 // rejoin_stable_ms, the time to converge after one more member joins).
-type streamsHeartbeat struct{ scaling bool }
+//
+// streams-heartbeat-paced is streams-heartbeat-scaling at one aggregate rate for every size
+// (Paced): closed loop, the 1000-member rows run at whatever rate coordbench's own 1000
+// connections allow, and the server's CPU per heartbeat falls as the rate rises, so the
+// closed-loop ratio mixes the rate with the group size.
+type streamsHeartbeat struct{ scaling, paced bool }
 
 func (s streamsHeartbeat) Name() string {
+	if s.paced {
+		return "streams-heartbeat-paced"
+	}
 	if s.scaling {
 		return "streams-heartbeat-scaling"
 	}
 	return "streams-heartbeat"
 }
 func (s streamsHeartbeat) Description() string {
+	if s.paced {
+		return fmt.Sprintf("streams-heartbeat-scaling held at one aggregate rate, %d heartbeats/s unless `coordbench run "+
+			"--rate` says otherwise, spread evenly over the members: each member heartbeats on a fixed schedule instead of "+
+			"as soon as its last answer came. Compare *server CPU (µs/op)* across the rows: at the same rate at every "+
+			"size, what differs is the group size and the number of connections alone. A row whose throughput is below "+
+			"the rate did not reach it (the machine was the limit).", StreamsPacedRate)
+	}
 	if s.scaling {
 		return "streams-heartbeat at 10, 100 and 1000 members: compare *server CPU (µs/op)* across the rows " +
 			"(the cost of one steady heartbeat should not grow with the group); the 1000-member row's throughput, " +
@@ -61,6 +82,14 @@ func (s streamsHeartbeat) Description() string {
 		"for `group.streams.assignment.quiet.ms` (100 ms).", streamsPartitions, settleProbeInterval)
 }
 func (streamsHeartbeat) Needs() []int16 { return []int16{10, 88} }
+
+// Rate makes a paced streamsHeartbeat a scenario.Paced; 0 for the closed-loop ones.
+func (s streamsHeartbeat) Rate() float64 {
+	if s.paced {
+		return StreamsPacedRate
+	}
+	return 0
+}
 func (s streamsHeartbeat) DefaultClients() []int {
 	if s.scaling {
 		return []int{10, 100, 1000} // issue 12's scaling row and 1000-member group
