@@ -87,3 +87,56 @@ func TestOffsetCommitStoresOnlyAcceptedPartitionsWithTheirOwnOffsets(t *testing.
 		}
 	}
 }
+
+// The group's per-partition answers (metadata too large, a refused generation) reach the
+// partitions they belong to when the catalog refuses others of the same request: the shard op
+// writes them into the array the handler lends it, after the catalog's codes, and the answer
+// is built from one object for a small one-topic commit and from slices for a larger one.
+func TestOffsetCommitAnswersTheGroupsCodesAtTheirPartitions(t *testing.T) {
+	pub := &meta.Published{}
+	m := catalogShard(t, pub, meta.NewTopic{Name: "a", Partitions: 12, ReplicationFactor: 1})
+	groups := loadedGroupShards(t, 2)
+	tbl := &Table{deps: Deps{Meta: m, Catalog: pub, Groups: groups, Limits: Limits{OffsetMetadataMaxBytes: 4}}, log: zap.NewNop()}
+
+	unknown, tooLarge, illegal := kerr.UnknownTopicOrPartition.Code, kerr.OffsetMetadataTooLarge.Code, kerr.IllegalGeneration.Code
+	type part struct {
+		p    int32
+		meta string
+		code int16
+	}
+	commit := func(group string, generation int32, parts []part) {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.SetVersion(8)
+		req.Group, req.Generation = group, generation
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "a"
+		for _, p := range parts {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.Metadata = p.p, 5, kmsg.StringPtr(p.meta)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp := tbl.offsetCommit(context.Background(), &wire.Request{Header: wire.Header{Key: 8, Version: 8}, Body: req}).(*kmsg.OffsetCommitResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(parts) {
+			t.Fatalf("group %s: answer %+v, want one topic of %d partitions", group, resp.Topics, len(parts))
+		}
+		for j, p := range parts {
+			if got := resp.Topics[0].Partitions[j]; got.Partition != p.p || got.ErrorCode != p.code {
+				t.Errorf("group %s, partition %d: answered partition %d code %d, want code %d", group, p.p, got.Partition, got.ErrorCode, p.code)
+			}
+		}
+	}
+	small := []part{{0, "ok", 0}, {70, "x", unknown}, {1, "too long", tooLarge}, {2, "", 0}}
+	commit("small", -1, small)
+	var large []part // beyond the one-object answer
+	for p := int32(0); p < 12; p++ {
+		large = append(large, part{p, "m", 0})
+		if p%3 == 1 {
+			large = append(large, part{100 + p, "m", unknown}, part{p, "way too long", tooLarge})
+		}
+	}
+	commit("large", -1, large)
+	// A group that refuses the commit as a whole answers every partition the catalog passed on.
+	commit("nobody", 3, []part{{0, "", illegal}, {99, "", unknown}, {3, "", illegal}})
+}
