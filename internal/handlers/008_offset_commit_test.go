@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/state/meta"
@@ -139,4 +140,74 @@ func TestOffsetCommitAnswersTheGroupsCodesAtTheirPartitions(t *testing.T) {
 	commit("large", -1, large)
 	// A group that refuses the commit as a whole answers every partition the catalog passed on.
 	commit("nobody", 3, []part{{0, "", illegal}, {99, "", unknown}, {3, "", illegal}})
+}
+
+// A connection decodes its next OffsetCommit into the request it answered last (Recycle): the
+// request must then read exactly as one decoded afresh, whatever the earlier one held, in
+// particular fields its version lacks (instance id, retention) and fewer topics.
+func TestOffsetCommitRecycledRequestDecodesAsANewOne(t *testing.T) {
+	tbl := New(Deps{})
+	served, _ := tbl.lookup(8)
+	encode := func(version int16, fill func(*kmsg.OffsetCommitRequest)) []byte {
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.SetVersion(version)
+		fill(r)
+		return r.AppendTo(nil)
+	}
+	topic := func(name string, parts ...int32) kmsg.OffsetCommitRequestTopic {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = name
+		for _, p := range parts {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.Metadata = p, int64(p)*10, kmsg.StringPtr("m")
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	bodies := []struct {
+		version int16
+		body    []byte
+	}{
+		{7, encode(7, func(r *kmsg.OffsetCommitRequest) {
+			r.Group, r.Generation, r.MemberID, r.InstanceID = "g", 4, "m-1", kmsg.StringPtr("static-1")
+			r.Topics = []kmsg.OffsetCommitRequestTopic{topic("a", 0, 1, 2), topic("b", 3)}
+		})},
+		{3, encode(3, func(r *kmsg.OffsetCommitRequest) {
+			r.Group, r.Generation, r.MemberID, r.RetentionTimeMillis = "g", 5, "m-2", 60000
+			r.Topics = []kmsg.OffsetCommitRequestTopic{topic("c", 7)}
+		})},
+		{6, encode(6, func(r *kmsg.OffsetCommitRequest) {
+			r.Group, r.Generation, r.MemberID = "h", 6, "m-3"
+			r.Topics = []kmsg.OffsetCommitRequestTopic{topic("d", 1, 2)}
+		})},
+	}
+	var spare kmsg.Request
+	for i, b := range bodies {
+		req, decode, ok := tbl.NewRequestInto(spare, 8, b.version)
+		if !ok || !decode {
+			t.Fatalf("request %d: NewRequestInto answered ok=%v decode=%v", i, ok, decode)
+		}
+		if i > 0 && req != spare {
+			t.Fatalf("request %d: the recycled request was not reused", i)
+		}
+		req.SetVersion(b.version)
+		if err := req.ReadFrom(b.body); err != nil {
+			t.Fatal(err)
+		}
+		fresh := kmsg.NewPtrOffsetCommitRequest()
+		fresh.SetVersion(b.version)
+		if err := fresh.ReadFrom(b.body); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(req, fresh) {
+			t.Errorf("request %d (v%d) decoded into the recycled request as\n%+v\nwant\n%+v", i, b.version, req, fresh)
+		}
+		spare = tbl.Recycle(req)
+	}
+	if _, _, ok := tbl.NewRequestInto(spare, 8, served.max+1); ok {
+		t.Errorf("a version beyond the served range was accepted with a spare request")
+	}
+	if tbl.Recycle(kmsg.NewPtrHeartbeatRequest()) != nil {
+		t.Errorf("a Heartbeat request was recycled")
+	}
 }
