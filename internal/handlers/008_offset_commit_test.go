@@ -144,7 +144,9 @@ func TestOffsetCommitAnswersTheGroupsCodesAtTheirPartitions(t *testing.T) {
 
 // A connection decodes its next OffsetCommit into the request it answered last (Recycle): the
 // request must then read exactly as one decoded afresh, whatever the earlier one held, in
-// particular fields its version lacks (instance id, retention) and fewer topics.
+// particular fields its version lacks (instance id, retention) and fewer topics. A large
+// request's array is not kept, nor what the kept array's topics held: a connection would pin
+// it for its lifetime.
 func TestOffsetCommitRecycledRequestDecodesAsANewOne(t *testing.T) {
 	tbl := New(Deps{})
 	served, _ := tbl.lookup(8)
@@ -203,9 +205,20 @@ func TestOffsetCommitRecycledRequestDecodesAsANewOne(t *testing.T) {
 			t.Errorf("request %d (v%d) decoded into the recycled request as\n%+v\nwant\n%+v", i, b.version, req, fresh)
 		}
 		spare = tbl.Recycle(req)
+		kept := spare.(*kmsg.OffsetCommitRequest).Topics
+		for _, rt := range kept[:cap(kept)] {
+			if rt.Topic != "" || rt.Partitions != nil {
+				t.Errorf("request %d: the recycled request still holds topic %q and %d partitions", i, rt.Topic, len(rt.Partitions))
+			}
+		}
 	}
 	if _, _, ok := tbl.NewRequestInto(spare, 8, served.max+1); ok {
 		t.Errorf("a version beyond the served range was accepted with a spare request")
+	}
+	large := kmsg.NewPtrOffsetCommitRequest()
+	large.Topics = make([]kmsg.OffsetCommitRequestTopic, 1000)
+	if tbl.Recycle(large) != nil {
+		t.Errorf("a request of 1000 topics was kept for the connection's next one")
 	}
 	if tbl.Recycle(kmsg.NewPtrHeartbeatRequest()) != nil {
 		t.Errorf("a Heartbeat request was recycled")

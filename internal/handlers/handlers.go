@@ -270,15 +270,20 @@ func (t *Table) NewRequestInto(spare kmsg.Request, key, version int16) (kmsg.Req
 // must read as its default, not as the previous request's.
 func (t *Table) Recycle(req kmsg.Request) kmsg.Request {
 	r, ok := req.(*kmsg.OffsetCommitRequest)
-	if !ok {
+	if !ok || cap(r.Topics) > maxRecycledTopics {
 		return nil
 	}
 	topics := r.Topics[:0]
+	clear(topics[:cap(topics)]) // nor the partitions' arrays and names its topics held
 	*r = kmsg.OffsetCommitRequest{}
 	r.Default()
 	r.Topics = topics
 	return r
 }
+
+// maxRecycledTopics bounds the topics' array a connection keeps between requests: one large
+// commit must not pin its array (64 B a topic) for the connection's lifetime.
+const maxRecycledTopics = 8
 
 // Handle implements wire.Handler.
 func (t *Table) Handle(ctx context.Context, r *wire.Request) kmsg.Response {
