@@ -16,10 +16,9 @@ import (
 // answered once the commit is durable.
 func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response {
 	req := r.Body.(*kmsg.OffsetCommitRequest)
-	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 
 	if !t.groupAllowed(r, req.Group, acl.OpRead) {
-		return commitFailed(req, resp, kerr.GroupAuthorizationFailed.Code)
+		return commitFailed(req, req.ResponseKind().(*kmsg.OffsetCommitResponse), kerr.GroupAuthorizationFailed.Code)
 	}
 	retention := int64(-1)
 	if r.Version >= 2 && r.Version <= 4 && req.RetentionTimeMillis != -1 {
@@ -53,37 +52,72 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 		topics[i] = commitTopic{name: rt.Topic, id: rt.TopicID, parts: all[start:len(all):len(all)]}
 		names[i], ids[i] = rt.Topic, rt.TopicID
 	}
+	// One array holds every partition's code, in request order, and after them the group's
+	// answers for the partitions passed on, which the shard op writes in place (CommitRequest.Codes).
+	codeArray := make([]int16, 2*total)
+	var oneCodes [1][]int16
+	codesInto := oneCodes[:]
+	if len(req.Topics) != 1 {
+		codesInto = nil
+	}
 	snap, catErr := t.catalogKnowing(ctx, names, ids)
-	codes, commit := resolveCommit(snap, catErr, availabilityCode, r.Version >= 10, topics, all, func(topic string) bool {
+	codes, commit := resolveCommit(snap, catErr, availabilityCode, r.Version >= 10, topics, all, codesInto, codeArray[:total], func(topic string) bool {
 		return !t.topicAllowed(r, topic, acl.OpRead)
 	})
 
-	var (
-		groupCodes []int16
-		err        error
-	)
+	groupCodes := codeArray[total : total+len(commit)]
+	var err error
 	if len(commit) > 0 {
-		var v any
-		v, err = t.deps.Groups.For(req.Group).Write(ctx, shard.CommitOffsets(shard.CommitRequest{
+		_, err = t.deps.Groups.For(req.Group).Write(ctx, shard.CommitOffsets(shard.CommitRequest{
 			Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
 			Version: r.Version, Partitions: commit, MaxMetadata: t.deps.Limits.OffsetMetadataMaxBytes,
+			Codes: groupCodes,
 		}))
-		if err == nil {
-			groupCodes = v.([]int16)
-		}
 	}
 	answerCodes(codes, groupCodes, err, commitWriteCode)
+	return commitAnswer(req, codes, total)
+}
 
-	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, 0, len(req.Topics))
-	// Every topic's partitions in one array, as the request side does.
-	answers := make([]kmsg.OffsetCommitResponseTopicPartition, 0, total)
+// smallCommitParts is how many partitions of a one-topic commit are answered from one
+// allocation (commitAnswerOne); a consumer commits the partitions it owns, usually a few.
+const smallCommitParts = 8
+
+// commitAnswerOne is the answer to a commit of one topic and at most smallCommitParts
+// partitions in a single object: the response, its topic and the partitions were three
+// allocations on every commit (issue 12). The wire encodes the answer and keeps nothing of it.
+type commitAnswerOne struct {
+	resp  kmsg.OffsetCommitResponse
+	topic [1]kmsg.OffsetCommitResponseTopic
+	parts [smallCommitParts]kmsg.OffsetCommitResponseTopicPartition
+}
+
+// commitAnswer builds the response from every partition's code (codes[i][j] answers topic i,
+// partition j of req).
+func commitAnswer(req *kmsg.OffsetCommitRequest, codes [][]int16, total int) *kmsg.OffsetCommitResponse {
+	var (
+		resp    *kmsg.OffsetCommitResponse
+		topics  []kmsg.OffsetCommitResponseTopic
+		answers []kmsg.OffsetCommitResponseTopicPartition
+	)
+	if len(req.Topics) == 1 && total <= smallCommitParts {
+		one := &commitAnswerOne{}
+		resp, topics, answers = &one.resp, one.topic[:0], one.parts[:0]
+	} else {
+		resp = new(kmsg.OffsetCommitResponse)
+		topics = make([]kmsg.OffsetCommitResponseTopic, 0, len(req.Topics))
+		// Every topic's partitions in one array, as the request side does.
+		answers = make([]kmsg.OffsetCommitResponseTopicPartition, 0, total)
+	}
+	resp.Default()
+	resp.Version = req.Version
+	resp.Topics = topics
 	for i, rt := range req.Topics {
 		st := kmsg.NewOffsetCommitResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		start := len(answers)
 		for j, p := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = p.Partition, offsetCommitCode(r.Version, codes[i][j])
+			sp.Partition, sp.ErrorCode = p.Partition, offsetCommitCode(req.Version, codes[i][j])
 			answers = append(answers, sp)
 		}
 		st.Partitions = answers[start:len(answers):len(answers)]

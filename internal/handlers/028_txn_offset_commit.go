@@ -45,7 +45,7 @@ func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Respo
 		}
 	}
 	snap, catErr := t.catalog(ctx)
-	codes, stage := resolveCommit(snap, catErr, coordinatorCode, r.Version >= 6, topics, nil, func(topic string) bool {
+	codes, stage := resolveCommit(snap, catErr, coordinatorCode, r.Version >= 6, topics, nil, nil, nil, func(topic string) bool {
 		return !t.topicAllowed(r, topic, acl.OpRead)
 	})
 

@@ -26,15 +26,22 @@ const pendingCode = -2
 // commit is built in into when it has room: into may be the array that holds every topic's parts
 // one after the other in request order, since each partition passed on is written at or before
 // the place it was read from (and that array is then the caller's no longer).
-func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16, byID bool, topics []commitTopic, into []shard.CommitPartition, denied func(topic string) bool) (codes [][]int16, commit []shard.CommitPartition) {
+// codesInto (one entry per topic) and flatInto (one per partition) are used for codes when
+// they have room, so that a caller may lend them from its stack or from an array it shares.
+func resolveCommit(snap *meta.Snapshot, catErr error, catCode func(error) int16, byID bool, topics []commitTopic, into []shard.CommitPartition, codesInto [][]int16, flatInto []int16, denied func(topic string) bool) (codes [][]int16, commit []shard.CommitPartition) {
 	// One array for every code and one for the partitions passed on: per-topic slices and an
 	// appended commit list were several allocations per request on the commit hot path.
 	total := 0
 	for _, ct := range topics {
 		total += len(ct.parts)
 	}
-	codes = make([][]int16, len(topics))
-	flat := make([]int16, total)
+	if codes = codesInto; len(codes) != len(topics) {
+		codes = make([][]int16, len(topics))
+	}
+	flat := flatInto
+	if len(flat) < total {
+		flat = make([]int16, total)
+	}
 	if commit = into[:0]; cap(commit) < total {
 		commit = make([]shard.CommitPartition, 0, total)
 	}

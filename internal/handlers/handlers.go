@@ -251,6 +251,40 @@ func (t *Table) NewRequest(key, version int16) (kmsg.Request, bool, bool) {
 	return kmsg.RequestForKey(key), true, true
 }
 
+// NewRequestInto implements wire.RequestRecycler.
+func (t *Table) NewRequestInto(spare kmsg.Request, key, version int16) (kmsg.Request, bool, bool) {
+	if spare != nil && spare.Key() == key {
+		if a, ok := t.lookup(key); ok && version >= a.min && version <= a.max {
+			return spare, true, true
+		}
+	}
+	return t.NewRequest(key, version)
+}
+
+// Recycle implements wire.RequestRecycler for OffsetCommit, the one request a client sends at a
+// rate where its allocations show (issue 12): its handler copies every field it passes on
+// (strings and the nullable ones' pointers are allocated afresh by each decode) and answers
+// with memory of its own, so nothing refers to the request once Handle has returned, even a
+// shard op still queued after its caller gave up. The reset keeps the topics' array and
+// nothing else: kmsg zeroes the elements it decodes into, and a field an older version lacks
+// must read as its default, not as the previous request's.
+func (t *Table) Recycle(req kmsg.Request) kmsg.Request {
+	r, ok := req.(*kmsg.OffsetCommitRequest)
+	if !ok || cap(r.Topics) > maxRecycledTopics {
+		return nil
+	}
+	topics := r.Topics[:0]
+	clear(topics[:cap(topics)]) // nor the partitions' arrays and names its topics held
+	*r = kmsg.OffsetCommitRequest{}
+	r.Default()
+	r.Topics = topics
+	return r
+}
+
+// maxRecycledTopics bounds the topics' array a connection keeps between requests: one large
+// commit must not pin its array (64 B a topic) for the connection's lifetime.
+const maxRecycledTopics = 8
+
 // Handle implements wire.Handler.
 func (t *Table) Handle(ctx context.Context, r *wire.Request) kmsg.Response {
 	a, _ := t.lookup(r.Key)

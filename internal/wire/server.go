@@ -169,6 +169,20 @@ type Handler interface {
 	Handle(ctx context.Context, r *Request) kmsg.Response
 }
 
+// RequestRecycler is implemented by a Handler that lets a connection decode a request into the
+// request it decoded its previous one of the same key into: the request and its top-level array
+// are then not allocated again (kmsg decodes into the arrays a request already has). Only keys
+// whose handler keeps nothing of the request once Handle has returned, and whose answer refers
+// to none of its memory, may be recycled.
+type RequestRecycler interface {
+	// NewRequestInto is NewRequest for a connection that holds spare, a request Recycle returned
+	// (nil: none): when spare is of key and the version is served, it answers spare.
+	NewRequestInto(spare kmsg.Request, key, version int16) (req kmsg.Request, decode, ok bool)
+	// Recycle is called once Handle has returned for req: it answers req reset for another
+	// decode of its key, or nil when its key is not one to recycle.
+	Recycle(req kmsg.Request) kmsg.Request
+}
+
 // Forwarder is implemented by a Handler that passes some requests on without decoding them
 // (gateway mode: everything but the group APIs goes to an upstream Kafka broker).
 type Forwarder interface {
@@ -443,6 +457,9 @@ type serverConn struct {
 	// clientID is the client id of the last request served, handed to parseHeader so that the
 	// same id is not copied out of every frame; only the connection's own goroutine touches it.
 	clientID string
+	// spare is the last request the handler recycled (RequestRecycler), nil if none; only the
+	// connection's own goroutine touches it.
+	spare kmsg.Request
 }
 
 // writeTimeout bounds writing one response to a peer that stopped reading.
@@ -836,7 +853,19 @@ func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, reusab
 		return nil, hdr, false, 0, err.Error()
 	}
 	c.clientID = hdr.ClientID
-	req, decode, ok := s.handler.NewRequest(hdr.Key, hdr.Version)
+	var (
+		req        kmsg.Request
+		decode, ok bool
+	)
+	recycler, recycles := s.handler.(RequestRecycler)
+	if recycles {
+		req, decode, ok = recycler.NewRequestInto(c.spare, hdr.Key, hdr.Version)
+		if req == c.spare {
+			c.spare = nil // until the handler gives it back
+		}
+	} else {
+		req, decode, ok = s.handler.NewRequest(hdr.Key, hdr.Version)
+	}
 	if !ok {
 		return nil, hdr, false, 0, fmt.Sprintf("api key %d version %d is not served", hdr.Key, hdr.Version)
 	}
@@ -861,6 +890,11 @@ func (c *serverConn) serve(frame []byte) (resp kmsg.Response, hdr Header, reusab
 	}()
 	resp = s.handler.Handle(c.ctx, &Request{Header: hdr, Body: req, Conn: c.info})
 	served = c.since()
+	if recycles {
+		if spare := recycler.Recycle(req); spare != nil {
+			c.spare = spare
+		}
+	}
 	s.metrics.observe(hdr.Key, resp, served-start)
 	if resp == nil {
 		return nil, hdr, false, served, "handler gave no response"
