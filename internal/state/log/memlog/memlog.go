@@ -58,7 +58,10 @@ func (b *Backend) Open(shard int32, cb log.Callbacks) (log.Log, error) {
 		st = &store{}
 		b.shards[shard] = st
 	}
-	if st.open != nil && !st.open.closed {
+	// A log that failed for good may still be closing when its shard is loaded again (Set.Own
+	// closes a FAILED shard in the background), as the Kafka backend allows: it writes nothing
+	// more, so only a live one makes a second open a mistake.
+	if st.open != nil && !st.open.closed && st.open.failed == nil {
 		return nil, fmt.Errorf("shard %d log already open", shard)
 	}
 	l := &memLog{b: b, st: st, shard: shard, cb: cb}
