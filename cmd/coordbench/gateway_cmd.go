@@ -119,7 +119,7 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 		}
 		direct.Addr, direct.PID, direct.Version = kt.Addr, kt.PID, kt.Version
 		if len(f.upstreamConfig) > 0 {
-			direct.Note = "broker started with `" + strings.Join(f.upstreamConfig, "`, `") + "`"
+			direct.Kind = "Apache Kafka (test/kafka, started with `" + strings.Join(f.upstreamConfig, "`, `") + "`), clients connected straight to it"
 		}
 	} else {
 		t, err := parseTarget("direct=" + f.upstream)
@@ -142,7 +142,7 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 		}
 		// A broker of the caller's goes back to the CPUs it had.
 		stops = append(stops, func() { pinProcess(direct.PID, before) })
-		direct.Note = strings.TrimPrefix(direct.Note+"; CPUs: "+plan.String(), "; ")
+		direct.Note = "CPUs: " + plan.String()
 		fmt.Fprintf(log, "gateway: %s\n", plan)
 	}
 
@@ -247,10 +247,10 @@ func gatewayTable(file *result.File, plan cpuPlan) (string, error) {
 		file.Settings.Duration, file.Settings.Warmup, file.Settings.Rounds)
 	fmt.Fprintf(&b, "CPUs: %s.\n\n", plan)
 	for _, t := range file.Targets {
-		// Broker settings decide what the direct row means (Kafka's own commits over one
-		// offsets partition or fifty), so they stand beside the table.
-		if t.Name == "direct" && t.Note != "" {
-			fmt.Fprintf(&b, "direct: %s.\n\n", t.Note)
+		// The broker's settings decide what the direct row means (Kafka's own commits over one
+		// offsets partition or fifty), so they stand above the table.
+		if t.Name == "direct" && t.Kind != "" {
+			fmt.Fprintf(&b, "direct: %s.\n\n", t.Kind)
 		}
 	}
 	b.WriteString("| scenario | clients | gateway | direct ops/s | gateway ops/s | gateway ÷ direct | MiB/s through the gateway | p50 direct | p50 gateway | p50 added | p99 direct | p99 gateway | coordinatord CPU ms per MiB (µs per op without payload) | Kafka CPU ms per MiB (direct) | Kafka CPU ms per MiB (through the gateway) |\n")

@@ -115,7 +115,7 @@ func TestGatewayTableGivesCPUPerCommitAndTheBrokersSettings(t *testing.T) {
 			Ops: 1000, Seconds: 1, Latency: lat.Snapshot(), CPUSeconds: serverCPU, UpstreamCPUSeconds: upstreamCPU}
 	}
 	file := &result.File{
-		Targets: []result.Target{{Name: "direct", PID: 1, Note: "broker started with `offsets.topic.num.partitions=50`"},
+		Targets: []result.Target{{Name: "direct", PID: 1, Kind: "Apache Kafka (started with `offsets.topic.num.partitions=50`)"},
 			{Name: "kafka-backend", PID: 2, UpstreamPID: 1}},
 		// 1000 commits: Kafka's own 36 ms, coordinatord 30 ms and the broker 25 ms for it.
 		Results: []result.Measurement{m("direct", cpu(0.036), nil), m("kafka-backend", cpu(0.030), cpu(0.025))},
@@ -133,7 +133,7 @@ func TestGatewayTableGivesCPUPerCommitAndTheBrokersSettings(t *testing.T) {
 	if !strings.HasSuffix(row, "| 30.0 µs/op | 36.0 µs/op | 25.0 µs/op |") {
 		t.Errorf("offset-commit row %q: want coordinatord 30, Kafka direct 36 and the broker through the gateway 25 µs per commit", row)
 	}
-	if !strings.Contains(md, "direct: broker started with `offsets.topic.num.partitions=50`.") {
+	if !strings.Contains(md, "direct: Apache Kafka (started with `offsets.topic.num.partitions=50`).") {
 		t.Errorf("the broker's settings are not above the table:\n%s", md)
 	}
 }
