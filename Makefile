@@ -117,7 +117,8 @@ bench: build
 # partition per shard, and the broker's cost per commit grows with the partitions a transaction
 # touches: so the first run sets a 1-shard backend against kafka.sh's broker and keeps the 50-shard
 # default beside it, and the second sets the 50-shard backend against a broker with 50 offsets
-# partitions (docs/benchmarks-storage.md, "Matched partition counts"). Each target has its own
+# partitions (docs/benchmarks-storage.md, "Matched partition counts"; with GATEWAY_UPSTREAM set,
+# the first pair is matched only if that broker has one offsets partition). Each target has its own
 # cluster.id and topic so that they neither fence each other nor share a topic of another
 # partition count.
 KAFKA_BACKEND_SETS = set=log.backend=kafka,set=offsets.topic.replication.factor=1,set=log.kafka.min.insync.replicas=1
