@@ -29,10 +29,12 @@ type gatewayFlags struct {
 	coordinatord string
 	also         []string
 	upstream     string
-	sets         []string
-	out          string
-	work         string
-	cpus         string
+	// upstreamConfig: broker settings for the broker --upstream auto starts.
+	upstreamConfig []string
+	sets           []string
+	out            string
+	work           string
+	cpus           string
 }
 
 func newGatewayCommand() *cobra.Command {
@@ -60,6 +62,7 @@ func newGatewayCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.coordinatord, "coordinatord", "bin/coordinatord", "coordinatord binary")
 	cmd.Flags().StringArrayVar(&f.also, "also", nil, "name=binary[,set=key=value]...: one more gateway target, another coordinatord build or settings in front of the same upstream (repeatable), e.g. to compare before and after a change, or log.backend=kafka against the local log")
 	cmd.Flags().StringVar(&f.upstream, "upstream", "auto", "the upstream broker as host:port[,pid=PID] (its CPU is read with a pid); auto: start test/kafka/kafka.sh")
+	cmd.Flags().StringArrayVar(&f.upstreamConfig, "upstream-config", nil, "key=value: a broker setting for the broker --upstream auto starts (kafka.sh start --config, repeatable), e.g. offsets.topic.num.partitions=50 to compare Kafka's own commits over as many partitions as coordinatord has shards")
 	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "extra coordinatord setting key=value (repeatable), e.g. admin.pprof.enable=true")
 	cmd.Flags().StringVar(&f.out, "out", "bin/benchmarks-gateway.md", "markdown table to write")
 	cmd.Flags().StringVar(&f.cpus, "cpus", "", "upstream=CPUS,loadgen=CPUS,gateway=CPUS: pin the upstream broker (needs its pid), this process (the load generator) and the gateways to these CPUs with taskset, e.g. upstream=0,loadgen=0,gateway=1 to measure the hop as deployed, on cores of its own; the direct target runs with the same upstream and load generator CPUs (default: no pinning, all share the machine)")
@@ -89,12 +92,22 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 	}()
 
 	direct := result.Target{Name: "direct", Kind: "Apache Kafka (test/kafka), clients connected straight to it"}
+	if len(f.upstreamConfig) > 0 && f.upstream != "auto" {
+		// A broker of the caller's runs with whatever it was started with; saying otherwise in
+		// the table would be wrong.
+		return fmt.Errorf("--upstream-config is for the broker --upstream auto starts, not %s", f.upstream)
+	}
+	for _, kv := range f.upstreamConfig {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("--upstream-config %q: want key=value", kv)
+		}
+	}
 	if f.upstream == "auto" {
 		root, err := moduleRoot()
 		if err != nil {
 			return err
 		}
-		kt, stopK, err := startKafka(ctx, root, filepath.Join(work, "kafka"), log)
+		kt, stopK, err := startKafka(ctx, root, filepath.Join(work, "kafka"), log, f.upstreamConfig...)
 		if stopK != nil {
 			stops = append(stops, stopK)
 		}
@@ -105,6 +118,9 @@ func runGateway(ctx context.Context, f *gatewayFlags, log io.Writer) error {
 			return fmt.Errorf("no upstream: %s", kt.Note)
 		}
 		direct.Addr, direct.PID, direct.Version = kt.Addr, kt.PID, kt.Version
+		if len(f.upstreamConfig) > 0 {
+			direct.Kind = "Apache Kafka (test/kafka, started with `" + strings.Join(f.upstreamConfig, "`, `") + "`), clients connected straight to it"
+		}
 	} else {
 		t, err := parseTarget("direct=" + f.upstream)
 		if err != nil {
@@ -230,7 +246,14 @@ func gatewayTable(file *result.File, plan cpuPlan) (string, error) {
 		file.Started.UTC().Format(time.RFC3339), file.Host.CPUs, file.Host.CPUModel, file.Host.LoadStart, file.Host.LoadEnd,
 		file.Settings.Duration, file.Settings.Warmup, file.Settings.Rounds)
 	fmt.Fprintf(&b, "CPUs: %s.\n\n", plan)
-	b.WriteString("| scenario | clients | gateway | direct ops/s | gateway ops/s | gateway ÷ direct | MiB/s through the gateway | p50 direct | p50 gateway | p50 added | p99 direct | p99 gateway | coordinatord CPU ms per MiB | Kafka CPU ms per MiB (direct) | Kafka CPU ms per MiB (through the gateway) |\n")
+	for _, t := range file.Targets {
+		// The broker's settings decide what the direct row means (Kafka's own commits over one
+		// offsets partition or fifty), so they stand above the table.
+		if t.Name == "direct" && t.Kind != "" {
+			fmt.Fprintf(&b, "direct: %s.\n\n", t.Kind)
+		}
+	}
+	b.WriteString("| scenario | clients | gateway | direct ops/s | gateway ops/s | gateway ÷ direct | MiB/s through the gateway | p50 direct | p50 gateway | p50 added | p99 direct | p99 gateway | coordinatord CPU ms per MiB (µs per op without payload) | Kafka CPU ms per MiB (direct) | Kafka CPU ms per MiB (through the gateway) |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, sc := range set.Scenarios {
 		s, ok := scenario.Get(sc)
@@ -255,7 +278,7 @@ func gatewayTable(file *result.File, plan cpuPlan) (string, error) {
 					g.Throughput()/d.Throughput(), g.Throughput()*mib,
 					report.FormatLatency(dp50), report.FormatLatency(gp50), float64(gp50-dp50)/1e3,
 					report.FormatLatency(d.Latency.Quantile(0.99)), report.FormatLatency(g.Latency.Quantile(0.99)),
-					perMiB(g.CPUPerOp(), mib), perMiB(d.CPUPerOp(), mib), perMiB(g.UpstreamCPUPerOp(), mib))
+					cpuCell(g.CPUPerOp(), mib), cpuCell(d.CPUPerOp(), mib), cpuCell(g.UpstreamCPUPerOp(), mib))
 			}
 		}
 	}
@@ -280,6 +303,15 @@ func roundRange(xs []float64) string {
 		lo, hi = math.Min(lo, x), math.Max(hi, x)
 	}
 	return fmt.Sprintf("(%s–%s)", fmtOps(lo), fmtOps(hi))
+}
+
+// cpuCell is CPU per MiB of payload, or per operation for a scenario without payload (offset
+// commits: there the broker's CPU per commit is what a backend costs the upstream).
+func cpuCell(usPerOp, mibPerOp float64) string {
+	if mibPerOp == 0 && !math.IsNaN(usPerOp) {
+		return fmt.Sprintf("%.1f µs/op", usPerOp)
+	}
+	return perMiB(usPerOp, mibPerOp)
 }
 
 // perMiB turns CPU µs per operation into CPU ms per MiB of payload.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -96,5 +97,57 @@ func TestGatewayTableShowsTheUpstreamsCPUThroughTheGateway(t *testing.T) {
 	}
 	if !strings.Contains(md, "Kafka CPU ms per MiB (through the gateway) |") {
 		t.Errorf("no column for the broker's CPU through the gateway:\n%s", md)
+	}
+}
+
+// Offset commits carry no payload, so their rows give CPU per commit: coordinatord's, Kafka's
+// own commits' and the broker's while it serves coordinatord's log.backend=kafka (what a
+// backend costs the upstream). The broker's settings, which decide what the direct row
+// measures, stand above the table.
+func TestGatewayTableGivesCPUPerCommitAndTheBrokersSettings(t *testing.T) {
+	lat := hist.New()
+	for range 100 {
+		lat.RecordDuration(100 * time.Microsecond)
+	}
+	cpu := func(s float64) *float64 { return &s }
+	m := func(target string, serverCPU, upstreamCPU *float64) result.Measurement {
+		return result.Measurement{Scenario: "offset-commit", Target: target, Clients: 64, Round: 1, Status: result.StatusOK,
+			Ops: 1000, Seconds: 1, Latency: lat.Snapshot(), CPUSeconds: serverCPU, UpstreamCPUSeconds: upstreamCPU}
+	}
+	file := &result.File{
+		Targets: []result.Target{{Name: "direct", PID: 1, Kind: "Apache Kafka (started with `offsets.topic.num.partitions=50`)"},
+			{Name: "kafka-backend", PID: 2, UpstreamPID: 1}},
+		// 1000 commits: Kafka's own 36 ms, coordinatord 30 ms and the broker 25 ms for it.
+		Results: []result.Measurement{m("direct", cpu(0.036), nil), m("kafka-backend", cpu(0.030), cpu(0.025))},
+	}
+	md, err := gatewayTable(file, cpuPlan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "| offset-commit | 64 | kafka-backend |") {
+			row = line
+		}
+	}
+	if !strings.HasSuffix(row, "| 30.0 µs/op | 36.0 µs/op | 25.0 µs/op |") {
+		t.Errorf("offset-commit row %q: want coordinatord 30, Kafka direct 36 and the broker through the gateway 25 µs per commit", row)
+	}
+	if !strings.Contains(md, "direct: Apache Kafka (started with `offsets.topic.num.partitions=50`).") {
+		t.Errorf("the broker's settings are not above the table:\n%s", md)
+	}
+}
+
+// --upstream-config is refused for a broker the caller started: the table would claim settings
+// that broker may not have.
+func TestUpstreamConfigOnlyForTheBrokerItStarts(t *testing.T) {
+	f := &gatewayFlags{upstream: "127.0.0.1:1", upstreamConfig: []string{"offsets.topic.num.partitions=50"}}
+	err := runGateway(t.Context(), f, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--upstream-config") {
+		t.Fatalf("got %v", err)
+	}
+	f = &gatewayFlags{upstream: "auto", upstreamConfig: []string{"=50"}}
+	if err := runGateway(t.Context(), f, io.Discard); err == nil || !strings.Contains(err.Error(), "key=value") {
+		t.Fatalf("a setting without a key: got %v", err)
 	}
 }

@@ -355,9 +355,10 @@ func waitReady(ctx context.Context, url string, exited <-chan struct{}) error {
 	}
 }
 
-// startKafka starts the reference broker with test/kafka/kafka.sh. A missing java (the
-// script's exit 2) is not an error: the target is returned without an address and a note.
-func startKafka(ctx context.Context, root, dir string, log io.Writer) (result.Target, func(), error) {
+// startKafka starts the reference broker with test/kafka/kafka.sh, with config (key=value) on
+// top of the script's own settings. A missing java (the script's exit 2) is not an error: the
+// target is returned without an address and a note.
+func startKafka(ctx context.Context, root, dir string, log io.Writer, config ...string) (result.Target, func(), error) {
 	t := result.Target{Name: "kafka", Kind: "Apache Kafka (test/kafka, one KRaft node)"}
 	script := filepath.Join(root, "test", "kafka", "kafka.sh")
 	if jars, _ := filepath.Glob(filepath.Join(root, "test", "kafka", ".cache", "lib", "kafka_2.13-*.jar")); len(jars) > 0 {
@@ -377,7 +378,11 @@ func startKafka(ctx context.Context, root, dir string, log io.Writer) (result.Ta
 		t.Version = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(jars[0]), "kafka_2.13-"), ".jar")
 	}
 	fmt.Fprintf(log, "suite: starting Kafka in %s\n", dir)
-	start := exec.CommandContext(ctx, script, "start", "--dir", dir)
+	args := []string{"start", "--dir", dir}
+	for _, kv := range config {
+		args = append(args, "--config", kv)
+	}
+	start := exec.CommandContext(ctx, script, args...)
 	start.Stderr = log
 	stop := func() {
 		s := exec.Command(script, "stop", "--dir", dir)
