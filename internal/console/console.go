@@ -90,7 +90,6 @@ func New(o Options) *Console {
 	c := &Console{o: o, tmpl: map[string]*template.Template{}, mux: http.NewServeMux()}
 	funcs := template.FuncMap{
 		"join":   strings.Join,
-		"query":  url.QueryEscape,
 		"bytes":  humanBytes,
 		"millis": func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) },
 		"age":    func(ms int64) string { return max(0, time.Since(time.UnixMilli(ms))).Round(time.Second).String() },
