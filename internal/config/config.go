@@ -180,7 +180,7 @@ type key struct {
 var keys = []key{
 	{"listeners", "PLAINTEXT://127.0.0.1:9092", "Comma-separated NAME://host:port addresses the Kafka protocol is served on.",
 		func(c *Config, v string) (err error) { c.Listeners, err = parseListeners(v); return }},
-	{"advertised.listeners", "", "Addresses given to clients in Metadata and FindCoordinator; empty means the same as listeners (a 0.0.0.0 host is not allowed there).",
+	{"advertised.listeners", "", "Addresses given to clients in Metadata and FindCoordinator; empty means the same as listeners. A 0.0.0.0 or :: host is refused (clients cannot connect to it); an empty host (NAME://:port) is given to clients as the local host name, as Kafka does.",
 		func(c *Config, v string) (err error) {
 			if v == "" {
 				return nil
@@ -386,7 +386,14 @@ func Load(path string, overrides []string) (*Config, error) {
 			if _, ok := lookup(p.Key); !ok && !isPluginPassThrough(p.Key) && !isListenerOverride(p.Key) {
 				return nil, &KeyError{Key: p.Key, Reason: "unknown key", Where: loc}
 			}
-			values[p.Key] = p.Value
+			// Java properties keep a value's trailing blanks, which nobody sees in a file;
+			// Kafka's ConfigDef trims every value it parses, and so do we (as --set does).
+			// A plugin's own keys reach it as written, as Kafka hands plugins their originals.
+			v := p.Value
+			if !isPluginPassThrough(p.Key) {
+				v = strings.TrimSpace(v)
+			}
+			values[p.Key] = v
 			sources[p.Key] = SourceFile
 			where[p.Key] = loc
 		}
@@ -439,9 +446,23 @@ func (c *Config) validate() error {
 				return &KeyError{Key: "advertised.listeners", Reason: "must be set when listeners binds " + l.Host + ", which clients cannot connect to"}
 			}
 		}
-		c.AdvertisedListeners = c.Listeners
+		c.AdvertisedListeners = append([]Listener(nil), c.Listeners...)
 	}
-	for _, a := range c.AdvertisedListeners {
+	for i, a := range c.AdvertisedListeners {
+		if ip := net.ParseIP(a.Host); ip != nil && ip.IsUnspecified() {
+			return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"],
+				Reason: "listener " + a.Name + " advertises " + a.Host + ", which clients cannot connect to: give a routable host"}
+		}
+		if a.Host == "" {
+			// An empty host binds every interface; clients told "" would dial their own
+			// machine. Kafka advertises the local host name instead, and so do we.
+			host, err := localHostname()
+			if err != nil || host == "" {
+				return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"],
+					Reason: fmt.Sprintf("listener %s has no host and the local host name is unknown (%v): give a host", a.Name, err)}
+			}
+			c.AdvertisedListeners[i].Host = host
+		}
 		found := false
 		for _, l := range c.Listeners {
 			found = found || l.Name == a.Name
@@ -461,6 +482,10 @@ func (c *Config) validate() error {
 	}
 	return c.validateLogBackend()
 }
+
+// localHostname is the host advertised for a listener given without one; a variable so that
+// tests can name it.
+var localHostname = os.Hostname
 
 func parseListeners(v string) ([]Listener, error) {
 	var out []Listener

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,6 +191,35 @@ func TestConfigCheck(t *testing.T) {
 	code, _, stderr := runCLI(t, "serve", "--set", "node.id=-3")
 	if code != 2 || !strings.Contains(stderr, "node.id") {
 		t.Fatalf("serve with bad config: exit %d, %q", code, stderr)
+	}
+}
+
+// listeners=PLAINTEXT://:port (Kafka's way to bind every interface) serves on every interface
+// and tells clients the machine's host name, as Kafka does, never the empty host (which each
+// client would dial as its own machine). A routable address cannot be guessed for 0.0.0.0, so
+// advertising it is refused before anything binds, as Kafka refuses it.
+func TestListenerWithoutHostAdvertisesTheHostName(t *testing.T) {
+	t.Parallel()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip("no host name:", err)
+	}
+	d := startDaemon(t, "listeners=PLAINTEXT://:0")
+	_, port, _ := strings.Cut(strings.TrimPrefix(d.Addr, "[::]"), ":")
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"g"}
+	found := rawCall(t, d, fc, 4, kmsg.NewPtrFindCoordinatorResponse())
+	if c := found.Coordinators[0]; c.Host != host || strconv.Itoa(int(c.Port)) != port {
+		t.Fatalf("FindCoordinator answers %s:%d, want %s:%s", c.Host, c.Port, host, port)
+	}
+	md := rawCall(t, d, kmsg.NewPtrMetadataRequest(), 12, kmsg.NewPtrMetadataResponse())
+	if len(md.Brokers) != 1 || md.Brokers[0].Host != host {
+		t.Fatalf("Metadata lists brokers %+v, want one at %s", md.Brokers, host)
+	}
+
+	code, _, stderr := runCLI(t, "serve", "--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "advertised.listeners=PLAINTEXT://0.0.0.0:9092")
+	if code != 2 || !strings.Contains(stderr, "advertised.listeners") {
+		t.Fatalf("serve advertising 0.0.0.0: exit %d, %q; want 2 and a line naming advertised.listeners", code, stderr)
 	}
 }
 
