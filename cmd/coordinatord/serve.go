@@ -298,7 +298,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: draining in-flight requests", zap.Duration("shutdown.timeout.ms", cfg.ShutdownTimeout))
+		log.Info("shutting down: draining in-flight requests", zap.Int64("shutdown.timeout.ms", cfg.ShutdownTimeout.Milliseconds()))
 	case serveErr = <-ls.errc:
 		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}

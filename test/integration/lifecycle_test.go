@@ -106,6 +106,10 @@ func TestGracefulShutdownAnswersThenExitsZero(t *testing.T) {
 	if len(d.logged("coordinatord stopped")) != 1 {
 		t.Fatal("no 'coordinatord stopped' log line")
 	}
+	// A field named after a key holds that key's value in its unit (the harness sets 5000).
+	if l := d.logged("shutting down: draining in-flight requests"); len(l) != 1 || l[0]["shutdown.timeout.ms"] != 5000.0 {
+		t.Fatalf("the shutdown line %v, want shutdown.timeout.ms 5000", l)
+	}
 	c.expectClosed()
 }
 
