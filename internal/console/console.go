@@ -298,9 +298,14 @@ type processView struct {
 }
 
 func (c *Console) group(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("id")
+	// "?id=" names the group "", which OffsetCommit accepts and the list links to.
+	ids, given := r.URL.Query()["id"]
+	id := ""
+	if given {
+		id = ids[0]
+	}
 	p := groupPage{Title: "Group " + id}
-	if id == "" {
+	if !given {
 		p.Error = "no group id given"
 		c.render(w, http.StatusBadRequest, "group", p)
 		return

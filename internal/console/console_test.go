@@ -153,13 +153,17 @@ func TestGroupIDsAreEscaped(t *testing.T) {
 }
 
 // Every group's link on the list opens that group's page, whatever characters its id holds:
-// a query separator, a fragment mark, a plus, a space, a percent sign, non-ASCII letters.
+// a query separator, a fragment mark, a plus, a space, a percent sign, non-ASCII letters, or
+// none at all.
 func TestGroupLinksOpenTheirGroup(t *testing.T) {
 	set := newSet(t, 1)
 	ids := []string{"a&b=c", "#frag", "a b+c", "%41", "グループ", "x/y?z"}
 	for _, id := range ids {
 		write(t, set, id, classicGroup(id, "t", 1).Record())
 	}
+	// The group "": offsets committed with the empty group id, which Kafka accepts.
+	write(t, set, "", offsets.CommitRecord("", offsets.TopicPartition{Topic: "t"}, offsets.Committed{Offset: 1, LeaderEpoch: -1, ExpireTimestamp: -1}))
+	ids = append(ids, "")
 	c := New(Options{Groups: set})
 	_, list := get(t, c, "/console/")
 	links := regexp.MustCompile(`<tr data-group="([^"]*)"><td><a href="([^"]+)">`).FindAllStringSubmatch(list, -1)
