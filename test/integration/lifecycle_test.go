@@ -36,6 +36,9 @@ func TestAdminEndpointsAndMetrics(t *testing.T) {
 	if code, _ := httpGet(t, "http://"+d.Admin+"/readyz"); code != 200 {
 		t.Fatalf("readyz %d", code)
 	}
+	if code, out, stderr := runCLI(t, "healthcheck", "--admin", d.Admin); code != 0 || out != "ready\n" {
+		t.Fatalf("healthcheck: exit %d, %q %q; want 0 and \"ready\"", code, out, stderr)
+	}
 	c := dialRaw(t, d.Addr)
 	c.write(frame(kmsg.NewPtrMetadataRequest(), 12, 1, strp("c"), nil))
 	c.read(kmsg.NewPtrMetadataResponse(), 12, 1)
