@@ -54,7 +54,10 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			defer log.Sync()
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			// SIGHUP too, as the JVM runs Kafka's shutdown hook on it: a closed terminal or a
+			// mistaken "reload" must not kill the process without draining and, with
+			// log.backend=kafka, without leaving the group (its shards would wait a session).
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer stop()
 			if err := serve(ctx, cfg, log); err != nil {
 				log.Error("coordinatord stopped with an error", zap.Error(err))

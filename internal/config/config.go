@@ -259,7 +259,7 @@ var keys = []key{
 			}
 			return errors.New("must be one of debug, info, warn, error")
 		}},
-	{"shutdown.timeout.ms", "10000", "On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.",
+	{"shutdown.timeout.ms", "10000", "On SIGTERM, SIGINT or SIGHUP, how long in-flight requests may take to finish before connections are closed.",
 		func(c *Config, v string) (err error) { c.ShutdownTimeout, err = parseMillis(v, 0); return }},
 	{"offset.metadata.max.bytes", "4096", "Longest metadata string an offset commit may carry (in UTF-16 units, as Kafka counts); longer gets OFFSET_METADATA_TOO_LARGE for that partition.",
 		func(c *Config, v string) (err error) {

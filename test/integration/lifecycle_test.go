@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +113,26 @@ func TestGracefulShutdownAnswersThenExitsZero(t *testing.T) {
 	// A field named after a key holds that key's value in its unit (the harness sets 5000).
 	if l := d.logged("shutting down: draining in-flight requests"); len(l) != 1 || l[0]["shutdown.timeout.ms"] != 5000.0 {
 		t.Fatalf("the shutdown line %v, want shutdown.timeout.ms 5000", l)
+	}
+	c.expectClosed()
+}
+
+// SIGHUP stops coordinatord as SIGTERM does (Kafka's JVM runs its shutdown hook on it): in-flight
+// requests are answered, the exit is clean. Go's default would kill the process on the spot.
+func TestSIGHUPShutsDownGracefully(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := dialRaw(t, d.Addr)
+	c.write(frame(kmsg.NewPtrApiVersionsRequest(), 0, 1, strp("c"), nil))
+	c.read(kmsg.NewPtrApiVersionsResponse(), 0, 1)
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("coordinatord did not exit within 30s of SIGHUP")
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 || len(d.logged("coordinatord stopped")) != 1 {
+		t.Fatalf("after SIGHUP: exit %d (%s), stopped lines %d; want a clean stop", code, exitReport(d.cmd.ProcessState), len(d.logged("coordinatord stopped")))
 	}
 	c.expectClosed()
 }
