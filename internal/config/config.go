@@ -226,8 +226,12 @@ var keys = []key{
 		func(c *Config, v string) (err error) { c.ConnectionsMaxIdle, err = parseMillis(v, 1); return }},
 	{"admin.listener", "127.0.0.1:9644", "host:port of the admin listener serving /metrics, /healthz, /readyz and the console: HTTP, or HTTPS with admin.listener.security.protocol=SSL.",
 		func(c *Config, v string) error {
-			if _, _, err := net.SplitHostPort(v); err != nil {
+			_, port, err := net.SplitHostPort(v)
+			if err != nil {
 				return errors.New("must be host:port")
+			}
+			if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+				return errors.New("must be host:port with a port from 0 to 65535")
 			}
 			c.AdminListener = v
 			return nil
@@ -440,6 +444,9 @@ func (c *Config) validate() error {
 		return &KeyError{Key: "socket.request.max.bytes", Value: c.values["socket.request.max.bytes"],
 			Reason: fmt.Sprintf("must not exceed queued.max.request.bytes (%d)", c.QueuedMaxRequestBytes)}
 	}
+	if err := c.validatePorts(); err != nil {
+		return err
+	}
 	if len(c.AdvertisedListeners) == 0 {
 		for _, l := range c.Listeners {
 			if ip := net.ParseIP(l.Host); ip != nil && ip.IsUnspecified() {
@@ -481,6 +488,48 @@ func (c *Config) validate() error {
 		return err
 	}
 	return c.validateLogBackend()
+}
+
+// validatePorts refuses two listeners (admin.listener counted as one) on one port, as Kafka does
+// for its listeners: the second bind would fail at start, blamed on "address already in use".
+// Port 0 picks a free port each time, and, as in Kafka, exactly two listeners may share a port
+// when one binds an IPv4 address and the other an IPv6 one.
+func (c *Config) validatePorts() error {
+	type endpoint struct{ key, name, host string }
+	byPort := map[int][]endpoint{}
+	for _, l := range c.Listeners {
+		if l.Port != 0 {
+			byPort[l.Port] = append(byPort[l.Port], endpoint{"listeners", l.String(), l.Host})
+		}
+	}
+	if host, port, err := net.SplitHostPort(c.AdminListener); err == nil {
+		if n, _ := strconv.Atoi(port); n != 0 {
+			byPort[n] = append(byPort[n], endpoint{"admin.listener", c.AdminListener, host})
+		}
+	}
+	ports := make([]int, 0, len(byPort))
+	for p := range byPort {
+		ports = append(ports, p)
+	}
+	sort.Ints(ports)
+	for _, p := range ports {
+		eps := byPort[p]
+		if len(eps) < 2 || (len(eps) == 2 && oneIPv4OneIPv6(eps[0].host, eps[1].host)) {
+			continue
+		}
+		key := eps[len(eps)-1].key
+		return &KeyError{Key: key, Value: c.values[key],
+			Reason: fmt.Sprintf("%s and %s both use port %d: give each listener its own port (two may share one only when one binds an IPv4 address and the other an IPv6 one)", eps[0].name, eps[1].name, p)}
+	}
+	return nil
+}
+
+func oneIPv4OneIPv6(a, b string) bool {
+	ipA, ipB := net.ParseIP(a), net.ParseIP(b)
+	if ipA == nil || ipB == nil {
+		return false
+	}
+	return (ipA.To4() != nil) != (ipB.To4() != nil)
 }
 
 // localHostname is the host advertised for a listener given without one; a variable so that

@@ -79,6 +79,10 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"out of range", "offsets.topic.num.partitions=0\n", nil, "offsets.topic.num.partitions", "between"},
 		{"bad listener", "listeners=127.0.0.1:9092\n", nil, "listeners", "NAME://host:port"},
 		{"unspecified host needs advertised", "listeners=PLAINTEXT://0.0.0.0:9092\n", nil, "advertised.listeners", "must be set"},
+		{"two listeners on one port", "listeners=PLAINTEXT://127.0.0.1:9092,EXTERNAL://10.0.0.1:9092\nlistener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT\n", nil, "listeners", "both use port 9092"},
+		{"admin listener on a listener's port", "", []string{"admin.listener=127.0.0.1:9092"}, "admin.listener", "PLAINTEXT://127.0.0.1:9092 and 127.0.0.1:9092 both use port 9092"},
+		{"admin listener port not a number", "", []string{"admin.listener=127.0.0.1:abc"}, "admin.listener", "port from 0 to 65535"},
+		{"admin listener port out of range", "", []string{"admin.listener=127.0.0.1:99999"}, "admin.listener", "port from 0 to 65535"},
 		{"advertising 0.0.0.0", "advertised.listeners=PLAINTEXT://0.0.0.0:9092\n", nil, "advertised.listeners", "clients cannot connect"},
 		{"advertising ::", "listeners=PLAINTEXT://[::]:9092\nadvertised.listeners=PLAINTEXT://[::]:9092\n", nil, "advertised.listeners", "clients cannot connect"},
 		{"flag without equals", "", []string{"node.id"}, "node.id", "key=value"},
@@ -255,6 +259,18 @@ func TestFileValuesAreTrimmed(t *testing.T) {
 			if v, _ := c.Get(k.name); v != k.def {
 				t.Errorf("%s=%q followed by blanks holds %q", k.name, k.def, v)
 			}
+		}
+	}
+}
+
+// Ports Kafka lets listeners share, and port 0, still load.
+func TestListenersSharingAPortAsKafkaAllows(t *testing.T) {
+	for _, set := range [][]string{
+		{"listeners=PLAINTEXT://127.0.0.1:9092,EXTERNAL://[::1]:9092", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT"},
+		{"listeners=PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT", "admin.listener=127.0.0.1:0"},
+	} {
+		if _, err := Load("", set); err != nil {
+			t.Errorf("%v: %v", set, err)
 		}
 	}
 }

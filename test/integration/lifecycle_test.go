@@ -201,6 +201,7 @@ func TestConfigCheck(t *testing.T) {
 		{"bad value", []string{"--config", write("b.properties", "offsets.topic.num.partitions=-1\n")}, "offsets.topic.num.partitions"},
 		{"unreadable file", []string{"--config", filepath.Join(dir, "absent.properties")}, "absent.properties"},
 		{"bad flag override", []string{"--set", "socket.request.max.bytes=lots"}, "socket.request.max.bytes"},
+		{"admin listener on the Kafka listener's port", []string{"--set", "admin.listener=127.0.0.1:9092"}, "both use port 9092"},
 		{"unknown flag", []string{"--bogus"}, "bogus"},
 	}
 	for _, tc := range bad {
