@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -292,8 +293,14 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	for i, ln := range lns {
 		addrs[i] = cfg.Listeners[i].Name + "://" + ln.Addr().String()
 	}
+	// What clients are told to dial (Metadata, FindCoordinator): a wrong advertised address is
+	// the usual reason clients connect once and then fail.
+	advertised := make([]string, len(node.Endpoints))
+	for i, e := range node.Endpoints {
+		advertised[i] = e.Listener + "://" + net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+	}
 	log.Info("coordinatord started",
-		zap.String("version", version), zap.Strings("listeners", addrs), zap.String("admin", adminLn.Addr().String()), zap.String("admin_protocol", cfg.AdminSecurity.Protocol),
+		zap.String("version", version), zap.Strings("listeners", addrs), zap.Strings("advertised", advertised), zap.String("admin", adminLn.Addr().String()), zap.String("admin_protocol", cfg.AdminSecurity.Protocol),
 		zap.Int32("node_id", cfg.NodeID), zap.String("cluster_id", clusterID), zap.Int32("shards", cfg.ShardCount),
 		zap.String("log_dirs", cfg.LogDirs), zap.String("gc_pacing", gcPacing),
 		zap.Int("gomaxprocs", procs), zap.String("gomaxprocs_from", procsWhy))

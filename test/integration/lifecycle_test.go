@@ -2,6 +2,7 @@ package integration
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -244,6 +245,11 @@ func TestListenerWithoutHostAdvertisesTheHostName(t *testing.T) {
 	md := rawCall(t, d, kmsg.NewPtrMetadataRequest(), 12, kmsg.NewPtrMetadataResponse())
 	if len(md.Brokers) != 1 || md.Brokers[0].Host != host {
 		t.Fatalf("Metadata lists brokers %+v, want one at %s", md.Brokers, host)
+	}
+	// The start line says what clients are told, beside what is bound.
+	started := d.logged("coordinatord started")
+	if adv, _ := started[0]["advertised"].([]any); len(adv) != 1 || adv[0] != "PLAINTEXT://"+net.JoinHostPort(host, port) {
+		t.Fatalf("the start line advertises %v, want PLAINTEXT://%s", started[0]["advertised"], net.JoinHostPort(host, port))
 	}
 
 	code, _, stderr := runCLI(t, "serve", "--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "advertised.listeners=PLAINTEXT://0.0.0.0:9092")
