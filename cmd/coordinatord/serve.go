@@ -314,12 +314,19 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	// The group shards close while the connections drain, as Kafka unloads its coordinators on
+	// shutdown: what they appended becomes durable and is answered, and a JoinGroup or
+	// SyncGroup parked for a rebalance that cannot finish now is answered
+	// COORDINATOR_NOT_AVAILABLE (Kafka: NOT_COORDINATOR) at once. Left parked, it held the
+	// drain for the whole shutdown.timeout.ms and then saw its connection cut.
+	groupsClosed := make(chan struct{})
+	go func() { defer close(groupsClosed); st.groups.Close(shutdownCtx) }()
 	ls.shutdownAll(shutdownCtx, log)
+	<-groupsClosed
 	if m := st.membership.Load(); m != nil {
-		// The group shards close first, so what they appended is durable (and nothing is fenced
-		// under them); then the node leaves, and the others take the shards at once. Both
-		// before the upstream client closes with the gateway.
-		st.groups.Close(shutdownCtx)
+		// The group shards closed first, so what they appended is durable (and nothing is
+		// fenced under them); then the node leaves, and the others take the shards at once.
+		// Both before the upstream client closes with the gateway.
 		m.Close(shutdownCtx)
 	}
 	if gm != nil {

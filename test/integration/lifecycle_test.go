@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -136,6 +137,46 @@ func TestSIGHUPShutsDownGracefully(t *testing.T) {
 		t.Fatalf("after SIGHUP: exit %d (%s), stopped lines %d; want a clean stop", code, exitReport(d.cmd.ProcessState), len(d.logged("coordinatord stopped")))
 	}
 	c.expectClosed()
+}
+
+// A JoinGroup parked for a rebalance does not hold a shutdown: it is answered with a retriable
+// coordinator error at once (Kafka answers NOT_COORDINATOR as it unloads the group), and the
+// process exits long before shutdown.timeout.ms, here ten minutes.
+func TestShutdownAnswersAParkedJoinGroup(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "group.initial.rebalance.delay.ms=0", "shutdown.timeout.ms=600000")
+	slow := func(member string) *kmsg.JoinGroupRequest {
+		req := joinReq("g", member, nil)
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 300000, 600000
+		return req
+	}
+	first := join(t, d, 3, slow(""))
+	wantCode(t, "first join", first.ErrorCode, 0)
+	wantCode(t, "first sync", syncG(t, d, 3, "g", first.MemberID, nil, first.Generation, map[string]string{first.MemberID: "a"}).ErrorCode, 0)
+	// A second member: its join waits for the first to rejoin, which it never does.
+	parked := dialRaw(t, d.Addr)
+	parked.write(frame(slow(""), 3, 1, strp("c"), nil))
+	adm := kadm.NewClient(d.client())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, err := adm.DescribeGroups(ctxT(t), "g")
+		if err == nil && g["g"].State == "PreparingRebalance" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group never started rebalancing: %+v %v", g["g"], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	adm.Close()
+	if code := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	resp := kmsg.NewPtrJoinGroupResponse()
+	parked.read(resp, 3, 1)
+	if resp.ErrorCode != kerr.CoordinatorNotAvailable.Code && resp.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("the parked join was answered %v, want a coordinator error the client retries", kerr.ErrorForCode(resp.ErrorCode))
+	}
 }
 
 func TestClusterIDIsStableAcrossRestarts(t *testing.T) {
