@@ -139,6 +139,14 @@ func TestPropertiesSyntax(t *testing.T) {
 	}
 }
 
+// A file saved with a UTF-8 byte order mark loads like one without.
+func TestByteOrderMarkIgnored(t *testing.T) {
+	c, err := Load(writeFile(t, "\ufeffnode.id=5\n"), nil)
+	if err != nil || c.NodeID != 5 {
+		t.Fatalf("a file starting with a byte order mark: %v", err)
+	}
+}
+
 func TestMalformedUnicodeEscape(t *testing.T) {
 	if _, err := ParseProperties(strings.NewReader("a=\\u12")); err == nil {
 		t.Fatal("short \\u escape must fail")
