@@ -308,7 +308,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: draining in-flight requests", zap.Int64("shutdown.timeout.ms", cfg.ShutdownTimeout.Milliseconds()))
+		// The cause names the signal, as Kafka logs "Terminating process due to signal ...".
+		log.Info("shutting down: draining in-flight requests", zap.NamedError("cause", context.Cause(ctx)),
+			zap.Int64("shutdown.timeout.ms", cfg.ShutdownTimeout.Milliseconds()))
 	case serveErr = <-ls.errc:
 		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}

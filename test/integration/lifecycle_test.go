@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -135,6 +136,10 @@ func TestSIGHUPShutsDownGracefully(t *testing.T) {
 	}
 	if code := d.cmd.ProcessState.ExitCode(); code != 0 || len(d.logged("coordinatord stopped")) != 1 {
 		t.Fatalf("after SIGHUP: exit %d (%s), stopped lines %d; want a clean stop", code, exitReport(d.cmd.ProcessState), len(d.logged("coordinatord stopped")))
+	}
+	// The shutdown line names the signal, as Kafka's "Terminating process due to signal SIGHUP".
+	if l := d.logged("shutting down: draining in-flight requests"); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0]["cause"]), "hangup") {
+		t.Fatalf("the shutdown line %v does not name the signal", l)
 	}
 	c.expectClosed()
 }
