@@ -276,6 +276,13 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 		gm, err = startGateway(ctx, cfg, log, reg, table, authorizer, st, self, newServer, ls)
 		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				// Stopped (SIGTERM, ...) while the upstream was still out of reach: an
+				// operator's stop, not a failure. The deferred closes release what was opened.
+				log.Info("stopped before the upstream cluster was reached", zap.NamedError("cause", context.Cause(ctx)))
+				log.Info("coordinatord stopped")
+				return nil
+			}
 			return gatewayError(err)
 		}
 		defer gm.close(context.Background())
