@@ -74,9 +74,14 @@ func newHealthcheckCommand() *cobra.Command {
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("not ready: %s answered %s: %s", url, resp.Status, body)
+				// "not ready:" and a line per shard that is not: one line here.
+				lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+				if len(lines) > 1 && lines[0] == "not ready:" {
+					lines = lines[1:]
+				}
+				return fmt.Errorf("not ready: %s answered %s: %s", url, resp.Status, strings.Join(lines, "; "))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ready: %s\n", body)
+			fmt.Fprintln(cmd.OutOrStdout(), "ready")
 			return nil
 		},
 	}

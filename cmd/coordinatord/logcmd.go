@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/coordinatord/coordinatord/internal/config"
@@ -33,7 +35,10 @@ func newLogCommand() *cobra.Command {
 				dir := filepath.Join(cfg.LogDirs, sub)
 				rep, err := segment.Verify(dir)
 				if err != nil && len(rep.ShardReports) == 0 {
-					return fmt.Errorf("verify %s: %w", dir, err)
+					if _, statErr := os.Stat(dir); errors.Is(statErr, fs.ErrNotExist) {
+						return fmt.Errorf("verify %s: no such log directory (is log.dirs right?)", dir)
+					}
+					return err // it names the directory
 				}
 				for _, s := range rep.ShardReports {
 					status := "ok"

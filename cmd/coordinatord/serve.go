@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -54,7 +55,10 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			defer log.Sync()
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			// SIGHUP too, as the JVM runs Kafka's shutdown hook on it: a closed terminal or a
+			// mistaken "reload" must not kill the process without draining and, with
+			// log.backend=kafka, without leaving the group (its shards would wait a session).
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer stop()
 			if err := serve(ctx, cfg, log); err != nil {
 				log.Error("coordinatord stopped with an error", zap.Error(err))
@@ -272,6 +276,13 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 		gm, err = startGateway(ctx, cfg, log, reg, table, authorizer, st, self, newServer, ls)
 		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				// Stopped (SIGTERM, ...) while the upstream was still out of reach: an
+				// operator's stop, not a failure. The deferred closes release what was opened.
+				log.Info("stopped before the upstream cluster was reached", zap.NamedError("cause", context.Cause(ctx)))
+				log.Info("coordinatord stopped")
+				return nil
+			}
 			return gatewayError(err)
 		}
 		defer gm.close(context.Background())
@@ -289,8 +300,14 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	for i, ln := range lns {
 		addrs[i] = cfg.Listeners[i].Name + "://" + ln.Addr().String()
 	}
+	// What clients are told to dial (Metadata, FindCoordinator): a wrong advertised address is
+	// the usual reason clients connect once and then fail.
+	advertised := make([]string, len(node.Endpoints))
+	for i, e := range node.Endpoints {
+		advertised[i] = e.Listener + "://" + net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+	}
 	log.Info("coordinatord started",
-		zap.String("version", version), zap.Strings("listeners", addrs), zap.String("admin", adminLn.Addr().String()), zap.String("admin_protocol", cfg.AdminSecurity.Protocol),
+		zap.String("version", version), zap.Strings("listeners", addrs), zap.Strings("advertised", advertised), zap.String("admin", adminLn.Addr().String()), zap.String("admin_protocol", cfg.AdminSecurity.Protocol),
 		zap.Int32("node_id", cfg.NodeID), zap.String("cluster_id", clusterID), zap.Int32("shards", cfg.ShardCount),
 		zap.String("log_dirs", cfg.LogDirs), zap.String("gc_pacing", gcPacing),
 		zap.Int("gomaxprocs", procs), zap.String("gomaxprocs_from", procsWhy))
@@ -298,18 +315,27 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: draining in-flight requests", zap.Duration("shutdown.timeout.ms", cfg.ShutdownTimeout))
+		// The cause names the signal, as Kafka logs "Terminating process due to signal ...".
+		log.Info("shutting down: draining in-flight requests", zap.NamedError("cause", context.Cause(ctx)),
+			zap.Int64("shutdown.timeout.ms", cfg.ShutdownTimeout.Milliseconds()))
 	case serveErr = <-ls.errc:
 		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	// The group shards close while the connections drain, as Kafka unloads its coordinators on
+	// shutdown: what they appended becomes durable and is answered, and a JoinGroup or
+	// SyncGroup parked for a rebalance that cannot finish now is answered
+	// COORDINATOR_NOT_AVAILABLE (Kafka: NOT_COORDINATOR) at once. Left parked, it held the
+	// drain for the whole shutdown.timeout.ms and then saw its connection cut.
+	groupsClosed := make(chan struct{})
+	go func() { defer close(groupsClosed); st.groups.Close(shutdownCtx) }()
 	ls.shutdownAll(shutdownCtx, log)
+	<-groupsClosed
 	if m := st.membership.Load(); m != nil {
-		// The group shards close first, so what they appended is durable (and nothing is fenced
-		// under them); then the node leaves, and the others take the shards at once. Both
-		// before the upstream client closes with the gateway.
-		st.groups.Close(shutdownCtx)
+		// The group shards closed first, so what they appended is durable (and nothing is
+		// fenced under them); then the node leaves, and the others take the shards at once.
+		// Both before the upstream client closes with the gateway.
 		m.Close(shutdownCtx)
 	}
 	if gm != nil {

@@ -381,7 +381,7 @@ func startMembership(cfg *config.Config, clusterID string, self config.Listener,
 	st.groups.SetServing(m.Serving)
 	st.membership.Store(m)
 	log.Info("sharing the group shards through the upstream group", zap.String("log.kafka.group.id", group),
-		zap.Duration("log.kafka.session.timeout.ms", l.SessionTimeout))
+		zap.Int64("log.kafka.session.timeout.ms", l.SessionTimeout.Milliseconds()))
 	m.Start()
 	return m
 }

@@ -180,7 +180,7 @@ type key struct {
 var keys = []key{
 	{"listeners", "PLAINTEXT://127.0.0.1:9092", "Comma-separated NAME://host:port addresses the Kafka protocol is served on.",
 		func(c *Config, v string) (err error) { c.Listeners, err = parseListeners(v); return }},
-	{"advertised.listeners", "", "Addresses given to clients in Metadata and FindCoordinator; empty means the same as listeners (a 0.0.0.0 host is not allowed there).",
+	{"advertised.listeners", "", "Addresses given to clients in Metadata and FindCoordinator; empty means the same as listeners. A 0.0.0.0 or :: host is refused (clients cannot connect to it); an empty host (NAME://:port) is given to clients as the local host name, as Kafka does.",
 		func(c *Config, v string) (err error) {
 			if v == "" {
 				return nil
@@ -226,8 +226,12 @@ var keys = []key{
 		func(c *Config, v string) (err error) { c.ConnectionsMaxIdle, err = parseMillis(v, 1); return }},
 	{"admin.listener", "127.0.0.1:9644", "host:port of the admin listener serving /metrics, /healthz, /readyz and the console: HTTP, or HTTPS with admin.listener.security.protocol=SSL.",
 		func(c *Config, v string) error {
-			if _, _, err := net.SplitHostPort(v); err != nil {
+			_, port, err := net.SplitHostPort(v)
+			if err != nil {
 				return errors.New("must be host:port")
+			}
+			if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+				return errors.New("must be host:port with a port from 0 to 65535")
 			}
 			c.AdminListener = v
 			return nil
@@ -259,7 +263,7 @@ var keys = []key{
 			}
 			return errors.New("must be one of debug, info, warn, error")
 		}},
-	{"shutdown.timeout.ms", "10000", "On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.",
+	{"shutdown.timeout.ms", "10000", "On SIGTERM, SIGINT or SIGHUP, how long in-flight requests may take to finish before connections are closed.",
 		func(c *Config, v string) (err error) { c.ShutdownTimeout, err = parseMillis(v, 0); return }},
 	{"offset.metadata.max.bytes", "4096", "Longest metadata string an offset commit may carry (in UTF-16 units, as Kafka counts); longer gets OFFSET_METADATA_TOO_LARGE for that partition.",
 		func(c *Config, v string) (err error) {
@@ -386,7 +390,14 @@ func Load(path string, overrides []string) (*Config, error) {
 			if _, ok := lookup(p.Key); !ok && !isPluginPassThrough(p.Key) && !isListenerOverride(p.Key) {
 				return nil, &KeyError{Key: p.Key, Reason: "unknown key", Where: loc}
 			}
-			values[p.Key] = p.Value
+			// Java properties keep a value's trailing blanks, which nobody sees in a file;
+			// Kafka's ConfigDef trims every value it parses, and so do we (as --set does).
+			// A plugin's own keys reach it as written, as Kafka hands plugins their originals.
+			v := p.Value
+			if !isPluginPassThrough(p.Key) {
+				v = strings.TrimSpace(v)
+			}
+			values[p.Key] = v
 			sources[p.Key] = SourceFile
 			where[p.Key] = loc
 		}
@@ -433,15 +444,32 @@ func (c *Config) validate() error {
 		return &KeyError{Key: "socket.request.max.bytes", Value: c.values["socket.request.max.bytes"],
 			Reason: fmt.Sprintf("must not exceed queued.max.request.bytes (%d)", c.QueuedMaxRequestBytes)}
 	}
+	if err := c.validatePorts(); err != nil {
+		return err
+	}
 	if len(c.AdvertisedListeners) == 0 {
 		for _, l := range c.Listeners {
 			if ip := net.ParseIP(l.Host); ip != nil && ip.IsUnspecified() {
 				return &KeyError{Key: "advertised.listeners", Reason: "must be set when listeners binds " + l.Host + ", which clients cannot connect to"}
 			}
 		}
-		c.AdvertisedListeners = c.Listeners
+		c.AdvertisedListeners = append([]Listener(nil), c.Listeners...)
 	}
-	for _, a := range c.AdvertisedListeners {
+	for i, a := range c.AdvertisedListeners {
+		if ip := net.ParseIP(a.Host); ip != nil && ip.IsUnspecified() {
+			return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"],
+				Reason: "listener " + a.Name + " advertises " + a.Host + ", which clients cannot connect to: give a routable host"}
+		}
+		if a.Host == "" {
+			// An empty host binds every interface; clients told "" would dial their own
+			// machine. Kafka advertises the local host name instead, and so do we.
+			host, err := localHostname()
+			if err != nil || host == "" {
+				return &KeyError{Key: "advertised.listeners", Value: c.values["advertised.listeners"],
+					Reason: fmt.Sprintf("listener %s has no host and the local host name is unknown (%v): give a host", a.Name, err)}
+			}
+			c.AdvertisedListeners[i].Host = host
+		}
 		found := false
 		for _, l := range c.Listeners {
 			found = found || l.Name == a.Name
@@ -461,6 +489,52 @@ func (c *Config) validate() error {
 	}
 	return c.validateLogBackend()
 }
+
+// validatePorts refuses two listeners (admin.listener counted as one) on one port, as Kafka does
+// for its listeners: the second bind would fail at start, blamed on "address already in use".
+// Port 0 picks a free port each time, and, as in Kafka, exactly two listeners may share a port
+// when one binds an IPv4 address and the other an IPv6 one.
+func (c *Config) validatePorts() error {
+	type endpoint struct{ key, name, host string }
+	byPort := map[int][]endpoint{}
+	for _, l := range c.Listeners {
+		if l.Port != 0 {
+			byPort[l.Port] = append(byPort[l.Port], endpoint{"listeners", l.String(), l.Host})
+		}
+	}
+	if host, port, err := net.SplitHostPort(c.AdminListener); err == nil {
+		if n, _ := strconv.Atoi(port); n != 0 {
+			byPort[n] = append(byPort[n], endpoint{"admin.listener", c.AdminListener, host})
+		}
+	}
+	ports := make([]int, 0, len(byPort))
+	for p := range byPort {
+		ports = append(ports, p)
+	}
+	sort.Ints(ports)
+	for _, p := range ports {
+		eps := byPort[p]
+		if len(eps) < 2 || (len(eps) == 2 && oneIPv4OneIPv6(eps[0].host, eps[1].host)) {
+			continue
+		}
+		key := eps[len(eps)-1].key
+		return &KeyError{Key: key, Value: c.values[key],
+			Reason: fmt.Sprintf("%s and %s both use port %d: give each listener its own port (two may share one only when one binds an IPv4 address and the other an IPv6 one)", eps[0].name, eps[1].name, p)}
+	}
+	return nil
+}
+
+func oneIPv4OneIPv6(a, b string) bool {
+	ipA, ipB := net.ParseIP(a), net.ParseIP(b)
+	if ipA == nil || ipB == nil {
+		return false
+	}
+	return (ipA.To4() != nil) != (ipB.To4() != nil)
+}
+
+// localHostname is the host advertised for a listener given without one; a variable so that
+// tests can name it.
+var localHostname = os.Hostname
 
 func parseListeners(v string) ([]Listener, error) {
 	var out []Listener

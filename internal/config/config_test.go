@@ -79,6 +79,12 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"out of range", "offsets.topic.num.partitions=0\n", nil, "offsets.topic.num.partitions", "between"},
 		{"bad listener", "listeners=127.0.0.1:9092\n", nil, "listeners", "NAME://host:port"},
 		{"unspecified host needs advertised", "listeners=PLAINTEXT://0.0.0.0:9092\n", nil, "advertised.listeners", "must be set"},
+		{"two listeners on one port", "listeners=PLAINTEXT://127.0.0.1:9092,EXTERNAL://10.0.0.1:9092\nlistener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT\n", nil, "listeners", "both use port 9092"},
+		{"admin listener on a listener's port", "", []string{"admin.listener=127.0.0.1:9092"}, "admin.listener", "PLAINTEXT://127.0.0.1:9092 and 127.0.0.1:9092 both use port 9092"},
+		{"admin listener port not a number", "", []string{"admin.listener=127.0.0.1:abc"}, "admin.listener", "port from 0 to 65535"},
+		{"admin listener port out of range", "", []string{"admin.listener=127.0.0.1:99999"}, "admin.listener", "port from 0 to 65535"},
+		{"advertising 0.0.0.0", "advertised.listeners=PLAINTEXT://0.0.0.0:9092\n", nil, "advertised.listeners", "clients cannot connect"},
+		{"advertising ::", "listeners=PLAINTEXT://[::]:9092\nadvertised.listeners=PLAINTEXT://[::]:9092\n", nil, "advertised.listeners", "clients cannot connect"},
 		{"flag without equals", "", []string{"node.id"}, "node.id", "key=value"},
 		{"bad level", "", []string{"log.level=loud"}, "log.level", "one of"},
 		{"frame larger than the queued budget", "", []string{"queued.max.request.bytes=1048576", "socket.request.max.bytes=1048577"}, "socket.request.max.bytes", "must not exceed queued.max.request.bytes"},
@@ -130,6 +136,14 @@ func TestPropertiesSyntax(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("got %v", got)
+	}
+}
+
+// A file saved with a UTF-8 byte order mark loads like one without.
+func TestByteOrderMarkIgnored(t *testing.T) {
+	c, err := Load(writeFile(t, "\ufeffnode.id=5\n"), nil)
+	if err != nil || c.NodeID != 5 {
+		t.Fatalf("a file starting with a byte order mark: %v", err)
 	}
 }
 
@@ -206,6 +220,65 @@ func TestListenersSecurityErrors(t *testing.T) {
 		var ke *KeyError
 		if !errors.As(err, &ke) || ke.Key != c.key {
 			t.Errorf("%s: err = %v, want a KeyError on %s", c.name, err, c.key)
+		}
+	}
+}
+
+// A listener without a host binds every interface, as in Kafka; clients are given the local host
+// name for it (Kafka's advertised wildcard host), never "" (which each client would dial as its
+// own machine).
+func TestEmptyListenerHostIsAdvertisedAsTheHostName(t *testing.T) {
+	localHostname = func() (string, error) { return "node-a.example", nil }
+	t.Cleanup(func() { localHostname = os.Hostname })
+	c, err := Load(writeFile(t, "listeners=PLAINTEXT://:9092,SSL://127.0.0.1:9093\nssl.keystore.certificate.chain=x\nssl.keystore.key=y\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listeners[0].Addr() != ":9092" {
+		t.Fatalf("the listener binds %s, want every interface (:9092)", c.Listeners[0].Addr())
+	}
+	if got := []string{c.AdvertisedListeners[0].Addr(), c.AdvertisedListeners[1].Addr()}; got[0] != "node-a.example:9092" || got[1] != "127.0.0.1:9093" {
+		t.Fatalf("advertised %v, want node-a.example:9092 and 127.0.0.1:9093", got)
+	}
+	c, err = Load("", []string{"listeners=PLAINTEXT://127.0.0.1:9092", "advertised.listeners=PLAINTEXT://:9092"})
+	if err != nil || c.AdvertisedListeners[0].Addr() != "node-a.example:9092" {
+		t.Fatalf("an explicit advertised listener without a host: %v %v", c, err)
+	}
+	localHostname = func() (string, error) { return "", errors.New("no name") }
+	if _, err := Load("", []string{"listeners=PLAINTEXT://:9092"}); err == nil || !strings.Contains(err.Error(), "advertised.listeners") {
+		t.Fatalf("no host name to advertise: %v, want an advertised.listeners error", err)
+	}
+}
+
+// Blanks after a value in a file are invisible; Kafka trims every value it parses, so a key set
+// to its default with trailing blanks loads exactly as the default does.
+func TestFileValuesAreTrimmed(t *testing.T) {
+	for _, k := range keys {
+		if k.def == "" {
+			continue
+		}
+		_, plainErr := Load(writeFile(t, k.name+"="+k.def+"\n"), nil)
+		c, err := Load(writeFile(t, k.name+"="+k.def+" \t\n"), nil)
+		if (err == nil) != (plainErr == nil) {
+			t.Errorf("%s=%q followed by blanks: %v, without them: %v", k.name, k.def, err, plainErr)
+			continue
+		}
+		if err == nil {
+			if v, _ := c.Get(k.name); v != k.def {
+				t.Errorf("%s=%q followed by blanks holds %q", k.name, k.def, v)
+			}
+		}
+	}
+}
+
+// Ports Kafka lets listeners share, and port 0, still load.
+func TestListenersSharingAPortAsKafkaAllows(t *testing.T) {
+	for _, set := range [][]string{
+		{"listeners=PLAINTEXT://127.0.0.1:9092,EXTERNAL://[::1]:9092", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT"},
+		{"listeners=PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT", "admin.listener=127.0.0.1:0"},
+	} {
+		if _, err := Load("", set); err != nil {
+			t.Errorf("%v: %v", set, err)
 		}
 	}
 }

@@ -33,6 +33,11 @@ func ParseProperties(r io.Reader) ([]Property, error) {
 	for sc.Scan() {
 		lineNo++
 		line := sc.Text()
+		if lineNo == 1 {
+			// A byte order mark some editors write would otherwise begin the first key,
+			// invisibly: "node.id: unknown key" for a line that reads node.id=1.
+			line = strings.TrimPrefix(line, "\ufeff")
+		}
 		if continued {
 			line = strings.TrimLeft(line, " \t\f")
 		} else {

@@ -90,7 +90,6 @@ func New(o Options) *Console {
 	c := &Console{o: o, tmpl: map[string]*template.Template{}, mux: http.NewServeMux()}
 	funcs := template.FuncMap{
 		"join":   strings.Join,
-		"query":  url.QueryEscape,
 		"bytes":  humanBytes,
 		"millis": func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) },
 		"age":    func(ms int64) string { return max(0, time.Since(time.UnixMilli(ms))).Round(time.Second).String() },
@@ -299,9 +298,14 @@ type processView struct {
 }
 
 func (c *Console) group(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("id")
+	// "?id=" names the group "", which OffsetCommit accepts and the list links to.
+	ids, given := r.URL.Query()["id"]
+	id := ""
+	if given {
+		id = ids[0]
+	}
 	p := groupPage{Title: "Group " + id}
-	if id == "" {
+	if !given {
 		p.Error = "no group id given"
 		c.render(w, http.StatusBadRequest, "group", p)
 		return

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -147,6 +148,35 @@ func TestGroupIDsAreEscaped(t *testing.T) {
 		code, body := get(t, c, target)
 		if code != 200 || strings.Contains(body, "<script>") || !strings.Contains(body, "&lt;script&gt;") {
 			t.Fatalf("%s: %d, group id not escaped:\n%s", target, code, body)
+		}
+	}
+}
+
+// Every group's link on the list opens that group's page, whatever characters its id holds:
+// a query separator, a fragment mark, a plus, a space, a percent sign, non-ASCII letters, or
+// none at all.
+func TestGroupLinksOpenTheirGroup(t *testing.T) {
+	set := newSet(t, 1)
+	ids := []string{"a&b=c", "#frag", "a b+c", "%41", "グループ", "x/y?z"}
+	for _, id := range ids {
+		write(t, set, id, classicGroup(id, "t", 1).Record())
+	}
+	// The group "": offsets committed with the empty group id, which Kafka accepts.
+	write(t, set, "", offsets.CommitRecord("", offsets.TopicPartition{Topic: "t"}, offsets.Committed{Offset: 1, LeaderEpoch: -1, ExpireTimestamp: -1}))
+	ids = append(ids, "")
+	c := New(Options{Groups: set})
+	_, list := get(t, c, "/console/")
+	links := regexp.MustCompile(`<tr data-group="([^"]*)"><td><a href="([^"]+)">`).FindAllStringSubmatch(list, -1)
+	if len(links) != len(ids) {
+		t.Fatalf("the list links %d groups, want %d:\n%s", len(links), len(ids), list)
+	}
+	title := regexp.MustCompile(`<title>Group (.*) · coordinatord</title>`)
+	for _, l := range links {
+		id, target := html.UnescapeString(l[1]), html.UnescapeString(l[2])
+		code, body := get(t, c, target)
+		m := title.FindStringSubmatch(body)
+		if code != 200 || m == nil || html.UnescapeString(m[1]) != id {
+			t.Errorf("the link of group %q, %s: %d, title %q", id, target, code, m)
 		}
 	}
 }

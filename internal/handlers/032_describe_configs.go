@@ -26,6 +26,13 @@ func (t *Table) describeConfigs(ctx context.Context, r *wire.Request) kmsg.Respo
 			resp.Resources = append(resp.Resources, t.describeGroupConfigs(ctx, res, req.IncludeSynonyms, req.IncludeDocumentation))
 		case IsLocalConfigResource(res.ResourceType, res.ResourceName, t.deps.Node.ID):
 			resp.Resources = append(resp.Resources, t.describeBrokerConfigs(res, req.IncludeSynonyms, req.IncludeDocumentation))
+		case isClusterBrokerDefaults(res.ResourceType, res.ResourceName):
+			// Standalone, this node is the cluster: its cluster-wide dynamic broker defaults
+			// are none. kafka-configs.sh --describe --entity-type brokers asks for them after
+			// each broker's own, and failed on a refusal here.
+			out := kmsg.NewDescribeConfigsResponseResource()
+			out.ResourceType, out.ResourceName, out.ErrorMessage = res.ResourceType, res.ResourceName, kmsg.StringPtr("")
+			resp.Resources = append(resp.Resources, out)
 		default:
 			out := kmsg.NewDescribeConfigsResponseResource()
 			out.ResourceType, out.ResourceName = res.ResourceType, res.ResourceName

@@ -36,7 +36,7 @@ func (t *Table) alterResource(ctx context.Context, typ kmsg.ConfigResourceType, 
 	switch {
 	case typ == kmsg.ConfigResourceTypeGroupConfig:
 		return t.alterGroupConfigs(ctx, name, ops, replace, validateOnly)
-	case IsLocalConfigResource(typ, name, t.deps.Node.ID):
+	case IsLocalConfigResource(typ, name, t.deps.Node.ID), isClusterBrokerDefaults(typ, name):
 		return kerr.InvalidRequest.Code, staticBrokerMessage()
 	default:
 		return kerr.InvalidRequest.Code, t.unsupportedResourceMessage()

@@ -11,7 +11,9 @@ import (
 )
 
 // deleteGroups deletes Empty classic groups and simple groups with all their offsets (spec
-// coordinator-apis §2.7). Duplicate ids get one result. v3's ErrorMessage stays null for these
+// coordinator-apis §2.7). Duplicate ids get one result. The empty id is looked up like any
+// other, as Kafka 4.4 does: OffsetCommit accepts "" (old clients' simple groups), so "" can
+// exist, and deleting it is the only way to remove it. v3's ErrorMessage stays null for these
 // codes, as Kafka 4.4 answers (the spec asks for a message on every error; Kafka only gives one
 // where a topology description plugin failed).
 func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response {
@@ -41,10 +43,6 @@ func (t *Table) deleteGroups(ctx context.Context, r *wire.Request) kmsg.Response
 		switch pre, ok := kept[id]; {
 		case denied[id]:
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		case id == "":
-			// Kafka 4.4 keeps DeleteGroups of "" for old clients and looks it up like any id;
-			// no API lets "" exist as a group, so the answer is always GROUP_ID_NOT_FOUND.
-			g.ErrorCode = kerr.GroupIDNotFound.Code
 		case ok:
 			g = pre
 		default:

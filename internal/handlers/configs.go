@@ -47,6 +47,13 @@ func IsLocalConfigResource(typ kmsg.ConfigResourceType, name string, nodeID int3
 	return false
 }
 
+// isClusterBrokerDefaults reports the BROKER resource named "", Kafka's cluster-wide dynamic
+// broker defaults. Only a standalone node answers it (in gateway mode it goes upstream, as
+// IsLocalConfigResource says), as the whole cluster it is.
+func isClusterBrokerDefaults(typ kmsg.ConfigResourceType, name string) bool {
+	return typ == kmsg.ConfigResourceTypeBroker && name == ""
+}
+
 func (t *Table) unsupportedResourceMessage() *string {
 	m := "coordinatord serves the configs of GROUP resources and of its own BROKER resource (" +
 		strconv.Itoa(int(t.deps.Node.ID)) + ") only"

@@ -103,7 +103,7 @@ var errorDocs = concatDocs(
 		{kmsg.LeaveGroup, kerr.FencedInstanceID.Code, 3, 0, "instance id held by another member (per member)"},
 
 		{kmsg.DescribeGroups, kerr.GroupIDNotFound.Code, 6, 0, "no such group (below v6: state Dead, NONE)"},
-		{kmsg.DeleteGroups, kerr.GroupIDNotFound.Code, 0, 0, "no such group (or the empty id)"},
+		{kmsg.DeleteGroups, kerr.GroupIDNotFound.Code, 0, 0, "no such group"},
 		{kmsg.DeleteGroups, kerr.NonEmptyGroup.Code, 0, 0, "the group has members"},
 		{kmsg.DeleteGroups, kerr.GroupDeletionFailed.Code, 0, 0, "the topology description plugin could not delete the group's description"},
 	},

@@ -583,7 +583,7 @@ func (m *Membership) watchLease() {
 			n := m.disownAllLocked()
 			m.lapses.Inc()
 			m.lg.Warn("no answer from the upstream group for log.kafka.session.timeout.ms: stopped serving every shard (others may own them now); rejoining",
-				zap.String("group", m.o.Group), zap.Int("shards", n), zap.Duration("log.kafka.session.timeout.ms", m.o.SessionTimeout))
+				zap.String("group", m.o.Group), zap.Int("shards", n), zap.Int64("log.kafka.session.timeout.ms", m.o.SessionTimeout.Milliseconds()))
 			m.rejoin.Store(true)
 		}
 		m.mu.Unlock()

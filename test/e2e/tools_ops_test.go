@@ -359,7 +359,15 @@ func TestStandalone_KafkasToolsAnswerOrSayWhyNot(t *testing.T) {
 		checkStandaloneStreamsTool(t, ctx, d.Addr, adm, app, topic, streamers)
 	})
 
-	t.Run("configs", func(t *testing.T) { checkConfigsTool(t, d.Addr, consumerGroup) })
+	t.Run("configs", func(t *testing.T) {
+		checkConfigsTool(t, d.Addr, consumerGroup)
+		// Without --entity-name the tool describes every broker, then the cluster's dynamic
+		// defaults (the BROKER resource ""): a standalone coordinatord is the cluster and has none.
+		out := kafkaTool(t, "org.apache.kafka.tools.ConfigCommand", d.Addr, "--describe", "--entity-type", "brokers")
+		if !strings.Contains(out, "Dynamic configs for broker "+strconv.Itoa(nodeID)+" are:") || !strings.Contains(out, "Default configs for brokers in the cluster are:") {
+			t.Fatalf("kafka-configs --describe --entity-type brokers:\n%s", out)
+		}
+	})
 
 	// Topic configs live in the data cluster, which a standalone coordinator does not have.
 	out, err := kafkaToolResult(t, "org.apache.kafka.tools.TopicCommand", d.Addr, "--describe", "--topic", topic)

@@ -237,3 +237,36 @@ func TestClassicGroupInRebalanceSurvivesRestart(t *testing.T) {
 		t.Fatalf("rejoin after restart: %+v", r)
 	}
 }
+
+// Kafka accepts an OffsetCommit with the empty group id (old clients' simple groups), lists the
+// group "" it makes and deletes it with DeleteGroups like any other. An operator must be able to
+// remove it: until it is gone, kafka-consumer-groups.sh --describe --all-groups fails on it (its
+// ConsumerGroupDescribe of "" is INVALID_GROUP_ID, on Kafka as here).
+func TestEmptyGroupIDCommittedThenDeleted(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	adm := kadm.NewClient(d.client())
+	createTopic(t, adm, "t", 1)
+	deleted, err := adm.DeleteGroups(ctxT(t), "")
+	if err != nil || !errorsIs(deleted[""].Err, kerr.GroupIDNotFound) {
+		t.Fatalf("deleting the group \"\" before it exists: %v %v, want GROUP_ID_NOT_FOUND", err, deleted[""].Err)
+	}
+	var o kadm.Offsets
+	o.Add(kadm.Offset{Topic: "t", Partition: 0, At: 5, LeaderEpoch: -1})
+	if r, err := adm.CommitOffsets(ctxT(t), "", o); err != nil || r.Error() != nil {
+		t.Fatalf("commit to the group \"\": %v %v", err, r.Error())
+	}
+	if l, err := adm.ListGroups(ctxT(t)); err != nil || l[""].State != "Empty" {
+		t.Fatalf("the group \"\" listed as %+v (%v), want Empty", l[""], err)
+	}
+	deleted, err = adm.DeleteGroups(ctxT(t), "")
+	if err != nil || deleted[""].Err != nil {
+		t.Fatalf("deleting the group \"\": %v %v, want it deleted", err, deleted[""].Err)
+	}
+	if l, err := adm.ListGroups(ctxT(t)); err != nil || len(l) != 0 {
+		t.Fatalf("groups after deleting \"\": %v %v", l, err)
+	}
+	if fetched, err := adm.FetchOffsets(ctxT(t), ""); err != nil || len(fetched) != 0 {
+		t.Fatalf("offsets of \"\" after its delete: %v %v", fetched, err)
+	}
+}

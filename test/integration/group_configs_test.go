@@ -160,6 +160,23 @@ func TestGroupConfigsBrokerSelfDescribe(t *testing.T) {
 	if c := got["group.min.session.timeout.ms"]; c.MaybeValue() != "6000" || c.Source != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("group.min.session.timeout.ms: %+v", c)
 	}
+	// kafka-configs.sh --describe --entity-type brokers (no name) then describes the cluster's
+	// dynamic broker defaults, the resource "": there are none, and altering them is refused
+	// as coordinatord's own configuration is.
+	rcs, err = adm.DescribeBrokerConfigs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := rcs.On("", nil); err != nil || rc.Err != nil || len(rc.Configs) != 0 {
+		t.Fatalf("the cluster's broker defaults: %+v %v, want none", rc, err)
+	}
+	ars, err := adm.ValidateAlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: "group.max.size", Value: kmsg.StringPtr("5")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ar, err := ars.On("", nil); err != nil || !errorsIs(ar.Err, kerr.InvalidRequest) || !strings.Contains(ar.ErrMessage, "static") {
+		t.Fatalf("altering the cluster's broker defaults: %+v %v, want INVALID_REQUEST, the configuration is static", ar, err)
+	}
 	trcs, err := adm.DescribeTopicConfigs(context.Background(), "t")
 	if err != nil {
 		t.Fatal(err)

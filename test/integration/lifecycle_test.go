@@ -1,17 +1,22 @@
 package integration
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -34,6 +39,9 @@ func TestAdminEndpointsAndMetrics(t *testing.T) {
 	}
 	if code, _ := httpGet(t, "http://"+d.Admin+"/readyz"); code != 200 {
 		t.Fatalf("readyz %d", code)
+	}
+	if code, out, stderr := runCLI(t, "healthcheck", "--admin", d.Admin); code != 0 || out != "ready\n" {
+		t.Fatalf("healthcheck: exit %d, %q %q; want 0 and \"ready\"", code, out, stderr)
 	}
 	c := dialRaw(t, d.Addr)
 	c.write(frame(kmsg.NewPtrMetadataRequest(), 12, 1, strp("c"), nil))
@@ -105,7 +113,75 @@ func TestGracefulShutdownAnswersThenExitsZero(t *testing.T) {
 	if len(d.logged("coordinatord stopped")) != 1 {
 		t.Fatal("no 'coordinatord stopped' log line")
 	}
+	// A field named after a key holds that key's value in its unit (the harness sets 5000).
+	if l := d.logged("shutting down: draining in-flight requests"); len(l) != 1 || l[0]["shutdown.timeout.ms"] != 5000.0 {
+		t.Fatalf("the shutdown line %v, want shutdown.timeout.ms 5000", l)
+	}
 	c.expectClosed()
+}
+
+// SIGHUP stops coordinatord as SIGTERM does (Kafka's JVM runs its shutdown hook on it): in-flight
+// requests are answered, the exit is clean. Go's default would kill the process on the spot.
+func TestSIGHUPShutsDownGracefully(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := dialRaw(t, d.Addr)
+	c.write(frame(kmsg.NewPtrApiVersionsRequest(), 0, 1, strp("c"), nil))
+	c.read(kmsg.NewPtrApiVersionsResponse(), 0, 1)
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("coordinatord did not exit within 30s of SIGHUP")
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 || len(d.logged("coordinatord stopped")) != 1 {
+		t.Fatalf("after SIGHUP: exit %d (%s), stopped lines %d; want a clean stop", code, exitReport(d.cmd.ProcessState), len(d.logged("coordinatord stopped")))
+	}
+	// The shutdown line names the signal, as Kafka's "Terminating process due to signal SIGHUP".
+	if l := d.logged("shutting down: draining in-flight requests"); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0]["cause"]), "hangup") {
+		t.Fatalf("the shutdown line %v does not name the signal", l)
+	}
+	c.expectClosed()
+}
+
+// A JoinGroup parked for a rebalance does not hold a shutdown: it is answered with a retriable
+// coordinator error at once (Kafka answers NOT_COORDINATOR as it unloads the group), and the
+// process exits long before shutdown.timeout.ms, here ten minutes.
+func TestShutdownAnswersAParkedJoinGroup(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "group.initial.rebalance.delay.ms=0", "shutdown.timeout.ms=600000")
+	slow := func(member string) *kmsg.JoinGroupRequest {
+		req := joinReq("g", member, nil)
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 300000, 600000
+		return req
+	}
+	first := join(t, d, 3, slow(""))
+	wantCode(t, "first join", first.ErrorCode, 0)
+	wantCode(t, "first sync", syncG(t, d, 3, "g", first.MemberID, nil, first.Generation, map[string]string{first.MemberID: "a"}).ErrorCode, 0)
+	// A second member: its join waits for the first to rejoin, which it never does.
+	parked := dialRaw(t, d.Addr)
+	parked.write(frame(slow(""), 3, 1, strp("c"), nil))
+	adm := kadm.NewClient(d.client())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, err := adm.DescribeGroups(ctxT(t), "g")
+		if err == nil && g["g"].State == "PreparingRebalance" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group never started rebalancing: %+v %v", g["g"], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	adm.Close()
+	if code := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	resp := kmsg.NewPtrJoinGroupResponse()
+	parked.read(resp, 3, 1)
+	if resp.ErrorCode != kerr.CoordinatorNotAvailable.Code && resp.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("the parked join was answered %v, want a coordinator error the client retries", kerr.ErrorForCode(resp.ErrorCode))
+	}
 }
 
 func TestClusterIDIsStableAcrossRestarts(t *testing.T) {
@@ -172,6 +248,7 @@ func TestConfigCheck(t *testing.T) {
 		{"bad value", []string{"--config", write("b.properties", "offsets.topic.num.partitions=-1\n")}, "offsets.topic.num.partitions"},
 		{"unreadable file", []string{"--config", filepath.Join(dir, "absent.properties")}, "absent.properties"},
 		{"bad flag override", []string{"--set", "socket.request.max.bytes=lots"}, "socket.request.max.bytes"},
+		{"admin listener on the Kafka listener's port", []string{"--set", "admin.listener=127.0.0.1:9092"}, "both use port 9092"},
 		{"unknown flag", []string{"--bogus"}, "bogus"},
 	}
 	for _, tc := range bad {
@@ -190,6 +267,40 @@ func TestConfigCheck(t *testing.T) {
 	code, _, stderr := runCLI(t, "serve", "--set", "node.id=-3")
 	if code != 2 || !strings.Contains(stderr, "node.id") {
 		t.Fatalf("serve with bad config: exit %d, %q", code, stderr)
+	}
+}
+
+// listeners=PLAINTEXT://:port (Kafka's way to bind every interface) serves on every interface
+// and tells clients the machine's host name, as Kafka does, never the empty host (which each
+// client would dial as its own machine). A routable address cannot be guessed for 0.0.0.0, so
+// advertising it is refused before anything binds, as Kafka refuses it.
+func TestListenerWithoutHostAdvertisesTheHostName(t *testing.T) {
+	t.Parallel()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip("no host name:", err)
+	}
+	d := startDaemon(t, "listeners=PLAINTEXT://:0")
+	_, port, _ := strings.Cut(strings.TrimPrefix(d.Addr, "[::]"), ":")
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"g"}
+	found := rawCall(t, d, fc, 4, kmsg.NewPtrFindCoordinatorResponse())
+	if c := found.Coordinators[0]; c.Host != host || strconv.Itoa(int(c.Port)) != port {
+		t.Fatalf("FindCoordinator answers %s:%d, want %s:%s", c.Host, c.Port, host, port)
+	}
+	md := rawCall(t, d, kmsg.NewPtrMetadataRequest(), 12, kmsg.NewPtrMetadataResponse())
+	if len(md.Brokers) != 1 || md.Brokers[0].Host != host {
+		t.Fatalf("Metadata lists brokers %+v, want one at %s", md.Brokers, host)
+	}
+	// The start line says what clients are told, beside what is bound.
+	started := d.logged("coordinatord started")
+	if adv, _ := started[0]["advertised"].([]any); len(adv) != 1 || adv[0] != "PLAINTEXT://"+net.JoinHostPort(host, port) {
+		t.Fatalf("the start line advertises %v, want PLAINTEXT://%s", started[0]["advertised"], net.JoinHostPort(host, port))
+	}
+
+	code, _, stderr := runCLI(t, "serve", "--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "advertised.listeners=PLAINTEXT://0.0.0.0:9092")
+	if code != 2 || !strings.Contains(stderr, "advertised.listeners") {
+		t.Fatalf("serve advertising 0.0.0.0: exit %d, %q; want 2 and a line naming advertised.listeners", code, stderr)
 	}
 }
 

@@ -144,6 +144,11 @@ func TestShardPanicFailsOnlyThatShard(t *testing.T) {
 	if want := fmt.Sprintf("group shard %d: failed", vShard); code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
 		t.Errorf("/readyz: HTTP %d %q, want 503 naming %q", code, body, want)
 	}
+	// coordinatord healthcheck says the same in one line, and fails.
+	hc, _, stderr := runCLI(t, "healthcheck", "--admin", d.Admin)
+	if want := fmt.Sprintf("503 Service Unavailable: group shard %d: failed\n", vShard); hc != 1 || !strings.HasSuffix(stderr, want) || strings.Count(stderr, "not ready") != 1 {
+		t.Errorf("healthcheck of a node with a FAILED shard: exit %d, %q; want 1 and one line ending %q", hc, stderr, want)
+	}
 	_, metrics := httpGet(t, "http://"+d.Admin+"/metrics")
 	for _, want := range []string{
 		fmt.Sprintf(`coordinatord_shard_panics_total{kind="group",shard="%d"} 1`, vShard),

@@ -50,6 +50,12 @@ func TestLogVerifyAndCorruptionStopsOnlyThatShard(t *testing.T) {
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("groups shard %d:", shardOfG)) {
 		t.Fatalf("verify of a healthy log: exit %d\n%s%s", code, out, stderr)
 	}
+	// A mistyped log.dirs is said as such, in one line naming the directory once.
+	missing := filepath.Join(d.DataDir, "typo")
+	code, _, stderr = runCLI(t, "log", "verify", "--set", "log.dirs="+missing)
+	if code == 0 || !strings.Contains(stderr, "no such log directory") || strings.Count(stderr, missing) != 1 {
+		t.Fatalf("verify of a missing log directory: exit %d, %q", code, stderr)
+	}
 
 	// Flip a byte in the middle of shard 3's segment: that is corruption, not a torn tail.
 	seg := segmentOf(t, d.DataDir, shardOfG)
