@@ -87,6 +87,9 @@ type Gateway struct {
 	refresh   func()
 	// refreshUntil fetches upstream metadata until done accepts it (nil in unit tests).
 	refreshUntil func(ctx context.Context, done func(*upstream.View) bool) error
+	// catchingUp makes the Metadata answers that show a topic re-created upstream wait for one
+	// refresh between them, not one each (afterMetadata).
+	catchingUp sync.Mutex
 
 	// conns maps each client connection (*wire.Conn: ids are per listener, so they repeat
 	// across the gateway's listeners) to what it holds upstream (*clientConn).

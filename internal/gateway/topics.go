@@ -115,3 +115,66 @@ func validateOnly(h wire.Header, request []byte) bool {
 	}
 	return false
 }
+
+// afterMetadata holds a forwarded Metadata answer that names a topic under another id than the
+// upstream view has (deleted and re-created upstream since the last refresh) until the view,
+// and so the catalog, shows the new id. A client learns a topic's id from this answer before
+// it commits for the topic; a commit by name (OffsetCommit v9 and older) that the catalog took
+// for the old topic would be dropped with the old topic's offsets, although acknowledged.
+func (g *Gateway) afterMetadata(ctx context.Context, h wire.Header, frame []byte) {
+	if g.refreshUntil == nil || h.Version < 10 || len(frame) < 8 {
+		return // ids are in Metadata from v10 on
+	}
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(h.Version)
+	bodyAt := 8
+	if resp.IsFlexible() {
+		var err error
+		if bodyAt, err = headerEnd(frame); err != nil {
+			return
+		}
+	}
+	if len(frame) < bodyAt || resp.ReadFrom(frame[bodyAt:]) != nil {
+		return // rewrite reports the undecodable answer
+	}
+	stale := func(v *upstream.View) map[string][16]byte {
+		var out map[string][16]byte
+		for _, t := range resp.Topics {
+			if t.ErrorCode != 0 || t.Topic == nil || t.TopicID == ([16]byte{}) {
+				continue
+			}
+			// A topic the view lacks is left to the refresh a request naming it makes
+			// (catalogKnowing): nothing of it is in the catalog to mistake it for.
+			if id, ok := v.TopicID(*t.Topic); ok && id != t.TopicID {
+				if out == nil {
+					out = map[string][16]byte{}
+				}
+				out[*t.Topic] = t.TopicID
+			}
+		}
+		return out
+	}
+	v := g.View()
+	if v == nil || stale(v) == nil {
+		return
+	}
+	g.catchingUp.Lock()
+	defer g.catchingUp.Unlock()
+	want := stale(g.View())
+	if want == nil {
+		return // an answer waited on before this one brought the view up to date
+	}
+	ctx, cancel := context.WithTimeout(ctx, topicWaitMax)
+	defer cancel()
+	done := func(v *upstream.View) bool {
+		for name, id := range want {
+			if have, ok := v.TopicID(name); ok && have != id {
+				return false
+			}
+		}
+		return true
+	}
+	if err := g.refreshUntil(ctx, done); err != nil {
+		g.lg.Debug("upstream metadata did not show a re-created topic in time", zap.Error(err))
+	}
+}
