@@ -121,21 +121,9 @@ func validateOnly(h wire.Header, request []byte) bool {
 // and so the catalog, shows the new id. A client learns a topic's id from this answer before
 // it commits for the topic; a commit by name (OffsetCommit v9 and older) that the catalog took
 // for the old topic would be dropped with the old topic's offsets, although acknowledged.
-func (g *Gateway) afterMetadata(ctx context.Context, h wire.Header, frame []byte) {
-	if g.refreshUntil == nil || h.Version < 10 || len(frame) < 8 {
+func (g *Gateway) afterMetadata(ctx context.Context, resp *kmsg.MetadataResponse) {
+	if g.refreshUntil == nil || resp.GetVersion() < 10 {
 		return // ids are in Metadata from v10 on
-	}
-	resp := kmsg.NewPtrMetadataResponse()
-	resp.SetVersion(h.Version)
-	bodyAt := 8
-	if resp.IsFlexible() {
-		var err error
-		if bodyAt, err = headerEnd(frame); err != nil {
-			return
-		}
-	}
-	if len(frame) < bodyAt || resp.ReadFrom(frame[bodyAt:]) != nil {
-		return // rewrite reports the undecodable answer
 	}
 	stale := func(v *upstream.View) map[string][16]byte {
 		var out map[string][16]byte
