@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -675,6 +676,8 @@ func TestProduceAnswerBoundAddsItsTimeout(t *testing.T) {
 // old topic, whose offsets are dropped. Any other Metadata answer is passed on at once.
 func TestMetadataShowingARecreatedTopicWaitsForTheView(t *testing.T) {
 	oldID, newID := [16]byte{1}, [16]byte{2}
+	var answered atomic.Value // the id the upstream names "recreated" under
+	answered.Store(newID)
 	b := fakeUpstream(t, 1, func(c net.Conn) {
 		for {
 			frame, err := readRequest(c)
@@ -687,7 +690,7 @@ func TestMetadataShowingARecreatedTopicWaitsForTheView(t *testing.T) {
 				rt := kmsg.NewMetadataResponseTopic()
 				rt.Topic, rt.TopicID = kmsg.StringPtr(name), oldID
 				if name == "recreated" {
-					rt.TopicID = newID
+					rt.TopicID = answered.Load().([16]byte)
 				}
 				if name == "new" {
 					rt.TopicID = [16]byte{3}
@@ -734,5 +737,25 @@ func TestMetadataShowingARecreatedTopicWaitsForTheView(t *testing.T) {
 	forward(9) // no topic ids before v10
 	if waits != 0 {
 		t.Fatal("a Metadata v9 answer waited for the upstream's metadata")
+	}
+
+	// A broker behind the view still names the old id once the view has the new one: its
+	// answer is the older one, and waiting for the view to go back would only stall it.
+	if err := g.OnView(view(newID)); err != nil {
+		t.Fatal(err)
+	}
+	answered.Store(oldID)
+	forward(12)
+	if waits != 0 {
+		t.Fatal("a Metadata answer naming the id the view replaced waited for the upstream's metadata")
+	}
+
+	// An id a wait gave up on is not waited for again: answers would queue a wait each.
+	answered.Store([16]byte{4})
+	g.refreshUntil = func(context.Context, func(*upstream.View) bool) error { waits++; return context.DeadlineExceeded }
+	forward(12)
+	forward(12)
+	if waits != 1 {
+		t.Fatalf("two answers naming an id the upstream's metadata never settled on waited %d times, want 1", waits)
 	}
 }

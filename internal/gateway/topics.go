@@ -131,6 +131,12 @@ func (g *Gateway) afterMetadata(ctx context.Context, resp *kmsg.MetadataResponse
 			if t.ErrorCode != 0 || t.Topic == nil || t.TopicID == ([16]byte{}) {
 				continue
 			}
+			g.mu.RLock()
+			unwaited := g.unwaited[t.TopicID]
+			g.mu.RUnlock()
+			if unwaited {
+				continue // an id the view has moved past: this answer is the older one
+			}
 			// A topic the view lacks is left to the refresh a request naming it makes
 			// (catalogKnowing): nothing of it is in the catalog to mistake it for.
 			if id, ok := v.TopicID(*t.Topic); ok && id != t.TopicID {
@@ -164,5 +170,12 @@ func (g *Gateway) afterMetadata(ctx context.Context, resp *kmsg.MetadataResponse
 	}
 	if err := g.refreshUntil(ctx, done); err != nil {
 		g.lg.Debug("upstream metadata did not show a re-created topic in time", zap.Error(err))
+		// Whatever names it next is passed on at once: answers must not queue here a
+		// topicWaitMax each for an id the upstream's metadata does not settle on.
+		g.mu.Lock()
+		for _, id := range want {
+			g.unwaitLocked(id)
+		}
+		g.mu.Unlock()
 	}
 }
