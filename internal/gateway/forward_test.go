@@ -480,7 +480,7 @@ func TestTopicChangesAreAnsweredOnceTheMetadataShowsThem(t *testing.T) {
 			case 19:
 				r := kmsg.NewPtrCreateTopicsResponse()
 				made, exists := kmsg.NewCreateTopicsResponseTopic(), kmsg.NewCreateTopicsResponseTopic()
-				made.Topic, made.NumPartitions = "made", 3
+				made.Topic, made.NumPartitions, made.TopicID = "made", 3, [16]byte{7}
 				exists.Topic, exists.ErrorCode = "refused", 36 // TOPIC_ALREADY_EXISTS
 				r.Topics = append(r.Topics, made, exists)
 				resp = r
@@ -525,7 +525,7 @@ func TestTopicChangesAreAnsweredOnceTheMetadataShowsThem(t *testing.T) {
 	view := func(topics ...string) *upstream.View {
 		v := &upstream.View{}
 		for _, name := range topics {
-			v.Topics = append(v.Topics, upstream.Topic{Name: name})
+			v.Topics = append(v.Topics, upstream.Topic{Name: name, ID: [16]byte{7}})
 		}
 		return v
 	}
@@ -540,6 +540,10 @@ func TestTopicChangesAreAnsweredOnceTheMetadataShowsThem(t *testing.T) {
 	forward(create, 1)
 	if done(view("refused")) || !done(view("made")) {
 		t.Fatal("CreateTopics: the wait does not end exactly when the metadata shows the created topic")
+	}
+	// Deleted and created again: the view still showing the deleted topic is not the new one.
+	if done(&upstream.View{Topics: []upstream.Topic{{Name: "made", ID: [16]byte{6}}}}) {
+		t.Fatal("CreateTopics: the wait ends on a view that shows another topic of the name")
 	}
 
 	del := kmsg.NewPtrDeleteTopicsRequest()

@@ -37,10 +37,10 @@ func (g *Gateway) afterTopicChange(ctx context.Context, h wire.Header, request, 
 	var done func(*upstream.View) bool
 	switch r := resp.(type) {
 	case *kmsg.CreateTopicsResponse:
-		want := map[string]int32{}
+		want := map[string][16]byte{}
 		for _, t := range r.Topics {
 			if t.ErrorCode == 0 {
-				want[t.Topic] = t.NumPartitions
+				want[t.Topic] = t.TopicID
 			}
 		}
 		done = func(v *upstream.View) bool { return hasTopics(v, want) }
@@ -72,16 +72,14 @@ func (g *Gateway) afterTopicChange(ctx context.Context, h wire.Header, request, 
 	}
 }
 
-func hasTopics(v *upstream.View, want map[string]int32) bool {
-	if len(want) == 0 {
-		return true
-	}
-	have := map[string]bool{}
-	for _, t := range v.Topics {
-		have[t.Name] = true
-	}
-	for name := range want {
-		if !have[name] {
+// hasTopics reports whether the view has every topic of want, under the id given (from
+// CreateTopics v7 on; a zero id matches any): a topic deleted and created again under its name
+// through the gateway is not there while the view still shows the deleted one, whose offsets
+// a commit by name would otherwise be taken for.
+func hasTopics(v *upstream.View, want map[string][16]byte) bool {
+	for name, id := range want {
+		have, ok := v.TopicID(name)
+		if !ok || (id != [16]byte{} && have != id) {
 			return false
 		}
 	}
