@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/config"
@@ -53,15 +54,39 @@ type faultErr string
 
 func (e faultErr) Error() string { return string(e) }
 
-// A configured cluster.id wins and nothing is written.
-func TestClusterIDConfiguredIsNotPersisted(t *testing.T) {
+// A configured cluster.id is kept beside the data on first start, so that the next start can
+// tell whether it is still the data's cluster.
+func TestClusterIDConfiguredIsPersisted(t *testing.T) {
 	fs := segment.NewMemFS()
 	fs.MkdirAll("/data", 0o755)
 	id, err := loadClusterID(fs, &config.Config{LogDirs: "/data", ClusterID: "c1"})
 	if err != nil || id != "c1" {
 		t.Fatalf("%q %v", id, err)
 	}
-	if _, err := fs.ReadFile("/data/cluster.id"); err == nil {
-		t.Fatal("configured id written to disk")
+	if b, err := fs.ReadFile("/data/cluster.id"); err != nil || string(b) != "c1\n" {
+		t.Fatalf("configured id not kept beside the data: %q %v", b, err)
+	}
+	if id, err := loadClusterID(fs, &config.Config{LogDirs: "/data"}); err != nil || id != "c1" {
+		t.Fatalf("an empty cluster.id after a configured one: %q %v, want the data's c1", id, err)
+	}
+}
+
+// A configured cluster.id other than the one the data was written under is refused, naming
+// both, as Kafka refuses to start on a meta.properties of another cluster.
+func TestClusterIDOtherThanTheDataIsRefused(t *testing.T) {
+	fs := segment.NewMemFS()
+	fs.MkdirAll("/data", 0o755)
+	if _, err := loadClusterID(fs, &config.Config{LogDirs: "/data", ClusterID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadClusterID(fs, &config.Config{LogDirs: "/data", ClusterID: "c2"})
+	if err == nil || !strings.Contains(err.Error(), "c1") || !strings.Contains(err.Error(), "c2") {
+		t.Fatalf("got %v, want a refusal naming c1 and c2", err)
+	}
+	// An empty file (a crash before the first write's data reached the disk) takes the
+	// configured id, as a first start does.
+	fs.WriteFile("/data/cluster.id", nil)
+	if id, err := loadClusterID(fs, &config.Config{LogDirs: "/data", ClusterID: "c2"}); err != nil || id != "c2" {
+		t.Fatalf("%q %v", id, err)
 	}
 }

@@ -393,30 +393,39 @@ func mountConsole(mux *http.ServeMux, st *state, topology *plugin.Caller, reg pr
 	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 }
 
-// loadClusterID returns the configured cluster id, or the one generated on first start and
-// kept beside the data so that it is stable across restarts, crashes included: clients that
-// cached the id treat a different one as a different cluster.
+// loadClusterID returns the cluster id the data under log.dirs belongs to: the configured one,
+// or the one generated on first start. Either is kept beside the data so that it is stable
+// across restarts, crashes included (clients that cached the id treat a different one as a
+// different cluster), and so that a configured id other than the one the data was written
+// under is refused, as Kafka refuses a cluster id other than its meta.properties' one.
 func loadClusterID(fs segment.FS, cfg *config.Config) (string, error) {
-	if cfg.ClusterID != "" {
-		return cfg.ClusterID, nil
-	}
 	path := filepath.Join(cfg.LogDirs, "cluster.id")
 	b, err := segment.ReadSmallFile(fs, path, 4096)
-	if err == nil {
-		id := strings.TrimSpace(string(b))
-		if id == "" {
+	switch {
+	case err == nil:
+		stored := strings.TrimSpace(string(b))
+		switch {
+		case stored != "" && cfg.ClusterID != "" && stored != cfg.ClusterID:
+			return "", fmt.Errorf("cluster.id=%s is configured, but the data in log.dirs %s belongs to cluster %s (%s): "+
+				"set cluster.id=%s (or leave it empty) to keep this data, or point log.dirs at an empty directory to start cluster %s",
+				cfg.ClusterID, cfg.LogDirs, stored, path, stored, cfg.ClusterID)
+		case stored != "":
+			return stored, nil
+		case cfg.ClusterID == "":
 			return "", fmt.Errorf("%s is empty; delete it or set cluster.id", path)
 		}
-		return id, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
+		// An empty file and a configured id: the id is written below, as on a first start.
+	case !errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("read %s: %w", path, err)
 	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
+	id := cfg.ClusterID
+	if id == "" {
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return "", err
+		}
+		id = base64.RawURLEncoding.EncodeToString(raw[:])
 	}
-	id := base64.RawURLEncoding.EncodeToString(raw[:])
 	if err := segment.WriteFileDurable(fs, path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("persist cluster id: %w", err)
 	}

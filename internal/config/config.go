@@ -190,7 +190,7 @@ var keys = []key{
 		}},
 	{"node.id", "1", "This node's broker id in Metadata and FindCoordinator; must not collide with a data-cluster broker id.",
 		func(c *Config, v string) (err error) { c.NodeID, err = parseInt32(v, 0, 1<<31-1); return }},
-	{"cluster.id", "", "Cluster id reported in Metadata; empty means generate one on first start and keep it in log.dirs.",
+	{"cluster.id", "", "Cluster id reported in Metadata; empty means generate one on first start. Kept in log.dirs: a start with another id than the data was written under is refused.",
 		func(c *Config, v string) error { c.ClusterID = v; return nil }},
 	{"log.dirs", "./data", "Directory holding the shard logs.",
 		func(c *Config, v string) error {

@@ -51,7 +51,9 @@ func (g *Gateway) localConfig(r configResource) bool {
 	switch r.typ {
 	case kmsg.ConfigResourceTypeGroupConfig:
 		return true
-	case kmsg.ConfigResourceTypeBroker:
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		// coordinatord's node: an upstream broker would refuse it naming its own node id,
+		// which tells the client nothing about the node it asked for.
 		return r.name == strconv.Itoa(int(g.opts.NodeID))
 	}
 	return false

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// A mixed DescribeConfigs is split into the local resources (GROUP, coordinatord's BROKER) and
-// the upstream's, and the answers come back in request order.
+// A mixed DescribeConfigs is split into the local resources (GROUP, coordinatord's BROKER and
+// BROKER_LOGGER) and the upstream's, and the answers come back in request order.
 func TestConfigSplitAndMergeKeepRequestOrder(t *testing.T) {
 	g := testGateway(t)
 	req := kmsg.NewPtrDescribeConfigsRequest()
@@ -23,7 +23,8 @@ func TestConfigSplitAndMergeKeepRequestOrder(t *testing.T) {
 		name string
 	}
 	in := []res{{kmsg.ConfigResourceTypeTopic, "t"}, {kmsg.ConfigResourceTypeGroupConfig, "g"}, {kmsg.ConfigResourceTypeBroker, "100"},
-		{kmsg.ConfigResourceTypeBroker, "1"}, {kmsg.ConfigResourceTypeTopic, "u"}}
+		{kmsg.ConfigResourceTypeBroker, "1"}, {kmsg.ConfigResourceTypeTopic, "u"},
+		{kmsg.ConfigResourceTypeBrokerLogger, "100"}, {kmsg.ConfigResourceTypeBrokerLogger, "1"}}
 	for _, r := range in {
 		x := kmsg.NewDescribeConfigsRequestResource()
 		x.ResourceType, x.ResourceName = r.typ, r.name
@@ -33,7 +34,7 @@ func TestConfigSplitAndMergeKeepRequestOrder(t *testing.T) {
 	for i, r := range configResources(req) {
 		local[i] = g.localConfig(r)
 	}
-	if want := []bool{false, true, true, false, false}; !equalBools(local, want) {
+	if want := []bool{false, true, true, false, false, true, false}; !equalBools(local, want) {
 		t.Fatalf("local %v, want %v", local, want)
 	}
 	l, u := splitRequest(req, local)

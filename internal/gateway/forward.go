@@ -215,12 +215,16 @@ func (g *Gateway) forwardFrame(ctx context.Context, node int32, c *wire.Conn, h 
 	}
 	if out != nil {
 		raw := out
-		if out, err = g.rewrite(h, raw); err != nil {
+		var md *kmsg.MetadataResponse
+		if out, err = g.rewriteSeeing(h, raw, func(r *kmsg.MetadataResponse) { md = r }); err != nil {
 			putBuffer(raw)
 			return nil, fmt.Errorf("rewriting %s v%d answer of upstream broker %d: %w", kmsg.NameForKey(h.Key), h.Version, node, err)
 		}
 		if len(out) > 0 && len(raw) > 0 && &out[0] != &raw[0] {
 			putBuffer(raw) // rewritten into a new frame, which shares no memory with it
+		}
+		if md != nil {
+			g.afterMetadata(ctx, md)
 		}
 	}
 	g.opts.Metrics.forwarded(node, h.Key, size+4, len(out), time.Since(start))

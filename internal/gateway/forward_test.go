@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -479,7 +480,7 @@ func TestTopicChangesAreAnsweredOnceTheMetadataShowsThem(t *testing.T) {
 			case 19:
 				r := kmsg.NewPtrCreateTopicsResponse()
 				made, exists := kmsg.NewCreateTopicsResponseTopic(), kmsg.NewCreateTopicsResponseTopic()
-				made.Topic, made.NumPartitions = "made", 3
+				made.Topic, made.NumPartitions, made.TopicID = "made", 3, [16]byte{7}
 				exists.Topic, exists.ErrorCode = "refused", 36 // TOPIC_ALREADY_EXISTS
 				r.Topics = append(r.Topics, made, exists)
 				resp = r
@@ -524,7 +525,7 @@ func TestTopicChangesAreAnsweredOnceTheMetadataShowsThem(t *testing.T) {
 	view := func(topics ...string) *upstream.View {
 		v := &upstream.View{}
 		for _, name := range topics {
-			v.Topics = append(v.Topics, upstream.Topic{Name: name})
+			v.Topics = append(v.Topics, upstream.Topic{Name: name, ID: [16]byte{7}})
 		}
 		return v
 	}
@@ -539,6 +540,10 @@ func TestTopicChangesAreAnsweredOnceTheMetadataShowsThem(t *testing.T) {
 	forward(create, 1)
 	if done(view("refused")) || !done(view("made")) {
 		t.Fatal("CreateTopics: the wait does not end exactly when the metadata shows the created topic")
+	}
+	// Deleted and created again: the view still showing the deleted topic is not the new one.
+	if done(&upstream.View{Topics: []upstream.Topic{{Name: "made", ID: [16]byte{6}}}}) {
+		t.Fatal("CreateTopics: the wait ends on a view that shows another topic of the name")
 	}
 
 	del := kmsg.NewPtrDeleteTopicsRequest()
@@ -666,5 +671,95 @@ func TestProduceAnswerBoundAddsItsTimeout(t *testing.T) {
 	req.Acks, req.TimeoutMillis = -1, 20000
 	if _, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 0, Version: 9, CorrelationID: 3}, requestFrame(req, 3), func(int) error { return nil }); err != nil {
 		t.Fatalf("a Produce asking the broker to wait 20 s was cut short: %v", err)
+	}
+}
+
+// A Metadata answer that shows a topic under another id than the gateway's view (deleted and
+// re-created upstream since the last refresh) waits until the view, and with it the catalog,
+// has the new id: a client that then commits by name must not have its commit taken for the
+// old topic, whose offsets are dropped. Any other Metadata answer is passed on at once.
+func TestMetadataShowingARecreatedTopicWaitsForTheView(t *testing.T) {
+	oldID, newID := [16]byte{1}, [16]byte{2}
+	var answered atomic.Value // the id the upstream names "recreated" under
+	answered.Store(newID)
+	b := fakeUpstream(t, 1, func(c net.Conn) {
+		for {
+			frame, err := readRequest(c)
+			if err != nil {
+				return
+			}
+			version := int16(binary.BigEndian.Uint16(frame[2:]))
+			resp := kmsg.NewPtrMetadataResponse()
+			for _, name := range []string{"recreated", "same", "new"} {
+				rt := kmsg.NewMetadataResponseTopic()
+				rt.Topic, rt.TopicID = kmsg.StringPtr(name), oldID
+				if name == "recreated" {
+					rt.TopicID = answered.Load().([16]byte)
+				}
+				if name == "new" {
+					rt.TopicID = [16]byte{3}
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			resp.SetVersion(version)
+			c.Write(wire.AppendResponse(nil, int32(binary.BigEndian.Uint32(frame[4:8])), resp))
+		}
+	})
+	g := testGateway(t)
+	view := func(recreatedID [16]byte) *upstream.View {
+		return &upstream.View{Brokers: []upstream.Broker{b}, Topics: []upstream.Topic{
+			{Name: "recreated", ID: recreatedID}, {Name: "same", ID: oldID},
+		}}
+	}
+	var done func(*upstream.View) bool
+	waits := 0
+	g.refreshUntil = func(_ context.Context, d func(*upstream.View) bool) error { waits, done = waits+1, d; return nil }
+	conn := &wire.Conn{ID: 1, Listener: "BROKER-1"}
+	defer g.closeConn(conn)
+	forward := func(version int16) {
+		t.Helper()
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(version)
+		if _, err := g.forward(context.Background(), 1, conn, wire.Header{Key: 3, Version: version, CorrelationID: 3}, requestFrame(req, 3), func(int) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.view = view(oldID)
+	forward(12)
+	if waits != 1 {
+		t.Fatalf("a Metadata answer showing a re-created topic waited for the upstream's metadata %d times, want 1", waits)
+	}
+	if done(view(oldID)) || !done(view(newID)) {
+		t.Fatal("the wait does not end exactly when the view shows the re-created topic's new id")
+	}
+	g.view, waits = view(newID), 0
+	forward(12)
+	if waits != 0 {
+		t.Fatal("a Metadata answer that agrees with the view waited for the upstream's metadata")
+	}
+	g.view = view(oldID)
+	forward(9) // no topic ids before v10
+	if waits != 0 {
+		t.Fatal("a Metadata v9 answer waited for the upstream's metadata")
+	}
+
+	// A broker behind the view still names the old id once the view has the new one: its
+	// answer is the older one, and waiting for the view to go back would only stall it.
+	if err := g.OnView(view(newID)); err != nil {
+		t.Fatal(err)
+	}
+	answered.Store(oldID)
+	forward(12)
+	if waits != 0 {
+		t.Fatal("a Metadata answer naming the id the view replaced waited for the upstream's metadata")
+	}
+
+	// An id a wait gave up on is not waited for again: answers would queue a wait each.
+	answered.Store([16]byte{4})
+	g.refreshUntil = func(context.Context, func(*upstream.View) bool) error { waits++; return context.DeadlineExceeded }
+	forward(12)
+	forward(12)
+	if waits != 1 {
+		t.Fatalf("two answers naming an id the upstream's metadata never settled on waited %d times, want 1", waits)
 	}
 }

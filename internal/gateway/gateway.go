@@ -87,6 +87,13 @@ type Gateway struct {
 	refresh   func()
 	// refreshUntil fetches upstream metadata until done accepts it (nil in unit tests).
 	refreshUntil func(ctx context.Context, done func(*upstream.View) bool) error
+	// catchingUp makes the Metadata answers that show a topic re-created upstream wait for one
+	// refresh between them, not one each (afterMetadata).
+	catchingUp sync.Mutex
+	// unwaited are topic ids no Metadata answer waits for (afterMetadata): ids the view has
+	// replaced, which only a broker behind the view still names, and ids a wait already gave
+	// up on. Guarded by mu; emptied when it reaches maxUnwaitedIDs.
+	unwaited map[[16]byte]bool
 
 	// conns maps each client connection (*wire.Conn: ids are per listener, so they repeat
 	// across the gateway's listeners) to what it holds upstream (*clientConn).
@@ -139,9 +146,26 @@ func (g *Gateway) OnView(v *upstream.View) error {
 		}
 	}
 	g.mu.Lock()
+	if g.view != nil {
+		for _, t := range v.Topics {
+			if old, ok := g.view.TopicID(t.Name); ok && old != t.ID {
+				g.unwaitLocked(old)
+			}
+		}
+	}
 	g.view = v
 	g.mu.Unlock()
 	return nil
+}
+
+// maxUnwaitedIDs bounds unwaited: forgetting one costs at most one more topicWaitMax wait.
+const maxUnwaitedIDs = 4096
+
+func (g *Gateway) unwaitLocked(id [16]byte) {
+	if g.unwaited == nil || len(g.unwaited) >= maxUnwaitedIDs {
+		g.unwaited = map[[16]byte]bool{}
+	}
+	g.unwaited[id] = true
 }
 
 // View is the latest upstream view.

@@ -20,6 +20,12 @@ import (
 // are rewritten from Produce v9 and Fetch v12: an upstream that sent the tag early would
 // otherwise hand the client an upstream address.
 func (g *Gateway) rewrite(h wire.Header, frame []byte) ([]byte, error) {
+	return g.rewriteSeeing(h, frame, nil)
+}
+
+// rewriteSeeing is rewrite that also hands a decoded Metadata answer to seen (when not nil), so
+// that a look at its topics costs no second decode.
+func (g *Gateway) rewriteSeeing(h wire.Header, frame []byte, seen func(*kmsg.MetadataResponse)) ([]byte, error) {
 	if len(frame) < 8 {
 		// roundTrip never reads one (it refuses sizes under 4): a caller's slip, not a panic.
 		return nil, errors.New("short response frame")
@@ -52,6 +58,9 @@ func (g *Gateway) rewrite(h wire.Header, frame []byte) ([]byte, error) {
 	changed := true
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
+		if seen != nil {
+			seen(r)
+		}
 		r.Brokers = g.rewriteMetadataBrokers(r.Brokers)
 	case *kmsg.DescribeClusterResponse:
 		r.Brokers = g.rewriteClusterBrokers(r.Brokers)

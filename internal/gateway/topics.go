@@ -37,10 +37,10 @@ func (g *Gateway) afterTopicChange(ctx context.Context, h wire.Header, request, 
 	var done func(*upstream.View) bool
 	switch r := resp.(type) {
 	case *kmsg.CreateTopicsResponse:
-		want := map[string]int32{}
+		want := map[string][16]byte{}
 		for _, t := range r.Topics {
 			if t.ErrorCode == 0 {
-				want[t.Topic] = t.NumPartitions
+				want[t.Topic] = t.TopicID
 			}
 		}
 		done = func(v *upstream.View) bool { return hasTopics(v, want) }
@@ -72,16 +72,14 @@ func (g *Gateway) afterTopicChange(ctx context.Context, h wire.Header, request, 
 	}
 }
 
-func hasTopics(v *upstream.View, want map[string]int32) bool {
-	if len(want) == 0 {
-		return true
-	}
-	have := map[string]bool{}
-	for _, t := range v.Topics {
-		have[t.Name] = true
-	}
-	for name := range want {
-		if !have[name] {
+// hasTopics reports whether the view has every topic of want, under the id given (from
+// CreateTopics v7 on; a zero id matches any): a topic deleted and created again under its name
+// through the gateway is not there while the view still shows the deleted one, whose offsets
+// a commit by name would otherwise be taken for.
+func hasTopics(v *upstream.View, want map[string][16]byte) bool {
+	for name, id := range want {
+		have, ok := v.TopicID(name)
+		if !ok || (id != [16]byte{} && have != id) {
 			return false
 		}
 	}
@@ -114,4 +112,68 @@ func validateOnly(h wire.Header, request []byte) bool {
 		return r.ValidateOnly
 	}
 	return false
+}
+
+// afterMetadata holds a forwarded Metadata answer that names a topic under another id than the
+// upstream view has (deleted and re-created upstream since the last refresh) until the view,
+// and so the catalog, shows the new id. A client learns a topic's id from this answer before
+// it commits for the topic; a commit by name (OffsetCommit v9 and older) that the catalog took
+// for the old topic would be dropped with the old topic's offsets, although acknowledged.
+func (g *Gateway) afterMetadata(ctx context.Context, resp *kmsg.MetadataResponse) {
+	if g.refreshUntil == nil || resp.GetVersion() < 10 {
+		return // ids are in Metadata from v10 on
+	}
+	stale := func(v *upstream.View) map[string][16]byte {
+		var out map[string][16]byte
+		for _, t := range resp.Topics {
+			if t.ErrorCode != 0 || t.Topic == nil || t.TopicID == ([16]byte{}) {
+				continue
+			}
+			g.mu.RLock()
+			unwaited := g.unwaited[t.TopicID]
+			g.mu.RUnlock()
+			if unwaited {
+				continue // an id the view has moved past: this answer is the older one
+			}
+			// A topic the view lacks is left to the refresh a request naming it makes
+			// (catalogKnowing): nothing of it is in the catalog to mistake it for.
+			if id, ok := v.TopicID(*t.Topic); ok && id != t.TopicID {
+				if out == nil {
+					out = map[string][16]byte{}
+				}
+				out[*t.Topic] = t.TopicID
+			}
+		}
+		return out
+	}
+	v := g.View()
+	if v == nil || stale(v) == nil {
+		return
+	}
+	g.catchingUp.Lock()
+	defer g.catchingUp.Unlock()
+	want := stale(g.View())
+	if want == nil {
+		return // an answer waited on before this one brought the view up to date
+	}
+	ctx, cancel := context.WithTimeout(ctx, topicWaitMax)
+	defer cancel()
+	done := func(v *upstream.View) bool {
+		for name, id := range want {
+			if have, ok := v.TopicID(name); ok && have != id {
+				return false
+			}
+		}
+		return true
+	}
+	if err := g.refreshUntil(ctx, done); err != nil {
+		g.lg.Debug("upstream metadata did not show a re-created topic in time", zap.Error(err))
+		// Whatever names it next is passed on at once: answers must not queue here a
+		// topicWaitMax each for an id the upstream's metadata does not settle on.
+		g.mu.Lock()
+		for _, id := range want {
+			g.unwaitLocked(id)
+		}
+		g.mu.Unlock()
+	}
 }

@@ -31,14 +31,10 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 		total += len(rt.Partitions)
 	}
 	// A commit names one topic nearly always: its per-topic slices then live on the stack.
-	var (
-		oneTopic [1]commitTopic
-		oneName  [1]string
-		oneID    [1][16]byte
-	)
-	topics, names, ids := oneTopic[:], oneName[:], oneID[:]
+	var oneTopic [1]commitTopic
+	topics := oneTopic[:]
 	if len(req.Topics) != 1 {
-		topics, names, ids = make([]commitTopic, len(req.Topics)), make([]string, len(req.Topics)), make([][16]byte, len(req.Topics))
+		topics = make([]commitTopic, len(req.Topics))
 	}
 	all := make([]shard.CommitPartition, 0, total)
 	for i, rt := range req.Topics {
@@ -50,7 +46,6 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 			})
 		}
 		topics[i] = commitTopic{name: rt.Topic, id: rt.TopicID, parts: all[start:len(all):len(all)]}
-		names[i], ids[i] = rt.Topic, rt.TopicID
 	}
 	// One array holds every partition's code, in request order, and after them the group's
 	// answers for the partitions passed on, which the shard op writes in place (CommitRequest.Codes).
@@ -60,7 +55,7 @@ func (t *Table) offsetCommit(ctx context.Context, r *wire.Request) kmsg.Response
 	if len(req.Topics) != 1 {
 		codesInto = nil
 	}
-	snap, catErr := t.catalogKnowing(ctx, names, ids)
+	snap, catErr := t.catalogForCommit(ctx, r.Version >= 10, topics)
 	codes, commit := resolveCommit(snap, catErr, availabilityCode, r.Version >= 10, topics, all, codesInto, codeArray[:total], func(topic string) bool {
 		return !t.topicAllowed(r, topic, acl.OpRead)
 	})

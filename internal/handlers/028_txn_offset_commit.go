@@ -44,7 +44,7 @@ func (t *Table) txnOffsetCommit(ctx context.Context, r *wire.Request) kmsg.Respo
 			})
 		}
 	}
-	snap, catErr := t.catalog(ctx)
+	snap, catErr := t.catalogForCommit(ctx, r.Version >= 6, topics)
 	codes, stage := resolveCommit(snap, catErr, coordinatorCode, r.Version >= 6, topics, nil, nil, nil, func(topic string) bool {
 		return !t.topicAllowed(r, topic, acl.OpRead)
 	})

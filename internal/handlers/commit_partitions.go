@@ -1,9 +1,12 @@
 package handlers
 
 import (
+	"context"
+
 	"github.com/coordinatord/coordinatord/internal/state/meta"
 	"github.com/coordinatord/coordinatord/internal/state/shard"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
 )
 
 // commitTopic is one topic of an OffsetCommit or TxnOffsetCommit: by name, or by id in the
@@ -102,4 +105,50 @@ func answerCodes(codes [][]int16, group []int16, err error, errCode func(error) 
 			k++
 		}
 	}
+}
+
+// catalogForCommit reads the catalog for a commit's topics, and in gateway mode looks at the
+// upstream again first (spec gateway G6.3) when a topic or a partition the commit names is not
+// in it: a topic created, or partitions added, upstream a moment ago, which the committing
+// consumer already learned of from the Metadata the gateway forwarded. Without the look the
+// commit would be refused until the next periodic refresh, where Kafka takes it.
+func (t *Table) catalogForCommit(ctx context.Context, byID bool, topics []commitTopic) (*meta.Snapshot, error) {
+	snap, err := t.catalog(ctx)
+	if err != nil || t.deps.RefreshCatalog == nil || commitCovered(snap, byID, topics) {
+		return snap, err
+	}
+	if err := t.deps.RefreshCatalog(ctx); err != nil {
+		t.log.Debug("catalog refresh for an unknown topic or partition failed", zap.Error(err))
+		return snap, nil
+	}
+	return t.catalog(ctx)
+}
+
+// commitCovered reports whether the catalog has every topic a commit names and each partition
+// it names of them. An empty name or a zero id is no topic to look for (resolveCommit refuses
+// it), nor is a negative partition.
+func commitCovered(snap *meta.Snapshot, byID bool, topics []commitTopic) bool {
+	for _, ct := range topics {
+		var (
+			topic *meta.Topic
+			ok    bool
+		)
+		switch {
+		case byID && ct.id == [16]byte{}, !byID && ct.name == "":
+			continue
+		case byID:
+			topic, ok = snap.TopicByID(ct.id)
+		default:
+			topic, ok = snap.Topic(ct.name)
+		}
+		if !ok {
+			return false
+		}
+		for _, p := range ct.parts {
+			if p.Partition >= topic.Partitions {
+				return false
+			}
+		}
+	}
+	return true
 }

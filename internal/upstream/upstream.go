@@ -65,6 +65,12 @@ func (v *View) topic(name string) (Topic, bool) {
 	return Topic{}, false
 }
 
+// TopicID is the id of the topic with this name, if the view has it.
+func (v *View) TopicID(name string) ([16]byte, bool) {
+	t, ok := v.topic(name)
+	return t.ID, ok
+}
+
 // Broker looks a broker up by node id.
 func (v *View) Broker(id int32) (Broker, bool) {
 	i := sort.Search(len(v.Brokers), func(i int) bool { return v.Brokers[i].NodeID >= id })

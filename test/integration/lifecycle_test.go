@@ -199,6 +199,43 @@ func TestClusterIDIsStableAcrossRestarts(t *testing.T) {
 	}
 }
 
+// A cluster.id other than the one the data under log.dirs was written under is refused at
+// start, in one line naming both ids and the way out, as Kafka refuses a meta.properties of
+// another cluster: clients would otherwise be told another cluster id than their offsets' one.
+func TestClusterIDOtherThanTheDataRefusesToStart(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "cluster.id=blue")
+	if d.stop() != 0 {
+		t.Fatal("stop")
+	}
+	code, out, errOut := runCLI(t, "serve", "--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs="+d.DataDir, "--set", "cluster.id=green")
+	if code == 0 || strings.Contains(out, "coordinatord started") {
+		t.Fatalf("started on data of cluster blue with cluster.id=green (exit %d):\n%s%s", code, out, errOut)
+	}
+	var refusal string
+	for _, line := range strings.Split(out+errOut, "\n") {
+		if strings.Contains(line, "cluster.id=green is configured") {
+			refusal = line
+		}
+	}
+	if !strings.Contains(refusal, "belongs to cluster blue") || !strings.Contains(refusal, "set cluster.id=blue") {
+		t.Fatalf("no line naming both ids and what to do:\n%s%s", out, errOut)
+	}
+	// The data's own id, or none, starts it as before.
+	d.logs = nil
+	d.start("cluster.id=blue")
+	if got := d.logged("coordinatord started")[0]["cluster_id"]; got != "blue" {
+		t.Fatalf("cluster id %v, want blue", got)
+	}
+	d.stop()
+	d.logs = nil
+	d.start()
+	if got := d.logged("coordinatord started")[0]["cluster_id"]; got != "blue" {
+		t.Fatalf("cluster id %v with cluster.id empty, want the data's blue", got)
+	}
+}
+
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binaryPath, args...)
