@@ -18,6 +18,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -761,5 +762,79 @@ func TestMetadataShowingARecreatedTopicWaitsForTheView(t *testing.T) {
 	forward(12)
 	if waits != 1 {
 		t.Fatalf("two answers naming an id the upstream's metadata never settled on waited %d times, want 1", waits)
+	}
+}
+
+// A Metadata answer that shows a topic the view lacks (created upstream since the last look),
+// or says a topic the view has does not exist (deleted upstream), makes the gateway look at
+// the upstream's metadata: the catalog, which consumer groups assign from, follows the view,
+// and a Java consumer subscribed by name says nothing in its heartbeats that would make it
+// look. An answer that agrees with the view costs no look, and answers that disagree right
+// after a look share one look once the interval is over.
+func TestMetadataDisagreeingWithTheViewMakesTheGatewayLook(t *testing.T) {
+	g := testGateway(t)
+	looks := make(chan struct{}, 16)
+	g.refresh = func() { looks <- struct{}{} }
+	g.refreshUntil = nil // no re-created topic here: only the look is watched
+	answer := func(topics map[string]int16, version int16) *kmsg.MetadataResponse {
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.SetVersion(version)
+		for name, code := range topics {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), code
+			if code == 0 {
+				rt.TopicID = [16]byte{9}
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	lookedAt := func() int {
+		n := 0
+		for {
+			select {
+			case <-looks:
+				n++
+			default:
+				return n
+			}
+		}
+	}
+	unknown := kerr.UnknownTopicOrPartition.Code
+	g.view = &upstream.View{Topics: []upstream.Topic{{Name: "known", ID: [16]byte{9}}}, Fetched: time.Now().Add(-time.Minute)}
+	for _, c := range []struct {
+		what   string
+		topics map[string]int16
+		look   bool
+	}{
+		{"the view's topic", map[string]int16{"known": 0}, false},
+		{"a topic neither has", map[string]int16{"never": unknown}, false},
+		{"a topic created upstream", map[string]int16{"known": 0, "created": 0}, true},
+		{"a topic deleted upstream", map[string]int16{"known": unknown}, true},
+	} {
+		for _, version := range []int16{4, 12} {
+			g.afterMetadata(context.Background(), answer(c.topics, version))
+			if n := lookedAt(); (n == 1) != c.look || n > 1 {
+				t.Errorf("Metadata v%d answer naming %s: %d looks at the upstream, want look=%v", version, c.what, n, c.look)
+			}
+		}
+	}
+
+	// Right after a look: none now, one for all of them once the interval is over.
+	g.view = &upstream.View{Topics: []upstream.Topic{{Name: "known", ID: [16]byte{9}}}, Fetched: time.Now()}
+	for range 3 {
+		g.afterMetadata(context.Background(), answer(map[string]int16{"created": 0}, 12))
+	}
+	if n := lookedAt(); n != 0 {
+		t.Fatalf("%d looks at once right after the last one, want them put off", n)
+	}
+	select {
+	case <-looks:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the look put off for the interval never came")
+	}
+	time.Sleep(2 * viewLookMinInterval)
+	if n := lookedAt(); n != 0 {
+		t.Fatalf("three answers put off %d more looks, want one in all", n+1)
 	}
 }

@@ -103,6 +103,9 @@ type Gateway struct {
 	relay *txnRelay
 
 	lastNoListenerLog atomic.Int64 // unix nanoseconds
+	// lookScheduled is set while a look at the upstream's metadata that a Metadata answer
+	// asked for waits for viewLookMinInterval to pass (lookIfViewDisagrees).
+	lookScheduled atomic.Bool
 }
 
 // New creates a gateway; Attach connects it to the upstream client.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
@@ -120,6 +121,7 @@ func validateOnly(h wire.Header, request []byte) bool {
 // it commits for the topic; a commit by name (OffsetCommit v9 and older) that the catalog took
 // for the old topic would be dropped with the old topic's offsets, although acknowledged.
 func (g *Gateway) afterMetadata(ctx context.Context, resp *kmsg.MetadataResponse) {
+	g.lookIfViewDisagrees(resp)
 	if g.refreshUntil == nil || resp.GetVersion() < 10 {
 		return // ids are in Metadata from v10 on
 	}
@@ -175,5 +177,56 @@ func (g *Gateway) afterMetadata(ctx context.Context, resp *kmsg.MetadataResponse
 			g.unwaitLocked(id)
 		}
 		g.mu.Unlock()
+	}
+}
+
+// viewLookMinInterval bounds the looks at the upstream's metadata that Metadata answers
+// disagreeing with the view ask for (lookIfViewDisagrees): a topic the gateway's own principal
+// may not describe disagrees for good, and every answer naming it must not cost a look.
+const viewLookMinInterval = time.Second
+
+// lookIfViewDisagrees asks for a look at the upstream's metadata when a forwarded Metadata
+// answer shows a topic the view lacks (created upstream since the last look) or says that a
+// topic the view has does not exist (deleted upstream). The catalog follows the view, and a
+// consumer-protocol member subscribed to the topic by name learns of the change only through
+// the catalog: the Java consumer names its topics in a ConsumerGroupHeartbeat only when its
+// subscription changes, so nothing else makes the catalog look before its next periodic
+// refresh (upstream.metadata.max.age.ms), while the member's own Metadata requests show the
+// change at once. An answer that disagrees too soon after the last look schedules one look
+// for when the interval is over, since the client that saw the change may not ask again.
+func (g *Gateway) lookIfViewDisagrees(resp *kmsg.MetadataResponse) {
+	v := g.View()
+	if v == nil {
+		return
+	}
+	disagrees := false
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic == "" {
+			continue
+		}
+		_, known := v.TopicID(*t.Topic)
+		switch t.ErrorCode {
+		case 0:
+			disagrees = !known
+		case kerr.UnknownTopicOrPartition.Code:
+			disagrees = known
+		}
+		if disagrees {
+			break
+		}
+	}
+	if !disagrees {
+		return
+	}
+	wait := time.Until(v.Fetched.Add(viewLookMinInterval))
+	if wait <= 0 {
+		g.refresh()
+		return
+	}
+	if g.lookScheduled.CompareAndSwap(false, true) {
+		time.AfterFunc(wait, func() {
+			g.lookScheduled.Store(false)
+			g.refresh()
+		})
 	}
 }

@@ -679,7 +679,12 @@ func (v *groupView) subscriptionHash(cat Catalog, s *State, stored *Member, isNe
 
 // subscribedTopics are the existing topics any member of the view subscribes to, by name
 // or by regex, with the heartbeating member's new subscription in place of its stored one.
+// A static member rejoining under its own member id replaces itself (gone is its own id):
+// its stored subscription is left out once, not twice.
 func (v *groupView) subscribedTopics(cat Catalog, s *State) map[string]*meta.Topic {
+	if v.gone == "" || v.gone == v.self.ID {
+		return v.g.subscribedTopics(cat, v.self, v.g.Members[v.self.ID])
+	}
 	return v.g.subscribedTopics(cat, v.self, v.g.Members[v.self.ID], v.g.Members[v.gone])
 }
 

@@ -162,6 +162,54 @@ func TestStaticMembership(t *testing.T) {
 	}
 }
 
+// TestStaticMemberRejoiningUnderItsOwnMemberIDBumpsNothing: a Java 4.4 static member whose
+// poll interval ran out leaves with epoch -2 and rejoins at epoch 0 under the same member id
+// (KIP-1082: the client keeps its id). As on Kafka 4.4 (seen with a Java consumer against both
+// servers), it takes its own place back without a group epoch bump, whether or not another
+// member shares its topic: it was counted out of the group's subscriptions twice, so a topic
+// only it subscribed to looked gone and the group epoch went up twice (a spurious assignment
+// round, the group Assigning at 4 with its target at 3, where Kafka stays Stable at 2).
+func TestStaticMemberRejoiningUnderItsOwnMemberIDBumpsNothing(t *testing.T) {
+	for _, others := range []int{0, 1} {
+		t.Run(fmt.Sprintf("%d others", others), func(t *testing.T) {
+			w := newWorld(t, topics("t", 2, "u", 2))
+			inst := "i1"
+			r := join("g", "a", "t")
+			r.InstanceID = &inst
+			w.hb(r)
+			if others > 0 {
+				w.hb(join("g", "b", "u"))
+			}
+			// Let every member reach the target, so only the rejoin could change anything.
+			for range 4 {
+				for id, m := range w.s.Groups["g"].Members {
+					b := beat("g", id, m.Epoch, m.Assigned)
+					b.InstanceID = m.InstanceID
+					w.hb(b)
+				}
+			}
+			g := w.s.Groups["g"]
+			epoch, held := g.Epoch, g.Members["a"].Assigned
+			if g.State() != StableGroup || g.AssignmentEpoch != epoch {
+				t.Fatalf("the group did not settle: %v at %d/%d", g.State(), epoch, g.AssignmentEpoch)
+			}
+			leave := beat("g", "a", -2, nil)
+			leave.InstanceID = &inst
+			w.hb(leave)
+			out := w.hb(r) // the same member id, epoch 0
+			if out.Response.ErrorCode != 0 || out.Response.MemberEpoch != epoch || !fromWire(out.Response.Assignment).Equal(held) {
+				t.Fatalf("the rejoin: %s at epoch %d with %v, want epoch %d with %v", errOf(out), out.Response.MemberEpoch, fromWire(out.Response.Assignment), epoch, held)
+			}
+			a := w.s.Groups["g"].Members["a"]
+			w.hb(beat("g", "a", a.Epoch, a.Assigned))
+			g = w.s.Groups["g"]
+			if g.Epoch != epoch || g.AssignmentEpoch != epoch || g.State() != StableGroup {
+				t.Fatalf("after the rejoin and a heartbeat the group is %v at %d/%d, want Stable at %d/%d as before", g.State(), g.Epoch, g.AssignmentEpoch, epoch, epoch)
+			}
+		})
+	}
+}
+
 func TestForeignGroupTypes(t *testing.T) {
 	w := newWorld(t, topics("t", 1))
 	tomb := log.Record{Key: []byte{0, 10, 1, 'x'}}
