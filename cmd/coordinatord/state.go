@@ -349,6 +349,9 @@ func openKafkaLog(cfg *config.Config, clusterID string, log *zap.Logger) (*kafka
 	l := cfg.LogBackend
 	ctx, cancel := context.WithTimeout(context.Background(), g.StartupTimeout)
 	defer cancel()
+	if err := checkStateTopicUnshared(ctx, opts, l.MembershipGroup(clusterID), l.Topic, clusterID); err != nil {
+		return nil, fmt.Errorf("log.backend=kafka: %w", err)
+	}
 	b, err := kafkalog.New(ctx, kafkalog.Options{
 		Client: opts, Topic: l.Topic, Partitions: cfg.ShardCount, ReplicationFactor: l.ReplicationFactor,
 		MinInsyncReplicas: l.MinInsyncReplicas, TransactionTimeout: l.TransactionTimeout, MaxBatchBytes: cfg.MessageMaxBytes,
@@ -363,6 +366,17 @@ func openKafkaLog(cfg *config.Config, clusterID string, log *zap.Logger) (*kafka
 	return b, nil
 }
 
+// checkStateTopicUnshared refuses to start on a state topic that live nodes of another cluster.id
+// write (membership.CheckStateTopicUnshared), before this node loads or claims anything there.
+func checkStateTopicUnshared(ctx context.Context, opts []kgo.Opt, group, topic, clusterID string) error {
+	kc, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	return membership.CheckStateTopicUnshared(ctx, kc.Request, group, topic, clusterID)
+}
+
 // startMembership joins the upstream group of the nodes of cluster.id; the shards load as it
 // assigns them. Every lookup of a shard is gated on its lease from here on.
 func startMembership(cfg *config.Config, clusterID string, self config.Listener, st *state, gm *gatewayMode,
@@ -372,7 +386,7 @@ func startMembership(cfg *config.Config, clusterID string, self config.Listener,
 	m := membership.New(membership.Options{
 		Request: gm.up.Request, Group: group,
 		Self:       membership.Node{ID: cfg.NodeID, Host: self.Host, Port: int32(self.Port)},
-		ShardCount: cfg.ShardCount, Shards: st.groups,
+		ShardCount: cfg.ShardCount, Shards: st.groups, Topic: l.Topic, ClusterID: clusterID,
 		SessionTimeout: l.SessionTimeout, HeartbeatInterval: l.HeartbeatInterval, RebalanceTimeout: l.RebalanceTimeout,
 		PeerProbeInterval: l.PeerProbeInterval,
 		Logger:            log.With(zap.String("component", "membership")), Registerer: reg,

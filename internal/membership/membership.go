@@ -41,8 +41,11 @@ type Options struct {
 	Request func(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 	Group   string
 	// Self is this node as clients reach it.
-	Self              Node
-	ShardCount        int32
+	Self       Node
+	ShardCount int32
+	// Topic and ClusterID are this node's log.kafka.topic and cluster.id, told to the group
+	// (memberMeta).
+	Topic, ClusterID  string
 	Shards            Shards
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
@@ -277,7 +280,8 @@ func (m *Membership) held() []int32 {
 
 func (m *Membership) joinAndSync(ctx context.Context) error {
 	m.rejoin.Store(false)
-	meta := memberMeta{Node: m.o.Self.ID, Host: m.o.Self.Host, Port: m.o.Self.Port, Shards: m.o.ShardCount, Owned: m.held()}
+	meta := memberMeta{Node: m.o.Self.ID, Host: m.o.Self.Host, Port: m.o.Self.Port, Shards: m.o.ShardCount, Owned: m.held(),
+		Topic: m.o.Topic, Cluster: m.o.ClusterID}
 	if meta.Owned == nil {
 		meta.Owned = []int32{}
 	}
@@ -359,7 +363,7 @@ func (m *Membership) lead(jr *kmsg.JoinGroupResponse) []kmsg.SyncGroupRequestGro
 		}
 		members = append(members, joined{member: mem.MemberID, meta: meta})
 	}
-	a, refused := assign(members, m.o.ShardCount)
+	a, refused := assignOn(members, m.o.ShardCount, m.o.Topic, m.o.ClusterID)
 	for member, why := range refused {
 		m.lg.Error("a coordinatord node gets no shards", zap.String("member", member), zap.String("reason", why))
 	}

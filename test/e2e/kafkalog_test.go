@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +148,69 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	}
 	if o, ok := got.Lookup(topic, 0); !ok || o.At != 20 {
 		t.Fatalf("the first node reads %v (found %v), want 20", o.At, ok)
+	}
+}
+
+// A node started with another cluster.id on a state topic that a running node writes (a typo in
+// one node's cluster.id, log.kafka.topic left at its default on both) refuses to start, naming
+// the topic and the cluster.id its nodes have. Before the check it joined a group of its own,
+// was given every shard, and both nodes acknowledged commits of one group, each from its own
+// state: the first node's load fences only transactional ids of its own cluster.id, so neither
+// was fenced, and the group's committed offset depended on the node asked.
+func TestKafkaLogBackendNodeOfAnotherClusterIDRefusesTheTopic(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	run := time.Now().UnixNano()
+	state := fmt.Sprintf("state-%d", run)
+	sets := func(cluster string) []string {
+		return append([]string{"log.backend=kafka", "log.kafka.topic=" + state, "cluster.id=" + cluster,
+			"offsets.topic.num.partitions=2", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"}, scaleOutTimings...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := startGateway(t, sets(fmt.Sprintf("kf%d", run))...)
+	topic := fmt.Sprintf("kf-topic-%d", run)
+	kc, err := kgo.NewClient(kgo.SeedBrokers(first.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: -1})
+	if res, err := adm.CommitOffsets(ctx, "kf-group", offs); err != nil || res.Error() != nil {
+		t.Fatal(err, res.Error())
+	}
+
+	other := fmt.Sprintf("kx%d", run)
+	base := freePortRange(t, 3)
+	args := []string{"serve", "--set", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", base), "--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs=" + t.TempDir(), "--set", "node.id=" + strconv.Itoa(nodeID+1), "--set", "shutdown.timeout.ms=5000",
+		"--set", "upstream.bootstrap.servers=" + upstreamAddr, "--set", fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+2)}
+	for _, s := range sets(other) {
+		args = append(args, "--set", s)
+	}
+	// The refusal comes before any load; a node that started instead is stopped at the deadline.
+	nctx, ncancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ncancel()
+	cmd := exec.CommandContext(nctx, binaryPath, args...)
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || nctx.Err() != nil {
+		t.Fatalf("a node of cluster.id %s started on the state topic of cluster.id kf%d (%v):\n%s", other, run, err, tail(out, 4000))
+	}
+	if cmd.ProcessState.ExitCode() == 66 {
+		t.Fatalf("the race detector halted coordinatord (exit 66), not the cluster.id check:\n%s", out)
+	}
+	want := fmt.Sprintf("log.kafka.topic %s is written by the live coordinatord nodes of cluster.id kf%d", state, run)
+	if !strings.Contains(string(out), want) || strings.Contains(string(out), "coordinatord started") {
+		t.Fatalf("no refusal naming the topic and its cluster.id (%q):\n%s", want, tail(out, 4000))
+	}
+	if n := metric(first, "coordinatord_membership_shards_owned"); n != 2 {
+		t.Fatalf("the first node owns %v shards, want both", n)
 	}
 }
 
