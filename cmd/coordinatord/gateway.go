@@ -19,6 +19,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -104,7 +105,24 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	if err != nil {
 		return nil, err
 	}
+	// With several nodes, the connections to the others carry transaction outcomes (the marker
+	// relay's) and group config requests for their shards.
+	var peers *gateway.PeerMarkers
+	var groupOwner func(string) (gateway.Peer, bool)
+	var peerRequest func(context.Context, gateway.Peer, kmsg.Request) (kmsg.Response, error)
+	if st.shared {
+		peers = peerMarkers(cfg, sec, st, log, reg)
+		groupOwner = func(group string) (gateway.Peer, bool) {
+			n, ok := st.groupOwner(st.groups.ShardOf(group))
+			if !ok || n.ID == cfg.NodeID {
+				return gateway.Peer{}, false
+			}
+			return gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port}, true
+		}
+		peerRequest = peers.Request
+	}
 	gw, err := gateway.New(gateway.Options{
+		GroupOwner: groupOwner, PeerRequest: peerRequest,
 		Security: sec, UpstreamClientID: g.ClientID,
 		SASLMechanisms: saslMechanisms(cfg), BrokerPortsListener: cfg.AdvertisedListeners[0].Name,
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port), Peers: st.peers,
@@ -146,7 +164,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	gw.SetUpstream(up.Refresh, up.RefreshUntil)
 	tb := &txnBackend{groups: st.groups, up: func() *upstream.Client { return up }, lg: log.With(zap.String("component", "txn-relay"))}
 	if st.shared {
-		tb.peers = peerMarkers(cfg, sec, st, log, reg)
+		tb.peers = peers
 		tb.announced = st.announcedShard
 	}
 	gw.SetTxnBackend(tb)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1203,5 +1204,97 @@ func TestScaleOutFencedShardIsReloadedByItsOwner(t *testing.T) {
 	}
 	if o, ok := got.Lookup(s.topic, 0); !ok || o.At != last {
 		t.Fatalf("after the reload the group reads %v (found %v), want %d: the last acknowledged commit", o.At, ok, last)
+	}
+}
+
+// Group configs through any node, as Kafka's admin client sends them: IncrementalAlterConfigs
+// and DescribeConfigs of a GROUP resource go to any broker (Kafka keeps group configs in the
+// cluster's metadata), and kafka-configs.sh --describe --entity-type groups lists them with one
+// ListConfigResources. Here each group's configs live in its shard. Before the fix a node not
+// owning the group's shard answered NOT_COORDINATOR, which the admin client does not retry for
+// a config resource (kafka-configs.sh failed with "This is not the correct coordinator" on two
+// nodes in three), and ListConfigResources failed on every node with NOT_COORDINATOR at the
+// first shard it did not own.
+func TestScaleOutGroupConfigsThroughAnyNode(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	s := startScaleOut(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ids := s.ids()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	// A group of each node's, so that every node is asked for groups it does not own.
+	groups := map[int32]string{}
+	for i := 0; len(groups) < len(ids); i++ {
+		g := fmt.Sprintf("cfg-group-%d", i)
+		if owner := coordinatorOf(ctx, t, adm, g); groups[owner] == "" {
+			groups[owner] = g
+		}
+	}
+	value := func(g string) string { return strconv.Itoa(45000 + 1000*int(shard.For(g, scaleOutShards))) }
+	var names []string
+	for _, owner := range ids {
+		g := groups[owner]
+		names = append(names, g)
+		// Set through a node that does not own it.
+		via := ids[(slices.Index(ids, owner)+1)%len(ids)]
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, g
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "consumer.session.timeout.ms", kmsg.StringPtr(value(g))
+		r.Configs = append(r.Configs, c)
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, kc.Broker(int(via)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+			t.Fatalf("setting %s's config through node %d (owner %d): %v", g, via, owner, err)
+		}
+	}
+	sort.Strings(names)
+	for _, via := range ids {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		for _, g := range names {
+			r := kmsg.NewDescribeConfigsRequestResource()
+			r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, g
+			r.ConfigNames = []string{"consumer.session.timeout.ms"}
+			req.Resources = append(req.Resources, r)
+		}
+		resp, err := req.RequestWith(ctx, kc.Broker(int(via)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range resp.Resources {
+			if err := kerr.ErrorForCode(r.ErrorCode); err != nil || r.ResourceName != names[i] || len(r.Configs) != 1 || r.Configs[0].Value == nil || *r.Configs[0].Value != value(names[i]) {
+				t.Fatalf("node %d describes %s: %v %+v, want consumer.session.timeout.ms=%s", via, names[i], err, r.Configs, value(names[i]))
+			}
+		}
+		lreq := kmsg.NewPtrListConfigResourcesRequest()
+		lreq.ResourceTypes = []int8{int8(kmsg.ConfigResourceTypeGroupConfig)}
+		lresp, err := lreq.RequestWith(ctx, kc.Broker(int(via)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var listed []string
+		for _, c := range lresp.ConfigResources {
+			listed = append(listed, c.Name)
+		}
+		if err := kerr.ErrorForCode(lresp.ErrorCode); err != nil || !slices.Equal(listed, names) {
+			t.Fatalf("node %d lists group config resources %v (%v), want %v", via, listed, err, names)
+		}
+	}
+	// What an operator runs, bootstrapped to one node.
+	out := kafkaTool(t, "org.apache.kafka.tools.ConfigCommand", s.nodes[ids[0]].Addr, "--describe", "--entity-type", "groups")
+	for _, g := range names {
+		if want := fmt.Sprintf("consumer.session.timeout.ms=%s", value(g)); !strings.Contains(out, "group "+g+" are:\n  "+want) {
+			t.Fatalf("kafka-configs.sh --describe --entity-type groups does not show %s with %s:\n%s", g, want, out)
+		}
 	}
 }
