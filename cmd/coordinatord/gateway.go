@@ -114,7 +114,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		peers = peerMarkers(cfg, sec, st, log, reg)
 		groupOwner = func(group string) (gateway.Peer, bool) {
 			n, ok := st.groupOwner(st.groups.ShardOf(group))
-			if !ok || n.ID == cfg.NodeID {
+			if !ok || n.Self {
 				return gateway.Peer{}, false
 			}
 			return gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port}, true
@@ -122,7 +122,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		peerRequest = peers.Request
 	}
 	gw, err := gateway.New(gateway.Options{
-		GroupOwner: groupOwner, PeerRequest: peerRequest,
+		GroupOwner: groupOwner, PeerRequest: peerRequest, Unlisted: st.unlisted,
 		Security: sec, UpstreamClientID: g.ClientID,
 		SASLMechanisms: saslMechanisms(cfg), BrokerPortsListener: cfg.AdvertisedListeners[0].Name,
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port), Peers: st.peers,
@@ -364,7 +364,7 @@ func peerMarkers(cfg *config.Config, sec upstream.Security, st *state, log *zap.
 	return gateway.NewPeerMarkers(gateway.PeerMarkersOptions{
 		Owner: func(i int32) (gateway.Peer, bool) {
 			n, ok := st.groupOwner(i)
-			if !ok || n.ID == cfg.NodeID {
+			if !ok || n.Self {
 				return gateway.Peer{}, false
 			}
 			return gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port}, true

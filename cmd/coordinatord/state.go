@@ -62,7 +62,13 @@ func (s *state) groupOwner(i int32) (handlers.PeerNode, bool) {
 		return handlers.PeerNode{}, false
 	}
 	n, ok := m.Owner(i)
-	return handlers.PeerNode{ID: n.ID, Host: n.Host, Port: n.Port}, ok
+	return handlers.PeerNode{Self: ok && m.IsSelf(n), ID: n.ID, Host: n.Host, Port: n.Port}, ok
+}
+
+// unlisted reports a node the upstream group's leader refused: the shard map does not list it.
+func (s *state) unlisted() bool {
+	m := s.membership.Load()
+	return m != nil && m.Refused() != ""
 }
 
 // txnPeerOutcome serves another node's settle request (handlers.Deps.TxnPeerOutcome): nothing
@@ -272,6 +278,8 @@ func (s *state) unready() []string {
 		switch {
 		case m == nil || !m.Joined():
 			out = append(out, "membership: no shard assignment from the upstream group yet")
+		case m.Refused() != "":
+			out = append(out, "membership: the upstream group's leader gives this node no shards: "+m.Refused())
 		case !m.Serving():
 			out = append(out, "membership: no answer from the upstream group for log.kafka.session.timeout.ms; serving no shard")
 		}

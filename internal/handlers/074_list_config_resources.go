@@ -34,7 +34,7 @@ func (t *Table) listConfigResources(ctx context.Context, r *wire.Request) kmsg.R
 		if t.deps.GroupOwner != nil {
 			// Several nodes share the shards: the owner lists its own (the gateway asks every
 			// node and puts the lists together).
-			if owner, ok := t.deps.GroupOwner(i); ok && owner.ID != t.deps.Node.ID {
+			if owner, ok := t.deps.GroupOwner(i); ok && !owner.Self {
 				continue
 			}
 		}

@@ -162,6 +162,23 @@ func (m *Membership) Owner(i int32) (Node, bool) {
 	return a.Nodes[a.Owners[i]], true
 }
 
+// IsSelf reports whether n, a node of the latest assignment, is this node: by member id, since
+// a node refused for a node.id another node uses shares that id with the node the map lists.
+func (m *Membership) IsSelf(n Node) bool {
+	p := m.self.Load()
+	return p != nil && n.Member == *p
+}
+
+// Refused is why the group's leader gave this node nothing in the latest assignment (a
+// node.id another node uses, another offsets.topic.num.partitions, log.kafka.topic or
+// cluster.id); empty when it did not refuse it.
+func (m *Membership) Refused() string {
+	if a := m.view.Load(); a != nil {
+		return a.Refused
+	}
+	return ""
+}
+
 // Nodes are the nodes of the latest assignment.
 func (m *Membership) Nodes() []Node {
 	if a := m.view.Load(); a != nil {

@@ -50,6 +50,25 @@ func startGateway(t *testing.T, sets ...string) *gateway {
 	return g
 }
 
+// startGatewayUnready starts a gateway and returns once it logged its start, without waiting
+// for /readyz: for a node that is expected never to be ready.
+func startGatewayUnready(t *testing.T, sets ...string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, DataDir: t.TempDir(), sets: sets}
+	base := freePortRange(t, 11)
+	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
+	g.PortMin, g.PortMax = base+1, base+10
+	select {
+	case line := <-g.spawn():
+		g.Admin = line["admin"].(string)
+	case <-g.exited:
+		t.Fatalf("coordinatord exited before starting: %v", g.cmd.ProcessState)
+	case <-time.After(60 * time.Second):
+		t.Fatal("coordinatord did not start within 60s")
+	}
+	return g
+}
+
 // startStandalone starts coordinatord on its embedded defaults: no upstream, no broker ports.
 func startStandalone(t *testing.T, sets ...string) *gateway {
 	t.Helper()

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -84,7 +87,10 @@ func TestKafkaLogBackendKeepsCommittedOffsetsAcrossKill(t *testing.T) {
 }
 
 // Two nodes of one cluster.id with the same node.id: the upstream group's leader gives the
-// second no shards and it says why, while the first keeps every shard and serves on.
+// second no shards and it says why, while the first keeps every shard and serves on. The
+// second is not ready (/readyz names the refusal), and a client bootstrapped to it is sent to
+// the first for the group: before, it answered 200, listed itself under the shared id in
+// Metadata and FindCoordinator, and every commit through it got NOT_COORDINATOR for good.
 func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	t.Parallel()
 	requireE2E(t)
@@ -121,7 +127,7 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	if err := commit(firstAdm, 10); err != nil {
 		t.Fatal(err)
 	}
-	second := startGateway(t, sets...)
+	second := startGatewayUnready(t, sets...)
 	const refused = "the upstream group's leader gave this node no shards; fix the configuration"
 	deadline := time.Now().Add(30 * time.Second)
 	for second.logCount(refused) == 0 {
@@ -139,6 +145,32 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	if err := commit(firstAdm, 20); err != nil {
 		t.Fatalf("the first node stopped serving: %v", err)
 	}
+	resp, err := http.Get("http://" + second.Admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "node.id "+strconv.Itoa(nodeID)+" is used by another coordinatord node") {
+		t.Fatalf("the refused node's /readyz answers %d: %s", resp.StatusCode, body)
+	}
+	secondAdm := client(second)
+	meta, err := secondAdm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range meta.Brokers {
+		if b.NodeID == nodeID && net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) != first.Addr {
+			t.Fatalf("the refused node lists node %d at %s:%d, the first node is at %s", nodeID, b.Host, b.Port, first.Addr)
+		}
+	}
+	// Java's client dials the address FindCoordinator names, kgo the broker of its id.
+	if c := secondAdm.FindGroupCoordinators(ctx, group)[group]; c.Err != nil || net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) != first.Addr {
+		t.Fatalf("the refused node names %d at %s:%d as the group's coordinator (%v), the first node is at %s", c.NodeID, c.Host, c.Port, c.Err, first.Addr)
+	}
+	if err := commit(secondAdm, 30); err != nil {
+		t.Fatalf("a client bootstrapped to the refused node cannot commit: %v", err)
+	}
 	got, err := firstAdm.FetchOffsets(ctx, group)
 	if err == nil {
 		err = got.Error()
@@ -146,8 +178,8 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, ok := got.Lookup(topic, 0); !ok || o.At != 20 {
-		t.Fatalf("the first node reads %v (found %v), want 20", o.At, ok)
+	if o, ok := got.Lookup(topic, 0); !ok || o.At != 30 {
+		t.Fatalf("the first node reads %v (found %v), want 30", o.At, ok)
 	}
 }
 
