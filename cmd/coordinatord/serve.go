@@ -388,7 +388,7 @@ func mountConsole(mux *http.ServeMux, st *state, topology *plugin.Caller, reg pr
 	logEnd func(context.Context, map[string][]int32) (map[string]map[int32]int64, error)) {
 	mux.Handle(console.Prefix, console.New(console.Options{
 		Groups: st.groups, Meta: st.meta.State, MetaLastCompaction: st.meta.LastCompaction,
-		LogBytes: st.logBytes, Topology: topology, Gatherer: reg, LogEnd: logEnd,
+		LogBytes: st.logBytes, Topology: topology, Gatherer: reg, LogEnd: logEnd, ShardOwner: st.shardOwnerName,
 	}))
 	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 }

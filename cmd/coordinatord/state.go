@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +65,16 @@ func (s *state) groupOwner(i int32) (handlers.PeerNode, bool) {
 	}
 	n, ok := m.Owner(i)
 	return handlers.PeerNode{Self: ok && m.IsSelf(n), ID: n.ID, Host: n.Host, Port: n.Port}, ok
+}
+
+// shardOwnerName names the other node serving shard i, for the console: false while it is
+// handed over (or before any assignment).
+func (s *state) shardOwnerName(i int32) (string, bool) {
+	n, ok := s.groupOwner(i)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("node %d (%s)", n.ID, net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))), true
 }
 
 // unlisted reports a node the upstream group's leader refused: the shard map does not list it.
