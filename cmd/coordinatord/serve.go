@@ -294,6 +294,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 	}
 	for i, ln := range lns {
+		if st.shared {
+			// Bound until this function returns (the deferred close above), after the node
+			// has closed its shards and left the group: heldlistener.go.
+			ln = holdPort(ln)
+		}
 		ls.serve(newServer(cfg.Listeners[i].Name, handler), ln)
 	}
 	addrs := make([]string, len(lns))

@@ -147,6 +147,19 @@ func (g *gateway) spawn() <-chan map[string]any {
 	return started
 }
 
+// loggedAt is the time of the first log line with the message.
+func (g *gateway) loggedAt(msg string) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.logs {
+		if l["msg"] == msg {
+			ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(l["ts"]))
+			return ts, err == nil
+		}
+	}
+	return time.Time{}, false
+}
+
 // logCount is how many log lines of every run so far have the message.
 func (g *gateway) logCount(msg string) int {
 	g.mu.Lock()
