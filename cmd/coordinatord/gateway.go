@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -251,6 +252,16 @@ func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger, topicsDeleted f
 	r := res.(meta.MirrorResult)
 	if len(r.Deleted) > 0 {
 		topicsDeleted()
+	}
+	if m := st.membership.Load(); m != nil && slices.Contains(r.Deleted, st.stateTopic) {
+		// Deleted, or deleted and re-created, under the node: its shards' memory holds
+		// commits the topic no longer has. Served on, they would answer them until a write
+		// failed, and a shard reloaded meanwhile would not: every shard loads again, and
+		// serves what the topic holds once it exists again.
+		n := m.LetGoOfAll()
+		log.Error("the state topic was deleted upstream: the group state it held is gone; every shard of this node loads again from the topic, "+
+			"once it exists again (a node creates it at start, compacted with offsets.topic.num.partitions partitions)",
+			zap.String("log.kafka.topic", st.stateTopic), zap.Int("shards", n))
 	}
 	if n := len(r.Created) + len(r.Changed) + len(r.Deleted); n > 0 {
 		log.Info("catalog follows the upstream", zap.Int("created", len(r.Created)), zap.Int("changed", len(r.Changed)),

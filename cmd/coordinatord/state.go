@@ -46,6 +46,8 @@ type state struct {
 	membership atomic.Pointer[membership.Membership]
 	// shared: the group shards are loaded as membership assigns them.
 	shared bool
+	// stateTopic is log.kafka.topic when shared.
+	stateTopic string
 	// onGroupLoaded is told each group shard that finished loading (set in gateway mode with a
 	// shared log: the marker relay recovers a gained shard's staged transactions).
 	onGroupLoaded atomic.Pointer[func(shard int32)]
@@ -184,6 +186,9 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 		s.forgotten = make([]atomic.Bool, cfg.ShardCount)
 	}
 	s.shared = cfg.LogBackend.Kafka()
+	if s.shared {
+		s.stateTopic = cfg.LogBackend.Topic
+	}
 	s.announced = make([]atomic.Pointer[rt.Shard[*shard.Machine]], cfg.ShardCount)
 	s.groups = shard.NewSet(shard.SetOptions{
 		Deferred: s.shared,

@@ -179,6 +179,25 @@ func (m *Membership) Refused() string {
 	return ""
 }
 
+// LetGoOfAll stops serving every shard this node holds, keeping its membership and
+// assignment: the next heartbeat loads each assigned shard again from the state topic (the
+// topic was deleted or re-created under the node, so what the shards hold in memory is not
+// what it holds). It returns how many it let go of.
+func (m *Membership) LetGoOfAll() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), m.o.SessionTimeout)
+	defer cancel()
+	n := 0
+	for i := int32(0); i < m.o.ShardCount; i++ {
+		if m.o.Shards.Owned(i) {
+			m.o.Shards.Disown(ctx, i)
+			n++
+		}
+	}
+	return n
+}
+
 // Nodes are the nodes of the latest assignment.
 func (m *Membership) Nodes() []Node {
 	if a := m.view.Load(); a != nil {

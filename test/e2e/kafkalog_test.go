@@ -246,6 +246,82 @@ func TestKafkaLogBackendNodeOfAnotherClusterIDRefusesTheTopic(t *testing.T) {
 	}
 }
 
+// The state topic deleted upstream under a running node (kafka-topics.sh --delete): the group
+// state it held is gone. The node says so and stops serving what its shards still held in
+// memory: every shard loads again, is not ready while the topic is missing, and serves what the
+// topic holds once it exists again (here created anew: nothing). Before, a shard that wrote
+// nothing went on answering the deleted commits, /readyz 200, until some write failed, and a
+// shard that reloaded meanwhile answered none: what a group read depended on its shard's history.
+func TestKafkaLogBackendStateTopicDeletedUpstreamIsNotServedFromMemory(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	run := time.Now().UnixNano()
+	state := fmt.Sprintf("state-%d", run)
+	g := startGateway(t, append([]string{"log.backend=kafka", "log.kafka.topic=" + state, fmt.Sprintf("cluster.id=kd%d", run),
+		"offsets.topic.num.partitions=2", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1",
+		"upstream.metadata.max.age.ms=300"}, scaleOutTimings...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("kd-topic-%d", run)
+	const group = "kd-group"
+	kc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: -1})
+	if res, err := adm.CommitOffsets(ctx, group, offs); err != nil || res.Error() != nil {
+		t.Fatal(err, res.Error())
+	}
+	up, err := kgo.NewClient(kgo.SeedBrokers(upstreamAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	upAdm := kadm.NewClient(up)
+	if _, err := upAdm.DeleteTopics(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	const deleted = "the state topic was deleted upstream: the group state it held is gone; every shard of this node loads again from the topic, " +
+		"once it exists again (a node creates it at start, compacted with offsets.topic.num.partitions partitions)"
+	deadline := time.Now().Add(30 * time.Second)
+	for g.logCount(deleted) == 0 || ready(g) {
+		if time.Now().After(deadline) {
+			got, _ := adm.FetchOffsets(ctx, group)
+			o, _ := got.Lookup(topic, 0)
+			t.Fatalf("30s after the state topic was deleted the node did not say so (%d lines) or is ready (%v); it reads offset %d",
+				g.logCount(deleted), ready(g), o.At)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Created again as a node creates it at start: the shards load it, empty.
+	if _, err := upAdm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, state); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for !ready(g) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not serve again within 60s of the state topic's re-creation")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = got.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup(topic, 0); ok && o.At >= 0 {
+		t.Fatalf("after the state topic's re-creation the node still reads offset %d of the deleted topic", o.At)
+	}
+}
+
 // The upstream cluster restarts under load (its only broker stopped and started again on its
 // data) while offsets are committed through a node on log.backend=kafka. The node stops
 // serving its shards when its lease lapses, rejoins once the broker is back, loads its shards
