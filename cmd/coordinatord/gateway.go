@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -104,7 +106,24 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	if err != nil {
 		return nil, err
 	}
+	// With several nodes, the connections to the others carry transaction outcomes (the marker
+	// relay's) and group config requests for their shards.
+	var peers *gateway.PeerMarkers
+	var groupOwner func(string) (gateway.Peer, bool)
+	var peerRequest func(context.Context, gateway.Peer, kmsg.Request) (kmsg.Response, error)
+	if st.shared {
+		peers = peerMarkers(cfg, sec, st, log, reg)
+		groupOwner = func(group string) (gateway.Peer, bool) {
+			n, ok := st.groupOwner(st.groups.ShardOf(group))
+			if !ok || n.Self {
+				return gateway.Peer{}, false
+			}
+			return gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port}, true
+		}
+		peerRequest = peers.Request
+	}
 	gw, err := gateway.New(gateway.Options{
+		GroupOwner: groupOwner, PeerRequest: peerRequest, Unlisted: st.unlisted,
 		Security: sec, UpstreamClientID: g.ClientID,
 		SASLMechanisms: saslMechanisms(cfg), BrokerPortsListener: cfg.AdvertisedListeners[0].Name,
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port), Peers: st.peers,
@@ -146,7 +165,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 	gw.SetUpstream(up.Refresh, up.RefreshUntil)
 	tb := &txnBackend{groups: st.groups, up: func() *upstream.Client { return up }, lg: log.With(zap.String("component", "txn-relay"))}
 	if st.shared {
-		tb.peers = peerMarkers(cfg, sec, st, log, reg)
+		tb.peers = peers
 		tb.announced = st.announcedShard
 	}
 	gw.SetTxnBackend(tb)
@@ -233,6 +252,16 @@ func mirrorCatalog(st *state, v *upstream.View, log *zap.Logger, topicsDeleted f
 	r := res.(meta.MirrorResult)
 	if len(r.Deleted) > 0 {
 		topicsDeleted()
+	}
+	if m := st.membership.Load(); m != nil && slices.Contains(r.Deleted, st.stateTopic) {
+		// Deleted, or deleted and re-created, under the node: its shards' memory holds
+		// commits the topic no longer has. Served on, they would answer them until a write
+		// failed, and a shard reloaded meanwhile would not: every shard loads again, and
+		// serves what the topic holds once it exists again.
+		n := m.LetGoOfAll()
+		log.Error("the state topic was deleted upstream: the group state it held is gone; every shard of this node loads again from the topic, "+
+			"once it exists again (a node creates it at start, compacted with offsets.topic.num.partitions partitions)",
+			zap.String("log.kafka.topic", st.stateTopic), zap.Int("shards", n))
 	}
 	if n := len(r.Created) + len(r.Changed) + len(r.Deleted); n > 0 {
 		log.Info("catalog follows the upstream", zap.Int("created", len(r.Created)), zap.Int("changed", len(r.Changed)),
@@ -346,7 +375,7 @@ func peerMarkers(cfg *config.Config, sec upstream.Security, st *state, log *zap.
 	return gateway.NewPeerMarkers(gateway.PeerMarkersOptions{
 		Owner: func(i int32) (gateway.Peer, bool) {
 			n, ok := st.groupOwner(i)
-			if !ok || n.ID == cfg.NodeID {
+			if !ok || n.Self {
 				return gateway.Peer{}, false
 			}
 			return gateway.Peer{ID: n.ID, Host: n.Host, Port: n.Port}, true

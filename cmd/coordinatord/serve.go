@@ -294,6 +294,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 	}
 	for i, ln := range lns {
+		if st.shared {
+			// Bound until this function returns (the deferred close above), after the node
+			// has closed its shards and left the group: heldlistener.go.
+			ln = holdPort(ln)
+		}
 		ls.serve(newServer(cfg.Listeners[i].Name, handler), ln)
 	}
 	addrs := make([]string, len(lns))
@@ -388,7 +393,7 @@ func mountConsole(mux *http.ServeMux, st *state, topology *plugin.Caller, reg pr
 	logEnd func(context.Context, map[string][]int32) (map[string]map[int32]int64, error)) {
 	mux.Handle(console.Prefix, console.New(console.Options{
 		Groups: st.groups, Meta: st.meta.State, MetaLastCompaction: st.meta.LastCompaction,
-		LogBytes: st.logBytes, Topology: topology, Gatherer: reg, LogEnd: logEnd,
+		LogBytes: st.logBytes, Topology: topology, Gatherer: reg, LogEnd: logEnd, ShardOwner: st.shardOwnerName,
 	}))
 	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 }

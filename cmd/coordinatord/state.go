@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +46,8 @@ type state struct {
 	membership atomic.Pointer[membership.Membership]
 	// shared: the group shards are loaded as membership assigns them.
 	shared bool
+	// stateTopic is log.kafka.topic when shared.
+	stateTopic string
 	// onGroupLoaded is told each group shard that finished loading (set in gateway mode with a
 	// shared log: the marker relay recovers a gained shard's staged transactions).
 	onGroupLoaded atomic.Pointer[func(shard int32)]
@@ -62,7 +66,23 @@ func (s *state) groupOwner(i int32) (handlers.PeerNode, bool) {
 		return handlers.PeerNode{}, false
 	}
 	n, ok := m.Owner(i)
-	return handlers.PeerNode{ID: n.ID, Host: n.Host, Port: n.Port}, ok
+	return handlers.PeerNode{Self: ok && m.IsSelf(n), ID: n.ID, Host: n.Host, Port: n.Port}, ok
+}
+
+// shardOwnerName names the other node serving shard i, for the console: false while it is
+// handed over (or before any assignment).
+func (s *state) shardOwnerName(i int32) (string, bool) {
+	n, ok := s.groupOwner(i)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("node %d (%s)", n.ID, net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))), true
+}
+
+// unlisted reports a node the upstream group's leader refused: the shard map does not list it.
+func (s *state) unlisted() bool {
+	m := s.membership.Load()
+	return m != nil && m.Refused() != ""
 }
 
 // txnPeerOutcome serves another node's settle request (handlers.Deps.TxnPeerOutcome): nothing
@@ -166,6 +186,9 @@ func openState(cfg *config.Config, clusterID string, log *zap.Logger, reg promet
 		s.forgotten = make([]atomic.Bool, cfg.ShardCount)
 	}
 	s.shared = cfg.LogBackend.Kafka()
+	if s.shared {
+		s.stateTopic = cfg.LogBackend.Topic
+	}
 	s.announced = make([]atomic.Pointer[rt.Shard[*shard.Machine]], cfg.ShardCount)
 	s.groups = shard.NewSet(shard.SetOptions{
 		Deferred: s.shared,
@@ -272,6 +295,8 @@ func (s *state) unready() []string {
 		switch {
 		case m == nil || !m.Joined():
 			out = append(out, "membership: no shard assignment from the upstream group yet")
+		case m.Refused() != "":
+			out = append(out, "membership: the upstream group's leader gives this node no shards: "+m.Refused())
 		case !m.Serving():
 			out = append(out, "membership: no answer from the upstream group for log.kafka.session.timeout.ms; serving no shard")
 		}
@@ -349,6 +374,9 @@ func openKafkaLog(cfg *config.Config, clusterID string, log *zap.Logger) (*kafka
 	l := cfg.LogBackend
 	ctx, cancel := context.WithTimeout(context.Background(), g.StartupTimeout)
 	defer cancel()
+	if err := checkStateTopicUnshared(ctx, opts, l.MembershipGroup(clusterID), l.Topic, clusterID); err != nil {
+		return nil, fmt.Errorf("log.backend=kafka: %w", err)
+	}
 	b, err := kafkalog.New(ctx, kafkalog.Options{
 		Client: opts, Topic: l.Topic, Partitions: cfg.ShardCount, ReplicationFactor: l.ReplicationFactor,
 		MinInsyncReplicas: l.MinInsyncReplicas, TransactionTimeout: l.TransactionTimeout, MaxBatchBytes: cfg.MessageMaxBytes,
@@ -363,6 +391,17 @@ func openKafkaLog(cfg *config.Config, clusterID string, log *zap.Logger) (*kafka
 	return b, nil
 }
 
+// checkStateTopicUnshared refuses to start on a state topic that live nodes of another cluster.id
+// write (membership.CheckStateTopicUnshared), before this node loads or claims anything there.
+func checkStateTopicUnshared(ctx context.Context, opts []kgo.Opt, group, topic, clusterID string) error {
+	kc, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	return membership.CheckStateTopicUnshared(ctx, kc.Request, group, topic, clusterID)
+}
+
 // startMembership joins the upstream group of the nodes of cluster.id; the shards load as it
 // assigns them. Every lookup of a shard is gated on its lease from here on.
 func startMembership(cfg *config.Config, clusterID string, self config.Listener, st *state, gm *gatewayMode,
@@ -372,7 +411,7 @@ func startMembership(cfg *config.Config, clusterID string, self config.Listener,
 	m := membership.New(membership.Options{
 		Request: gm.up.Request, Group: group,
 		Self:       membership.Node{ID: cfg.NodeID, Host: self.Host, Port: int32(self.Port)},
-		ShardCount: cfg.ShardCount, Shards: st.groups,
+		ShardCount: cfg.ShardCount, Shards: st.groups, Topic: l.Topic, ClusterID: clusterID,
 		SessionTimeout: l.SessionTimeout, HeartbeatInterval: l.HeartbeatInterval, RebalanceTimeout: l.RebalanceTimeout,
 		PeerProbeInterval: l.PeerProbeInterval,
 		Logger:            log.With(zap.String("component", "membership")), Registerer: reg,

@@ -8,6 +8,7 @@ package console
 import (
 	"context"
 	"embed"
+	"errors"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -64,6 +65,10 @@ type Options struct {
 	// LogEndTimeout bounds the LogEnd call of a page (0: DefaultLogEndTimeout): a slow upstream
 	// makes the page show lag as unknown, never hold it.
 	LogEndTimeout time.Duration
+	// ShardOwner names the other coordinatord node serving a shard this node does not
+	// (log.backend=kafka with several nodes), e.g. "node 1002 (coord-2:9092)"; false while
+	// the shard is handed over. nil: such shards are named without their node.
+	ShardOwner func(shard int32) (string, bool)
 }
 
 // DefaultLogEndTimeout is how long a group page waits for the upstream's log end offsets.
@@ -141,8 +146,28 @@ type listPage struct {
 	Counts                []countRow
 	Types, States         []string
 	Errors                []shardError
-	PrevURL, NextURL      string
-	First, Last           int
+	// Elsewhere are the nodes serving the shards another node owns, with how many each.
+	Elsewhere        []elsewhereRow
+	ElsewhereShards  int
+	PrevURL, NextURL string
+	First, Last      int
+}
+
+// elsewhereRow is another node serving shards of this cluster, for the group list.
+type elsewhereRow struct {
+	Node   string
+	Shards int
+}
+
+// owner names the node serving a shard another node owns; false while it is handed over.
+func (c *Console) owner(shard int32) (string, bool) {
+	if c.o.ShardOwner == nil {
+		return "another node", true
+	}
+	if n, ok := c.o.ShardOwner(shard); ok {
+		return n, true
+	}
+	return "no node yet (handed over)", false
 }
 
 // countRow is one (type, state) cell of the summary.
@@ -152,8 +177,10 @@ type countRow struct {
 	URL         string
 }
 
-// allGroups reads every shard's groups, sorted by id; shards that cannot answer are reported.
-func (c *Console) allGroups(ctx context.Context) ([]groupRow, []shardError) {
+// allGroups reads every shard's groups, sorted by id; shards that cannot answer are reported,
+// and shards another node serves (log.backend=kafka) are returned apart: they are not failing,
+// their groups are on that node's console.
+func (c *Console) allGroups(ctx context.Context) ([]groupRow, []shardError, []int32) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	n := c.o.Groups.Count()
@@ -175,10 +202,15 @@ func (c *Console) allGroups(ctx context.Context) ([]groupRow, []shardError) {
 	}
 	var rows []groupRow
 	var errs []shardError
+	var elsewhere []int32
 	for range n {
 		<-done
 	}
 	for i, r := range out {
+		if errors.Is(r.err, runtime.ErrNotOwned) {
+			elsewhere = append(elsewhere, int32(i))
+			continue
+		}
 		if r.err != nil {
 			errs = append(errs, shardError{Shard: int32(i), Err: r.err.Error()})
 			continue
@@ -186,14 +218,27 @@ func (c *Console) allGroups(ctx context.Context) ([]groupRow, []shardError) {
 		rows = append(rows, r.rows...)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
-	return rows, errs
+	return rows, errs, elsewhere
 }
 
 func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := listPage{Title: "Groups", Query: strings.TrimSpace(q.Get("q")), Type: q.Get("type"), State: q.Get("state"), PageSize: c.o.PageSize}
-	rows, errs := c.allGroups(r.Context())
+	rows, errs, elsewhere := c.allGroups(r.Context())
 	p.Errors, p.Total = errs, len(rows)
+	p.ElsewhereShards = len(elsewhere)
+	byNode := map[string]int{}
+	for _, s := range elsewhere {
+		n, _ := c.owner(s)
+		if byNode[n] == 0 {
+			p.Elsewhere = append(p.Elsewhere, elsewhereRow{Node: n})
+		}
+		byNode[n]++
+	}
+	for i := range p.Elsewhere {
+		p.Elsewhere[i].Shards = byNode[p.Elsewhere[i].Node]
+	}
+	sort.Slice(p.Elsewhere, func(i, j int) bool { return p.Elsewhere[i].Node < p.Elsewhere[j].Node })
 	counts := map[[2]string]int{}
 	types, states := map[string]bool{}, map[string]bool{}
 	needle := strings.ToLower(p.Query)
@@ -314,6 +359,19 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	shardID := shard.For(id, c.o.Groups.Count())
 	v, err := c.o.Groups.Shard(shardID).Read(ctx, describeGroup(id, shardID))
+	if errors.Is(err, runtime.ErrNotOwned) {
+		// Not a failure: another node is the group's coordinator. 421 Misdirected Request: the
+		// same request to that node's console answers it.
+		p.ID, p.Shard = id, shardID
+		on := "group " + strconv.Quote(id) + " is on shard " + strconv.Itoa(int(shardID))
+		if n, ok := c.owner(shardID); ok {
+			p.Error = on + ", which " + n + " serves: see that node's console"
+		} else {
+			p.Error = on + ", which is being handed over to another node"
+		}
+		c.render(w, http.StatusMisdirectedRequest, "group", p)
+		return
+	}
 	if err != nil {
 		p.ID, p.Shard = id, shardID
 		p.Error = "shard " + strconv.Itoa(int(shardID)) + " cannot answer: " + err.Error()
@@ -490,6 +548,8 @@ type shardRow struct {
 	LogBytes       string
 	LastCompaction string
 	Failed         bool
+	// ServedBy names the node serving a shard another node owns (log.backend=kafka).
+	ServedBy string
 }
 
 // pluginCounter is one plugin series value.
@@ -502,6 +562,7 @@ type shardsPage struct {
 	Title         string
 	Shards        []shardRow
 	Unhealthy     int
+	Elsewhere     int // shards other nodes serve (log.backend=kafka): not unhealthy
 	Plugin        bool
 	PluginName    string
 	Volatile      bool
@@ -515,7 +576,12 @@ func (c *Console) shards(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	row := func(kind string, id int32, st runtime.State, last time.Time) shardRow {
 		sr := shardRow{Kind: kind, ID: id, State: st.String(), Groups: "-", LogBytes: "unknown", LastCompaction: "none since start", Failed: st == runtime.StateFailed}
-		if st != runtime.StateActive {
+		switch st {
+		case runtime.StateActive:
+		case runtime.StateNotOwned:
+			p.Elsewhere++
+			sr.ServedBy, _ = c.owner(id)
+		default:
 			p.Unhealthy++
 		}
 		if !last.IsZero() {

@@ -588,3 +588,53 @@ func TestConsumerGroupPage(t *testing.T) {
 		}
 	}
 }
+
+// With several nodes sharing the shards (log.backend=kafka), a shard another node serves is not
+// a failure: the list names the nodes serving the others' shards instead of an error line per
+// shard ("shard FAILED: shard is owned by another node", 33 of them on a node of three), and
+// a group on such a shard names its node, with 421 Misdirected Request.
+func TestShardsOtherNodesServeAreNamedNotFailed(t *testing.T) {
+	set := newSet(t, 4)
+	write(t, set, "a", classicGroup("a", "t", 1).Record())
+	var elsewhere []int32
+	var onElsewhere string
+	for i := int32(0); i < 4; i++ {
+		if i != shard.For("a", 4) {
+			set.Disown(context.Background(), i)
+			elsewhere = append(elsewhere, i)
+		}
+	}
+	for i := 0; onElsewhere == ""; i++ {
+		if g := fmt.Sprintf("g%d", i); shard.For(g, 4) == elsewhere[0] {
+			onElsewhere = g
+		}
+	}
+	owner := func(s int32) (string, bool) {
+		if s == elsewhere[2] {
+			return "", false // handed over
+		}
+		return fmt.Sprintf("node %d (coord-%d:9092)", 1000+s, s), true
+	}
+	c := New(Options{Groups: set, ShardOwner: owner})
+	_, body := get(t, c, "/console/")
+	if strings.Contains(body, "did not answer") || len(groupsOn(body)) != 1 || !strings.Contains(body, `<p class="note" id="elsewhere">The groups of 3 shard(s) are served by other coordinatord nodes`) {
+		t.Fatalf("the list does not name the other nodes' shards as such:\n%s", body)
+	}
+	for _, s := range elsewhere[:2] {
+		if n, _ := owner(s); !strings.Contains(body, n+": 1") {
+			t.Fatalf("the list does not name %s:\n%s", n, body)
+		}
+	}
+	if !strings.Contains(body, "no node yet (handed over): 1") {
+		t.Fatalf("the handed-over shard is not named:\n%s", body)
+	}
+	_, body = get(t, c, "/console/shards")
+	if n, _ := owner(elsewhere[0]); !strings.Contains(body, "every shard is loaded and serving; 3 shard(s) served by other coordinatord nodes") ||
+		!strings.Contains(body, fmt.Sprintf(`<tr data-shard="group-%d"><td>group</td><td class="num">%d</td><td><span class="state state-not owned">not owned</span> <span class="note">(%s)</span>`, elsewhere[0], elsewhere[0], n)) {
+		t.Fatalf("the shards page counts the other nodes' shards as not serving, or does not name their node:\n%s", body)
+	}
+	code, body := get(t, c, "/console/group?id="+onElsewhere)
+	if n, _ := owner(elsewhere[0]); code != http.StatusMisdirectedRequest || !strings.Contains(body, n+" serves: see that node&#39;s console") {
+		t.Fatalf("group on another node's shard: %d\n%s", code, body)
+	}
+}

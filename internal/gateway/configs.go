@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
@@ -96,16 +99,152 @@ func (p *portHandler) splitConfigs(ctx context.Context, r *wire.Request) kmsg.Re
 		}
 	}
 	if nLocal == len(all) {
-		return p.g.opts.Local.Handle(ctx, r)
+		resp := p.g.opts.Local.Handle(ctx, r)
+		p.configsToOwners(ctx, r, r.Body, resp)
+		return resp
 	}
 	localReq, upReq := splitRequest(r.Body, local)
 	localResp := p.g.opts.Local.Handle(ctx, &wire.Request{Header: r.Header, Body: localReq, Conn: r.Conn})
+	p.configsToOwners(ctx, r, localReq, localResp)
 	upResp, err := p.forwardRequest(ctx, r, upReq)
 	if err != nil {
 		p.g.lg.Warn("config request: upstream part failed", zap.Error(err))
 		return nil
 	}
 	return mergeResponses(r.Body, localResp, upResp, local)
+}
+
+// PeerForwardClientID is the client id of the requests a node passes to another node (group
+// configs to the owner of the group's shard). The node receiving one answers it from its own
+// state and never passes it on, so two nodes whose views of the assignment differ for a moment
+// cannot send a request back and forth.
+const PeerForwardClientID = "coordinatord-peer-forward"
+
+// configsToOwners passes the GROUP resources that the local table answered NOT_COORDINATOR
+// (the client may ask, and asked validly, but another node owns the group's shard:
+// log.backend=kafka with several nodes) to the node owning each group's shard, and puts that
+// node's answers in their place. Kafka keeps group configs in the cluster's metadata, so every
+// broker describes and alters them and Kafka's admin client sends them to any broker; here
+// they live in the group's shard. The local table decided authorization first, with the
+// client's principal; the owner checks coordinatord's own (docs/scale-out.md). A resource
+// whose shard has no owner now (handed over) or whose owner cannot be reached keeps the local
+// answer, which the client may retry.
+func (p *portHandler) configsToOwners(ctx context.Context, r *wire.Request, req kmsg.Request, resp kmsg.Response) {
+	if p.g.opts.GroupOwner == nil || p.g.opts.PeerRequest == nil || resp == nil || r.ClientID == PeerForwardClientID {
+		return
+	}
+	res, codes := configResources(req), configAnswerCodes(resp)
+	if len(res) != len(codes) {
+		return
+	}
+	byOwner := map[Peer][]int{}
+	var owners []Peer
+	for i, x := range res {
+		if x.typ != kmsg.ConfigResourceTypeGroupConfig || codes[i] != kerr.NotCoordinator.Code {
+			continue
+		}
+		owner, ok := p.g.opts.GroupOwner(x.name)
+		if !ok {
+			continue
+		}
+		if _, seen := byOwner[owner]; !seen {
+			owners = append(owners, owner)
+		}
+		byOwner[owner] = append(byOwner[owner], i)
+	}
+	for _, owner := range owners {
+		idx := byOwner[owner]
+		sub := pickConfigResources(req, idx)
+		sub.SetVersion(r.Version)
+		out, err := p.g.opts.PeerRequest(ctx, owner, sub)
+		if err == nil {
+			err = placeConfigAnswers(resp, out, idx)
+		}
+		if err != nil {
+			p.g.lg.Warn("could not pass group config resources to the node owning their shard; they are answered NOT_COORDINATOR",
+				zap.String("api", kmsg.NameForKey(r.Key)), zap.Int32("owner", owner.ID), zap.Int("resources", len(idx)), zap.Error(err))
+		}
+	}
+}
+
+// configAnswerCodes are the error codes of a config answer's resources, in order.
+func configAnswerCodes(resp kmsg.Response) []int16 {
+	var out []int16
+	switch r := resp.(type) {
+	case *kmsg.DescribeConfigsResponse:
+		for _, x := range r.Resources {
+			out = append(out, x.ErrorCode)
+		}
+	case *kmsg.AlterConfigsResponse:
+		for _, x := range r.Resources {
+			out = append(out, x.ErrorCode)
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for _, x := range r.Resources {
+			out = append(out, x.ErrorCode)
+		}
+	}
+	return out
+}
+
+// pickConfigResources copies req with the resources at idx only.
+func pickConfigResources(req kmsg.Request, idx []int) kmsg.Request {
+	switch r := req.(type) {
+	case *kmsg.DescribeConfigsRequest:
+		c := *r
+		c.Resources = pick(r.Resources, idx)
+		return &c
+	case *kmsg.AlterConfigsRequest:
+		c := *r
+		c.Resources = pick(r.Resources, idx)
+		return &c
+	case *kmsg.IncrementalAlterConfigsRequest:
+		c := *r
+		c.Resources = pick(r.Resources, idx)
+		return &c
+	}
+	panic("gateway: not a config request")
+}
+
+// placeConfigAnswers puts the owner's answers for the resources at idx into resp.
+func placeConfigAnswers(resp, out kmsg.Response, idx []int) error {
+	switch r := resp.(type) {
+	case *kmsg.DescribeConfigsResponse:
+		o, ok := out.(*kmsg.DescribeConfigsResponse)
+		if !ok || len(o.Resources) != len(idx) {
+			return errMismatchedAnswer
+		}
+		place(r.Resources, o.Resources, idx)
+	case *kmsg.AlterConfigsResponse:
+		o, ok := out.(*kmsg.AlterConfigsResponse)
+		if !ok || len(o.Resources) != len(idx) {
+			return errMismatchedAnswer
+		}
+		place(r.Resources, o.Resources, idx)
+	case *kmsg.IncrementalAlterConfigsResponse:
+		o, ok := out.(*kmsg.IncrementalAlterConfigsResponse)
+		if !ok || len(o.Resources) != len(idx) {
+			return errMismatchedAnswer
+		}
+		place(r.Resources, o.Resources, idx)
+	}
+	return nil
+}
+
+var errMismatchedAnswer = errors.New("the owner answered other resources than it was asked")
+
+func pick[T any](in []T, idx []int) []T {
+	out := make([]T, 0, len(idx))
+	for _, i := range idx {
+		out = append(out, in[i])
+	}
+	return out
+}
+
+func place[T any](dst, src []T, idx []int) {
+	for j, i := range idx {
+		dst[i] = src[j]
+	}
 }
 
 // forwardRequest encodes req with the client's header and sends it upstream like any
@@ -204,6 +343,50 @@ func mergeResponses(req kmsg.Request, localResp, upResp kmsg.Response, local []b
 
 // listConfigResourcesLocal: ListConfigResources asking for GROUP resources only is answered
 // here (coordinatord keeps the group configs); any other is the upstream's.
+// listConfigResources answers ListConfigResources for GROUP resources. With several nodes
+// each lists the groups of the shards it owns, so the node asked puts every node's list
+// together: Kafka answers it from the cluster's metadata on any broker, and its admin client
+// asks one. A node that cannot be asked makes the answer an error, not a shorter list.
+func (p *portHandler) listConfigResources(ctx context.Context, r *wire.Request) kmsg.Response {
+	resp := p.g.opts.Local.Handle(ctx, r)
+	lr, ok := resp.(*kmsg.ListConfigResourcesResponse)
+	if !ok || lr.ErrorCode != 0 || p.g.opts.Peers == nil || p.g.opts.PeerRequest == nil || r.ClientID == PeerForwardClientID {
+		return resp
+	}
+	req := r.Body.(*kmsg.ListConfigResourcesRequest)
+	if r.Version < 1 || len(req.ResourceTypes) == 0 {
+		return resp // v0 (client metrics) and every type: not a group list (listConfigResourcesLocal)
+	}
+	for _, peer := range p.g.opts.Peers() {
+		if peer.ID == p.g.opts.NodeID {
+			continue
+		}
+		sub := *req
+		sub.SetVersion(r.Version)
+		out, err := p.g.opts.PeerRequest(ctx, peer, &sub)
+		var o *kmsg.ListConfigResourcesResponse
+		if err == nil {
+			if o, ok = out.(*kmsg.ListConfigResourcesResponse); !ok {
+				err = errMismatchedAnswer
+			} else if o.ErrorCode != 0 {
+				err = kerr.ErrorForCode(o.ErrorCode)
+			}
+		}
+		if err != nil {
+			p.g.lg.Warn("could not list another node's group config resources; the answer is an error", zap.Int32("node", peer.ID), zap.Error(err))
+			lr.ConfigResources = nil
+			lr.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			if o != nil && o.ErrorCode != 0 {
+				lr.ErrorCode = o.ErrorCode
+			}
+			return lr
+		}
+		lr.ConfigResources = append(lr.ConfigResources, o.ConfigResources...)
+	}
+	sort.Slice(lr.ConfigResources, func(i, j int) bool { return lr.ConfigResources[i].Name < lr.ConfigResources[j].Name })
+	return lr
+}
+
 func listConfigResourcesLocal(h wire.Header, rest []byte) bool {
 	if h.Version < 1 {
 		return false

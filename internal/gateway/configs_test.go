@@ -3,13 +3,19 @@ package gateway
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/upstream"
 	"github.com/coordinatord/coordinatord/internal/wire"
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -200,5 +206,85 @@ func TestConfigRequestsAskTheUpstreamOnlyForItsResources(t *testing.T) {
 	}
 	if resp := describe(kmsg.ConfigResourceTypeGroupConfig, kmsg.ConfigResourceTypeTopic); resp != nil {
 		t.Errorf("a DescribeConfigs of a group and a topic was answered without the upstream's part: %+v", resp)
+	}
+}
+
+// notOwnedLocal answers DescribeConfigs as the handler table of a node sharing the shards:
+// NOT_COORDINATOR for the groups named remote-*, GROUP_AUTHORIZATION_FAILED for remote-denied
+// (the client's principal may not), NONE for the others.
+type notOwnedLocal struct{ describeConfigsLocal }
+
+func (notOwnedLocal) Handle(ctx context.Context, r *wire.Request) kmsg.Response {
+	resp := describeConfigsLocal{}.Handle(ctx, r).(*kmsg.DescribeConfigsResponse)
+	for i := range resp.Resources {
+		switch n := resp.Resources[i].ResourceName; {
+		case n == "remote-denied":
+			resp.Resources[i].ErrorCode = kerr.GroupAuthorizationFailed.Code
+		case strings.HasPrefix(n, "remote-"):
+			resp.Resources[i].ErrorCode = kerr.NotCoordinator.Code
+		}
+	}
+	return resp
+}
+
+// The GROUP resources the local table answers NOT_COORDINATOR go to the node owning each
+// group's shard, one request per owner with only its resources, and its answers take their
+// place; a group whose shard has no owner now, or whose owner cannot be reached, keeps
+// NOT_COORDINATOR; a resource the local table refused (authorization, validation) is not
+// passed on, since the owner checks coordinatord's principal, not the client's; a request
+// another node passed on is never passed on again.
+func TestGroupConfigsGoToTheOwnerOfTheirShard(t *testing.T) {
+	g := testGateway(t)
+	g.opts.Local = notOwnedLocal{}
+	owners := map[string]Peer{"remote-a": {ID: 2}, "remote-b": {ID: 3}, "remote-c": {ID: 2}, "remote-denied": {ID: 3}}
+	g.opts.GroupOwner = func(group string) (Peer, bool) { p, ok := owners[group]; return p, ok }
+	var asked map[int32][]string
+	unreachable := int32(-1)
+	g.opts.PeerRequest = func(_ context.Context, p Peer, req kmsg.Request) (kmsg.Response, error) {
+		if p.ID == unreachable {
+			return nil, errors.New("connection refused")
+		}
+		resp := kmsg.NewPtrDescribeConfigsResponse()
+		for _, r := range req.(*kmsg.DescribeConfigsRequest).Resources {
+			asked[p.ID] = append(asked[p.ID], r.ResourceName)
+			o := kmsg.NewDescribeConfigsResponseResource()
+			o.ResourceType, o.ResourceName, o.ErrorMessage = r.ResourceType, r.ResourceName, kmsg.StringPtr(fmt.Sprintf("node %d", p.ID))
+			resp.Resources = append(resp.Resources, o)
+		}
+		return resp, nil
+	}
+	p := &portHandler{g: g, node: -1}
+	describe := func(clientID string) []string {
+		asked = map[int32][]string{}
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.SetVersion(4)
+		for _, n := range []string{"remote-a", "here", "remote-b", "remote-orphan", "remote-c", "remote-denied"} {
+			r := kmsg.NewDescribeConfigsRequestResource()
+			r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, n
+			req.Resources = append(req.Resources, r)
+		}
+		resp := p.Handle(context.Background(), &wire.Request{Header: wire.Header{Key: 32, Version: 4, ClientID: clientID}, Body: req, Conn: &wire.Conn{ID: 1}})
+		var out []string
+		for _, r := range resp.(*kmsg.DescribeConfigsResponse).Resources {
+			out = append(out, fmt.Sprintf("%s:%s:%d", r.ResourceName, *r.ErrorMessage, r.ErrorCode))
+		}
+		return out
+	}
+	nc := strconv.Itoa(int(kerr.NotCoordinator.Code))
+	got := describe("admin")
+	want := []string{"remote-a:node 2:0", "here:local:0", "remote-b:node 3:0", "remote-orphan:local:" + nc, "remote-c:node 2:0",
+		"remote-denied:local:" + strconv.Itoa(int(kerr.GroupAuthorizationFailed.Code))}
+	if !slices.Equal(got, want) || !slices.Equal(asked[2], []string{"remote-a", "remote-c"}) || !slices.Equal(asked[3], []string{"remote-b"}) {
+		t.Fatalf("answers %v (nodes asked %v), want %v", got, asked, want)
+	}
+	unreachable = 3
+	got = describe("admin")
+	if got[2] != "remote-b:local:"+nc || got[0] != "remote-a:node 2:0" {
+		t.Fatalf("with node 3 unreachable: %v", got)
+	}
+	unreachable = -1
+	got = describe(PeerForwardClientID)
+	if len(asked) != 0 || got[0] != "remote-a:local:"+nc {
+		t.Fatalf("a request passed on by another node was passed on again (asked %v): %v", asked, got)
 	}
 }

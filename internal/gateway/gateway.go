@@ -47,6 +47,17 @@ type Options struct {
 	// (log.backend=kafka): listed beside this node in broker lists, so that a client told to
 	// find a group's coordinator on one of them knows it.
 	Peers func() []Peer
+	// Unlisted, when set and true, is a node the shard map leaves out (its group's leader
+	// refused it: a node.id another node uses, another shard count): broker lists show the
+	// map's nodes only, not this one, so that a client never takes this node for the node the
+	// map lists under its id.
+	Unlisted func() bool
+	// GroupOwner, when set (several nodes share the group shards), is the other node owning a
+	// group's shard; false when this node owns it or nobody does now. PeerRequest sends a
+	// request to another node's own listener. With both, group config requests for another
+	// node's shard are passed to it (configs.go).
+	GroupOwner  func(group string) (Peer, bool)
+	PeerRequest func(ctx context.Context, p Peer, req kmsg.Request) (kmsg.Response, error)
 	// ListenHost and AdvertisedHost are where broker listeners bind and what clients are told.
 	ListenHost, AdvertisedHost string
 	PortMin, PortMax           int

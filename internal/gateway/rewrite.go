@@ -106,14 +106,18 @@ func (g *Gateway) rewriteMetadataBrokers(in []kmsg.MetadataResponseBroker) []kms
 
 // nodes are the coordinatord nodes a broker list shows: this one first, then the others.
 func (g *Gateway) nodes() []Peer {
-	self := Peer{ID: g.opts.NodeID}
-	self.Host, self.Port = g.self()
-	out := []Peer{self}
+	var out []Peer
+	unlisted := g.opts.Unlisted != nil && g.opts.Unlisted()
+	if !unlisted {
+		self := Peer{ID: g.opts.NodeID}
+		self.Host, self.Port = g.self()
+		out = append(out, self)
+	}
 	if g.opts.Peers == nil {
 		return out
 	}
 	for _, p := range g.opts.Peers() {
-		if p.ID != g.opts.NodeID {
+		if unlisted || p.ID != g.opts.NodeID {
 			out = append(out, p)
 		}
 	}

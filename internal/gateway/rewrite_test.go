@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -814,12 +815,20 @@ func TestUnbindableBrokerIsLeftOutNotLeaked(t *testing.T) {
 
 // With other coordinatord nodes sharing the groups (log.backend=kafka), broker lists name each
 // node once: this one first with its own address, then the others, even when the peer list
-// includes this node.
+// includes this node. A node the map leaves out (refused for a node.id another node uses)
+// lists the map's nodes only, the other node under the shared id.
 func TestBrokerListsNameEachCoordinatordNodeOnce(t *testing.T) {
+	for _, unlisted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unlisted=%v", unlisted), func(t *testing.T) { testBrokerLists(t, unlisted) })
+	}
+}
+
+func testBrokerLists(t *testing.T, unlisted bool) {
 	g := testGateway(t)
 	g.opts.Peers = func() []Peer {
 		return []Peer{{ID: 100, Host: "stale.example", Port: 1}, {ID: 101, Host: "coord-b.example", Port: 9092}}
 	}
+	g.opts.Unlisted = func() bool { return unlisted }
 	md := kmsg.NewPtrMetadataResponse()
 	md.SetVersion(12)
 	b := kmsg.NewMetadataResponseBroker()
@@ -831,6 +840,9 @@ func TestBrokerListsNameEachCoordinatordNodeOnce(t *testing.T) {
 	c.NodeID, c.Host, c.Port = 1, "kafka-1", 9092
 	dc.Brokers = append(dc.Brokers, c)
 	want := []string{"1 gw.example:40001", "100 coord.example:9092", "101 coord-b.example:9092"}
+	if unlisted {
+		want = []string{"1 gw.example:40001", "100 stale.example:1", "101 coord-b.example:9092"}
+	}
 	for _, tc := range []struct {
 		key, version int16
 		resp         kmsg.Response

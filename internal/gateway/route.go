@@ -77,6 +77,8 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 		}
 	case 32, 33, 44:
 		return p.splitConfigs(ctx, r)
+	case 74:
+		return p.listConfigResources(ctx, r)
 	case 35, 66:
 		if p.node < 0 {
 			return p.ownNode(r)

@@ -222,6 +222,23 @@ func markerCode(resp *kmsg.WriteTxnMarkersResponse) (int16, error) {
 }
 
 func (p *PeerMarkers) send(ctx context.Context, peer Peer, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+	resp, err := p.roundTrip(ctx, peer, p.o.ClientID, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.WriteTxnMarkersResponse), nil
+}
+
+// Request sends req to another node's own listener over the same bounded connections as the
+// markers, under PeerForwardClientID: the group config requests a node passes to the owner of
+// the group's shard (configs.go).
+func (p *PeerMarkers) Request(ctx context.Context, peer Peer, req kmsg.Request) (kmsg.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	return p.roundTrip(ctx, peer, PeerForwardClientID, req)
+}
+
+func (p *PeerMarkers) roundTrip(ctx context.Context, peer Peer, clientID string, req kmsg.Request) (kmsg.Response, error) {
 	pool := p.pool(peer)
 	select {
 	case pool.slots <- struct{}{}:
@@ -245,7 +262,7 @@ func (p *PeerMarkers) send(ctx context.Context, peer Peer, req *kmsg.WriteTxnMar
 	if dl, ok := ctx.Deadline(); ok {
 		c.nc.SetDeadline(dl)
 	}
-	resp, err := upstream.RoundTrip(c.nc, p.o.ClientID, &c.corr, req)
+	resp, err := upstream.RoundTrip(c.nc, clientID, &c.corr, req)
 	if err != nil {
 		c.nc.Close() // its state is unknown: the next delivery dials again
 		return nil, err
@@ -266,7 +283,7 @@ func (p *PeerMarkers) send(ctx context.Context, peer Peer, req *kmsg.WriteTxnMar
 	if !kept {
 		c.nc.Close()
 	}
-	return resp.(*kmsg.WriteTxnMarkersResponse), nil
+	return resp, nil
 }
 
 // peerConnsPerNode bounds the connections (and the deliveries in flight) to one node; a

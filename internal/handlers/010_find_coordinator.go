@@ -64,7 +64,7 @@ func (t *Table) findCoordinator(_ context.Context, r *wire.Request) kmsg.Respons
 			if !known {
 				return fail(kerr.CoordinatorNotAvailable.Code, "The coordinator is not available.")
 			}
-			if owner.ID != t.deps.Node.ID {
+			if !owner.Self {
 				return coordinatorAnswer{node: owner.ID, host: owner.Host, port: owner.Port, message: &ok}
 			}
 		}

@@ -31,6 +31,13 @@ func (t *Table) listConfigResources(ctx context.Context, r *wire.Request) kmsg.R
 	}
 	var names []string
 	for i := int32(0); i < t.deps.Groups.Count(); i++ {
+		if t.deps.GroupOwner != nil {
+			// Several nodes share the shards: the owner lists its own (the gateway asks every
+			// node and puts the lists together).
+			if owner, ok := t.deps.GroupOwner(i); ok && !owner.Self {
+				continue
+			}
+		}
 		v, err := t.deps.Groups.Shard(i).Read(ctx, shard.GroupsWithConfigs())
 		if err != nil {
 			resp.ErrorCode = availabilityCode(err)

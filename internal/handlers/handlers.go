@@ -41,6 +41,9 @@ type Node struct {
 
 // PeerNode is a coordinatord node as clients reach it.
 type PeerNode struct {
+	// Self: the node is this one. Not the same as its id being this node's: a node the
+	// shard map left out for using another node's node.id must send clients to that node.
+	Self bool
 	ID   int32
 	Host string
 	Port int32

@@ -23,6 +23,12 @@ type memberMeta struct {
 	// gives one of them to another node in the same generation: the holder first lets go of
 	// it and rejoins, so the old owner has stopped before the new one is told to load.
 	Owned []int32 `json:"owned"`
+	// Topic and Cluster are the node's log.kafka.topic and cluster.id (empty from versions
+	// before them). A member writing another topic is refused (its shards' state would not be
+	// where the next owner reads it), and a node about to start on a topic that the live
+	// members of another cluster.id's group write refuses to start (CheckStateTopicUnshared).
+	Topic   string `json:"topic,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Node is a coordinatord node of the cluster, as clients should reach it.
@@ -55,6 +61,13 @@ type joined struct {
 // a shard held by one member to another in the same generation (held elsewhere, it stays -1
 // until its holder rejoins without it). refused names members given nothing, and why.
 func assign(members []joined, shards int32) (a assignment, refused map[string]string) {
+	return assignOn(members, shards, "", "")
+}
+
+// assignOn is assign for a leader writing topic under cluster.id cluster: a member that says it
+// writes another topic, or under another cluster.id (whose transactional ids a load would not
+// fence), is refused. An empty value, from a version that does not say, is taken as the same.
+func assignOn(members []joined, shards int32, topic, cluster string) (a assignment, refused map[string]string) {
 	refused = map[string]string{}
 	sort.Slice(members, func(i, j int) bool {
 		if members[i].meta.Node != members[j].meta.Node {
@@ -72,6 +85,10 @@ func assign(members []joined, shards int32) (a assignment, refused map[string]st
 		switch {
 		case m.meta.Shards != shards:
 			refused[m.member] = fmt.Sprintf("node %d has offsets.topic.num.partitions=%d, the leader %d", m.meta.Node, m.meta.Shards, shards)
+		case topic != "" && m.meta.Topic != "" && m.meta.Topic != topic:
+			refused[m.member] = fmt.Sprintf("node %d has log.kafka.topic=%s, the leader %s", m.meta.Node, m.meta.Topic, topic)
+		case cluster != "" && m.meta.Cluster != "" && m.meta.Cluster != cluster:
+			refused[m.member] = fmt.Sprintf("node %d has cluster.id=%s, the leader %s", m.meta.Node, m.meta.Cluster, cluster)
 		case seen[m.meta.Node]:
 			refused[m.member] = fmt.Sprintf("node.id %d is used by another coordinatord node of this cluster", m.meta.Node)
 		default:

@@ -1,6 +1,9 @@
 package membership
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func owners(t *testing.T, a assignment) map[int32][]int32 {
 	t.Helper()
@@ -109,5 +112,26 @@ func TestAssignGivesAShardTwoMembersHoldToNobody(t *testing.T) {
 	o := owners(t, a)
 	if len(o[1]) == 0 || o[1][0] != 0 || len(o[2]) == 0 || o[2][0] != 2 {
 		t.Fatalf("owners %v: each keeps the shard it alone holds", o)
+	}
+}
+
+// A member writing another log.kafka.topic, or under another cluster.id (a load fences only its
+// own cluster.id's transactional ids), would serve shards whose state the others read elsewhere
+// or cannot fence: it gets nothing. A member that does not say (an earlier version) is taken as
+// the same.
+func TestAssignRefusesAMemberOfAnotherTopicOrClusterID(t *testing.T) {
+	a, refused := assignOn([]joined{
+		{member: "a", meta: memberMeta{Node: 1, Shards: 4, Owned: []int32{}, Topic: "state", Cluster: "c1"}},
+		{member: "b", meta: memberMeta{Node: 2, Shards: 4, Owned: []int32{}, Topic: "other", Cluster: "c1"}},
+		{member: "c", meta: memberMeta{Node: 3, Shards: 4, Owned: []int32{}, Topic: "state", Cluster: "c2"}},
+		{member: "d", meta: memberMeta{Node: 4, Shards: 4, Owned: []int32{}}},
+	}, 4, "state", "c1")
+	if refused["a"] != "" || refused["d"] != "" || !strings.Contains(refused["b"], "log.kafka.topic=other") ||
+		!strings.Contains(refused["c"], "cluster.id=c2") {
+		t.Fatalf("refused %v, want b (topic) and c (cluster.id)", refused)
+	}
+	o := owners(t, a)
+	if len(o[1]) != 2 || len(o[4]) != 2 || len(o[2]) != 0 || len(o[3]) != 0 {
+		t.Fatalf("owners %v, want nodes 1 and 4 to share the shards", o)
 	}
 }

@@ -41,8 +41,11 @@ type Options struct {
 	Request func(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 	Group   string
 	// Self is this node as clients reach it.
-	Self              Node
-	ShardCount        int32
+	Self       Node
+	ShardCount int32
+	// Topic and ClusterID are this node's log.kafka.topic and cluster.id, told to the group
+	// (memberMeta).
+	Topic, ClusterID  string
 	Shards            Shards
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
@@ -157,6 +160,42 @@ func (m *Membership) Owner(i int32) (Node, bool) {
 		return Node{}, false
 	}
 	return a.Nodes[a.Owners[i]], true
+}
+
+// IsSelf reports whether n, a node of the latest assignment, is this node: by member id, since
+// a node refused for a node.id another node uses shares that id with the node the map lists.
+func (m *Membership) IsSelf(n Node) bool {
+	p := m.self.Load()
+	return p != nil && n.Member == *p
+}
+
+// Refused is why the group's leader gave this node nothing in the latest assignment (a
+// node.id another node uses, another offsets.topic.num.partitions, log.kafka.topic or
+// cluster.id); empty when it did not refuse it.
+func (m *Membership) Refused() string {
+	if a := m.view.Load(); a != nil {
+		return a.Refused
+	}
+	return ""
+}
+
+// LetGoOfAll stops serving every shard this node holds, keeping its membership and
+// assignment: the next heartbeat loads each assigned shard again from the state topic (the
+// topic was deleted or re-created under the node, so what the shards hold in memory is not
+// what it holds). It returns how many it let go of.
+func (m *Membership) LetGoOfAll() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), m.o.SessionTimeout)
+	defer cancel()
+	n := 0
+	for i := int32(0); i < m.o.ShardCount; i++ {
+		if m.o.Shards.Owned(i) {
+			m.o.Shards.Disown(ctx, i)
+			n++
+		}
+	}
+	return n
 }
 
 // Nodes are the nodes of the latest assignment.
@@ -277,7 +316,8 @@ func (m *Membership) held() []int32 {
 
 func (m *Membership) joinAndSync(ctx context.Context) error {
 	m.rejoin.Store(false)
-	meta := memberMeta{Node: m.o.Self.ID, Host: m.o.Self.Host, Port: m.o.Self.Port, Shards: m.o.ShardCount, Owned: m.held()}
+	meta := memberMeta{Node: m.o.Self.ID, Host: m.o.Self.Host, Port: m.o.Self.Port, Shards: m.o.ShardCount, Owned: m.held(),
+		Topic: m.o.Topic, Cluster: m.o.ClusterID}
 	if meta.Owned == nil {
 		meta.Owned = []int32{}
 	}
@@ -359,7 +399,7 @@ func (m *Membership) lead(jr *kmsg.JoinGroupResponse) []kmsg.SyncGroupRequestGro
 		}
 		members = append(members, joined{member: mem.MemberID, meta: meta})
 	}
-	a, refused := assign(members, m.o.ShardCount)
+	a, refused := assignOn(members, m.o.ShardCount, m.o.Topic, m.o.ClusterID)
 	for member, why := range refused {
 		m.lg.Error("a coordinatord node gets no shards", zap.String("member", member), zap.String("reason", why))
 	}

@@ -98,3 +98,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// LetGoOfAll (the state topic was deleted under the node) drops every shard the node holds and
+// keeps the membership: the next beat loads each assigned shard again, from the topic.
+func TestLetGoOfAllReloadsEveryAssignedShard(t *testing.T) {
+	g := &fakeGroup{}
+	shards := newHeldShards()
+	m := New(Options{Request: g.request, Group: "g", Self: Node{ID: 1, Host: "10.0.0.1", Port: 9092}, ShardCount: 4,
+		Shards: shards, SessionTimeout: time.Minute, HeartbeatInterval: 10 * time.Millisecond, RebalanceTimeout: time.Minute})
+	m.Start()
+	t.Cleanup(func() { m.Close(context.Background()) })
+	all := func(loads int) func() bool {
+		return func() bool {
+			for i := int32(0); i < 4; i++ {
+				if !shards.Owned(i) || shards.loads(i) < loads {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	waitFor(t, "the first assignment's loads", all(1))
+	if n := m.LetGoOfAll(); n != 4 {
+		t.Fatalf("let go of %d shards, want 4", n)
+	}
+	waitFor(t, "every shard loaded again", all(2))
+}

@@ -50,6 +50,25 @@ func startGateway(t *testing.T, sets ...string) *gateway {
 	return g
 }
 
+// startGatewayUnready starts a gateway and returns once it logged its start, without waiting
+// for /readyz: for a node that is expected never to be ready.
+func startGatewayUnready(t *testing.T, sets ...string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, DataDir: t.TempDir(), sets: sets}
+	base := freePortRange(t, 11)
+	g.Addr = "127.0.0.1:" + strconv.Itoa(base)
+	g.PortMin, g.PortMax = base+1, base+10
+	select {
+	case line := <-g.spawn():
+		g.Admin = line["admin"].(string)
+	case <-g.exited:
+		t.Fatalf("coordinatord exited before starting: %v", g.cmd.ProcessState)
+	case <-time.After(60 * time.Second):
+		t.Fatal("coordinatord did not start within 60s")
+	}
+	return g
+}
+
 // startStandalone starts coordinatord on its embedded defaults: no upstream, no broker ports.
 func startStandalone(t *testing.T, sets ...string) *gateway {
 	t.Helper()
@@ -126,6 +145,19 @@ func (g *gateway) spawn() <-chan map[string]any {
 		}
 	})
 	return started
+}
+
+// loggedAt is the time of the first log line with the message.
+func (g *gateway) loggedAt(msg string) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.logs {
+		if l["msg"] == msg {
+			ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(l["ts"]))
+			return ts, err == nil
+		}
+	}
+	return time.Time{}, false
 }
 
 // logCount is how many log lines of every run so far have the message.

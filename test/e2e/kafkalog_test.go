@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +87,10 @@ func TestKafkaLogBackendKeepsCommittedOffsetsAcrossKill(t *testing.T) {
 }
 
 // Two nodes of one cluster.id with the same node.id: the upstream group's leader gives the
-// second no shards and it says why, while the first keeps every shard and serves on.
+// second no shards and it says why, while the first keeps every shard and serves on. The
+// second is not ready (/readyz names the refusal), and a client bootstrapped to it is sent to
+// the first for the group: before, it answered 200, listed itself under the shared id in
+// Metadata and FindCoordinator, and every commit through it got NOT_COORDINATOR for good.
 func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	t.Parallel()
 	requireE2E(t)
@@ -120,7 +127,7 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	if err := commit(firstAdm, 10); err != nil {
 		t.Fatal(err)
 	}
-	second := startGateway(t, sets...)
+	second := startGatewayUnready(t, sets...)
 	const refused = "the upstream group's leader gave this node no shards; fix the configuration"
 	deadline := time.Now().Add(30 * time.Second)
 	for second.logCount(refused) == 0 {
@@ -138,6 +145,32 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	if err := commit(firstAdm, 20); err != nil {
 		t.Fatalf("the first node stopped serving: %v", err)
 	}
+	resp, err := http.Get("http://" + second.Admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "node.id "+strconv.Itoa(nodeID)+" is used by another coordinatord node") {
+		t.Fatalf("the refused node's /readyz answers %d: %s", resp.StatusCode, body)
+	}
+	secondAdm := client(second)
+	meta, err := secondAdm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range meta.Brokers {
+		if b.NodeID == nodeID && net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) != first.Addr {
+			t.Fatalf("the refused node lists node %d at %s:%d, the first node is at %s", nodeID, b.Host, b.Port, first.Addr)
+		}
+	}
+	// Java's client dials the address FindCoordinator names, kgo the broker of its id.
+	if c := secondAdm.FindGroupCoordinators(ctx, group)[group]; c.Err != nil || net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) != first.Addr {
+		t.Fatalf("the refused node names %d at %s:%d as the group's coordinator (%v), the first node is at %s", c.NodeID, c.Host, c.Port, c.Err, first.Addr)
+	}
+	if err := commit(secondAdm, 30); err != nil {
+		t.Fatalf("a client bootstrapped to the refused node cannot commit: %v", err)
+	}
 	got, err := firstAdm.FetchOffsets(ctx, group)
 	if err == nil {
 		err = got.Error()
@@ -145,8 +178,147 @@ func TestKafkaLogBackendDuplicateNodeIDGetsNoShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, ok := got.Lookup(topic, 0); !ok || o.At != 20 {
-		t.Fatalf("the first node reads %v (found %v), want 20", o.At, ok)
+	if o, ok := got.Lookup(topic, 0); !ok || o.At != 30 {
+		t.Fatalf("the first node reads %v (found %v), want 30", o.At, ok)
+	}
+}
+
+// A node started with another cluster.id on a state topic that a running node writes (a typo in
+// one node's cluster.id, log.kafka.topic left at its default on both) refuses to start, naming
+// the topic and the cluster.id its nodes have. Before the check it joined a group of its own,
+// was given every shard, and both nodes acknowledged commits of one group, each from its own
+// state: the first node's load fences only transactional ids of its own cluster.id, so neither
+// was fenced, and the group's committed offset depended on the node asked.
+func TestKafkaLogBackendNodeOfAnotherClusterIDRefusesTheTopic(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	run := time.Now().UnixNano()
+	state := fmt.Sprintf("state-%d", run)
+	sets := func(cluster string) []string {
+		return append([]string{"log.backend=kafka", "log.kafka.topic=" + state, "cluster.id=" + cluster,
+			"offsets.topic.num.partitions=2", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"}, scaleOutTimings...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := startGateway(t, sets(fmt.Sprintf("kf%d", run))...)
+	topic := fmt.Sprintf("kf-topic-%d", run)
+	kc, err := kgo.NewClient(kgo.SeedBrokers(first.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: -1})
+	if res, err := adm.CommitOffsets(ctx, "kf-group", offs); err != nil || res.Error() != nil {
+		t.Fatal(err, res.Error())
+	}
+
+	other := fmt.Sprintf("kx%d", run)
+	base := freePortRange(t, 3)
+	args := []string{"serve", "--set", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", base), "--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs=" + t.TempDir(), "--set", "node.id=" + strconv.Itoa(nodeID+1), "--set", "shutdown.timeout.ms=5000",
+		"--set", "upstream.bootstrap.servers=" + upstreamAddr, "--set", fmt.Sprintf("gateway.broker.port.range=%d-%d", base+1, base+2)}
+	for _, s := range sets(other) {
+		args = append(args, "--set", s)
+	}
+	// The refusal comes before any load; a node that started instead is stopped at the deadline.
+	nctx, ncancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ncancel()
+	cmd := exec.CommandContext(nctx, binaryPath, args...)
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || nctx.Err() != nil {
+		t.Fatalf("a node of cluster.id %s started on the state topic of cluster.id kf%d (%v):\n%s", other, run, err, tail(out, 4000))
+	}
+	if cmd.ProcessState.ExitCode() == 66 {
+		t.Fatalf("the race detector halted coordinatord (exit 66), not the cluster.id check:\n%s", out)
+	}
+	want := fmt.Sprintf("log.kafka.topic %s is written by the live coordinatord nodes of cluster.id kf%d", state, run)
+	if !strings.Contains(string(out), want) || strings.Contains(string(out), "coordinatord started") {
+		t.Fatalf("no refusal naming the topic and its cluster.id (%q):\n%s", want, tail(out, 4000))
+	}
+	if n := metric(first, "coordinatord_membership_shards_owned"); n != 2 {
+		t.Fatalf("the first node owns %v shards, want both", n)
+	}
+}
+
+// The state topic deleted upstream under a running node (kafka-topics.sh --delete): the group
+// state it held is gone. The node says so and stops serving what its shards still held in
+// memory: every shard loads again, is not ready while the topic is missing, and serves what the
+// topic holds once it exists again (here created anew: nothing). Before, a shard that wrote
+// nothing went on answering the deleted commits, /readyz 200, until some write failed, and a
+// shard that reloaded meanwhile answered none: what a group read depended on its shard's history.
+func TestKafkaLogBackendStateTopicDeletedUpstreamIsNotServedFromMemory(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	run := time.Now().UnixNano()
+	state := fmt.Sprintf("state-%d", run)
+	g := startGateway(t, append([]string{"log.backend=kafka", "log.kafka.topic=" + state, fmt.Sprintf("cluster.id=kd%d", run),
+		"offsets.topic.num.partitions=2", "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1",
+		"upstream.metadata.max.age.ms=300"}, scaleOutTimings...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("kd-topic-%d", run)
+	const group = "kd-group"
+	kc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: -1})
+	if res, err := adm.CommitOffsets(ctx, group, offs); err != nil || res.Error() != nil {
+		t.Fatal(err, res.Error())
+	}
+	up, err := kgo.NewClient(kgo.SeedBrokers(upstreamAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	upAdm := kadm.NewClient(up)
+	if _, err := upAdm.DeleteTopics(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	const deleted = "the state topic was deleted upstream: the group state it held is gone; every shard of this node loads again from the topic, " +
+		"once it exists again (a node creates it at start, compacted with offsets.topic.num.partitions partitions)"
+	deadline := time.Now().Add(30 * time.Second)
+	for g.logCount(deleted) == 0 || ready(g) {
+		if time.Now().After(deadline) {
+			got, _ := adm.FetchOffsets(ctx, group)
+			o, _ := got.Lookup(topic, 0)
+			t.Fatalf("30s after the state topic was deleted the node did not say so (%d lines) or is ready (%v); it reads offset %d",
+				g.logCount(deleted), ready(g), o.At)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Created again as a node creates it at start: the shards load it, empty.
+	if _, err := upAdm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, state); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for !ready(g) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not serve again within 60s of the state topic's re-creation")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = got.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup(topic, 0); ok && o.At >= 0 {
+		t.Fatalf("after the state topic's re-creation the node still reads offset %d of the deleted topic", o.At)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +35,8 @@ type scaleOut struct {
 	nodes map[int32]*gateway
 	topic string
 	sets  []string
+	// shards is offsets.topic.num.partitions: scaleOutShards unless extra keys set it.
+	shards float64
 }
 
 // add starts one more node.
@@ -48,7 +52,16 @@ func startScaleOut(t *testing.T, n int, extra ...string) *scaleOut {
 	sets := append(append([]string{"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=so%d", run),
 		fmt.Sprintf("offsets.topic.num.partitions=%d", scaleOutShards), "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
 		scaleOutTimings...), extra...)
-	s := &scaleOut{t: t, nodes: map[int32]*gateway{}, topic: fmt.Sprintf("so-topic-%d", run), sets: sets}
+	s := &scaleOut{t: t, nodes: map[int32]*gateway{}, topic: fmt.Sprintf("so-topic-%d", run), sets: sets, shards: scaleOutShards}
+	for _, kv := range extra {
+		if v, ok := strings.CutPrefix(kv, "offsets.topic.num.partitions="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.shards = float64(n)
+		}
+	}
 	for i := 0; i < n; i++ {
 		s.add(int32(2001 + i))
 	}
@@ -156,7 +169,7 @@ func (s *scaleOut) waitSpread(within time.Duration, live ...int32) {
 			}
 			total += owned
 		}
-		if settled && total == scaleOutShards {
+		if settled && total == s.shards {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -1204,4 +1217,172 @@ func TestScaleOutFencedShardIsReloadedByItsOwner(t *testing.T) {
 	if o, ok := got.Lookup(s.topic, 0); !ok || o.At != last {
 		t.Fatalf("after the reload the group reads %v (found %v), want %d: the last acknowledged commit", o.At, ok, last)
 	}
+}
+
+// Group configs through any node, as Kafka's admin client sends them: IncrementalAlterConfigs
+// and DescribeConfigs of a GROUP resource go to any broker (Kafka keeps group configs in the
+// cluster's metadata), and kafka-configs.sh --describe --entity-type groups lists them with one
+// ListConfigResources. Here each group's configs live in its shard. Before the fix a node not
+// owning the group's shard answered NOT_COORDINATOR, which the admin client does not retry for
+// a config resource (kafka-configs.sh failed with "This is not the correct coordinator" on two
+// nodes in three), and ListConfigResources failed on every node with NOT_COORDINATOR at the
+// first shard it did not own.
+func TestScaleOutGroupConfigsThroughAnyNode(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	s := startScaleOut(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ids := s.ids()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	// A group of each node's, so that every node is asked for groups it does not own.
+	groups := map[int32]string{}
+	for i := 0; len(groups) < len(ids); i++ {
+		g := fmt.Sprintf("cfg-group-%d", i)
+		if owner := coordinatorOf(ctx, t, adm, g); groups[owner] == "" {
+			groups[owner] = g
+		}
+	}
+	value := func(g string) string { return strconv.Itoa(45000 + 1000*int(shard.For(g, scaleOutShards))) }
+	var names []string
+	for _, owner := range ids {
+		g := groups[owner]
+		names = append(names, g)
+		// Set through a node that does not own it.
+		via := ids[(slices.Index(ids, owner)+1)%len(ids)]
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, g
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "consumer.session.timeout.ms", kmsg.StringPtr(value(g))
+		r.Configs = append(r.Configs, c)
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, kc.Broker(int(via)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+			t.Fatalf("setting %s's config through node %d (owner %d): %v", g, via, owner, err)
+		}
+	}
+	sort.Strings(names)
+	for _, via := range ids {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		for _, g := range names {
+			r := kmsg.NewDescribeConfigsRequestResource()
+			r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, g
+			r.ConfigNames = []string{"consumer.session.timeout.ms"}
+			req.Resources = append(req.Resources, r)
+		}
+		resp, err := req.RequestWith(ctx, kc.Broker(int(via)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range resp.Resources {
+			if err := kerr.ErrorForCode(r.ErrorCode); err != nil || r.ResourceName != names[i] || len(r.Configs) != 1 || r.Configs[0].Value == nil || *r.Configs[0].Value != value(names[i]) {
+				t.Fatalf("node %d describes %s: %v %+v, want consumer.session.timeout.ms=%s", via, names[i], err, r.Configs, value(names[i]))
+			}
+		}
+		lreq := kmsg.NewPtrListConfigResourcesRequest()
+		lreq.ResourceTypes = []int8{int8(kmsg.ConfigResourceTypeGroupConfig)}
+		lresp, err := lreq.RequestWith(ctx, kc.Broker(int(via)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var listed []string
+		for _, c := range lresp.ConfigResources {
+			listed = append(listed, c.Name)
+		}
+		if err := kerr.ErrorForCode(lresp.ErrorCode); err != nil || !slices.Equal(listed, names) {
+			t.Fatalf("node %d lists group config resources %v (%v), want %v", via, listed, err, names)
+		}
+	}
+	// What an operator runs, bootstrapped to one node.
+	out := kafkaTool(t, "org.apache.kafka.tools.ConfigCommand", s.nodes[ids[0]].Addr, "--describe", "--entity-type", "groups")
+	for _, g := range names {
+		if want := fmt.Sprintf("consumer.session.timeout.ms=%s", value(g)); !strings.Contains(out, "group "+g+" are:\n  "+want) {
+			t.Fatalf("kafka-configs.sh --describe --entity-type groups does not show %s with %s:\n%s", g, want, out)
+		}
+	}
+}
+
+// A node stopped with SIGTERM hands its shards over cleanly even with the peer probes on: it
+// keeps its listener's port bound (no longer accepting) until it has closed its shards and left
+// the group, so the others' probes are never refused and do not take it for dead. Before, its
+// closed port had a peer remove it while it was still closing its shards (about a second for
+// 16 shards): it was dropped mid-close, rejoined the group while stopping, its releases failed
+// and the new owners fenced it. The probes run every 10 ms here so that the race is lost every
+// time before the fix.
+func TestScaleOutStoppedNodeIsNotTakenForDeadByTheProbes(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	// 40 shards: closing a node's 20 takes long enough for two probes at 10 ms.
+	s := startScaleOut(t, 2, "log.kafka.peer.probe.interval.ms=10", "offsets.topic.num.partitions=40")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ids := s.ids()
+	stopped, other := ids[0], ids[1]
+	_, adm := s.clientWithTopic(ctx, t)
+	var group string
+	for i := 0; group == ""; i++ {
+		if g := fmt.Sprintf("sp-group-%d", i); coordinatorOf(ctx, t, adm, g) == stopped {
+			group = g
+		}
+	}
+	c := newCommitter(t, group, s.topic, s.addrs(other))
+	c.runUntilAcked(ctx, t)()
+	g := s.nodes[stopped]
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	// Dial the stopping node's port as the probes do, until it exits: the first refusal must
+	// come after it left the group.
+	var refused time.Time
+	for exited := false; !exited; {
+		select {
+		case <-g.exited:
+			exited = true
+		case <-time.After(30 * time.Second):
+			t.Fatal("the node did not stop within 30s of SIGTERM")
+		case <-time.After(2 * time.Millisecond):
+			if c, err := net.DialTimeout("tcp", g.Addr, time.Second); err == nil {
+				c.Close()
+			} else if refused.IsZero() && errors.Is(err, syscall.ECONNREFUSED) {
+				refused = time.Now()
+			}
+		}
+	}
+	left, ok := g.loggedAt("left the upstream group")
+	if !ok {
+		t.Fatal("the stopped node did not leave the upstream group")
+	}
+	if !refused.IsZero() && refused.Before(left) {
+		t.Errorf("the stopping node's port refused connections at %v, %v before it left the upstream group",
+			refused.Format(time.RFC3339Nano), left.Sub(refused))
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for metric(s.nodes[other], "coordinatord_membership_shards_owned") != s.shards || !ready(s.nodes[other]) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other node did not take the stopped node's shards within 40s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := g.logCount("the upstream group dropped this node; stopped serving its shards, rejoining"); n != 0 {
+		t.Errorf("the stopping node was dropped from the upstream group %d times", n)
+	}
+	if n := metric(s.nodes[other], "coordinatord_membership_peers_removed_total"); n != 0 {
+		t.Errorf("the other node removed %v nodes it took for dead", n)
+	}
+	if n := s.nodes[other].logCount("fenced an earlier owner of the shard that had not released it"); n != 0 {
+		t.Errorf("the other node fenced the stopped node %d times: it had not released its shards", n)
+	}
+	oc, err := kgo.NewClient(kgo.SeedBrokers(s.nodes[other].Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+	checkNoAckLost(ctx, t, kadm.NewClient(oc), []*committer{c}, s.topic)
 }

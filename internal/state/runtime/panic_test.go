@@ -278,3 +278,30 @@ func TestReplayErrorDuringLoadFailsShard(t *testing.T) {
 		t.Fatalf("read on a shard whose log does not replay: %v, want ErrFailed", err)
 	}
 }
+
+// A FAILED shard that its owner reloads (log.backend=kafka: the membership, at the next
+// heartbeat) says so; only a shard nothing reloads asks for a restart. An operator told to
+// restart a node whose shard the membership was about to reload would move every shard it holds.
+func TestFailedLineSaysWhoReloadsTheShard(t *testing.T) {
+	b := memlog.New()
+	seed := New(Options[*counters]{Shard: 3, New: newCounters, Backend: b})
+	seed.Start()
+	waitState(t, seed, StateActive)
+	if _, err := seed.Write(context.Background(), set("boom", 1)); err != nil {
+		t.Fatal(err)
+	}
+	seed.Close(context.Background())
+	for reloaded, want := range map[bool]string{
+		false: "shard FAILED: its groups get NOT_COORDINATOR until the process is restarted",
+		true:  "shard FAILED: its groups get NOT_COORDINATOR until this node loads it again, at its next heartbeat to the upstream group if the shard is still assigned to it",
+	} {
+		core, logs := observer.New(zapcore.ErrorLevel)
+		s := New(Options[*bomb]{Shard: 3, New: newBomb, Backend: b, Logger: zap.New(core), ReloadedByOwner: reloaded})
+		s.Start()
+		waitBombState(t, s, StateFailed)
+		s.Close(context.Background())
+		if n := logs.FilterMessage(want).Len(); n != 1 {
+			t.Errorf("ReloadedByOwner=%v: %d lines %q; logged %v", reloaded, n, want, logs.All())
+		}
+	}
+}

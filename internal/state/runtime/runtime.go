@@ -147,6 +147,10 @@ type Options[M Machine] struct {
 	// waits for the pending records of every key in a scope. It must be a pure function of the
 	// key, and cheap (it runs for every record appended); the result may alias the key.
 	Scope func(key []byte) []byte
+	// ReloadedByOwner: something outside reloads a FAILED shard (log.backend=kafka: the
+	// membership, at the next heartbeat); the FAILED line says so instead of asking for a
+	// restart.
+	ReloadedByOwner bool
 }
 
 // Shard is one running shard.
@@ -961,8 +965,11 @@ func (s *Shard[M]) abandon(err error) {
 // that whoever sees the FAILED state or a failed request also finds the metric and the log line.
 func (s *Shard[M]) fail(err error, fields ...zap.Field) {
 	s.m.failures.WithLabelValues(s.opts.Kind).Inc()
-	s.lg.Error("shard FAILED: its groups get NOT_COORDINATOR until the process is restarted",
-		append([]zap.Field{zap.Error(err)}, fields...)...)
+	msg := "shard FAILED: its groups get NOT_COORDINATOR until the process is restarted"
+	if s.opts.ReloadedByOwner {
+		msg = "shard FAILED: its groups get NOT_COORDINATOR until this node loads it again, at its next heartbeat to the upstream group if the shard is still assigned to it"
+	}
+	s.lg.Error(msg, append([]zap.Field{zap.Error(err)}, fields...)...)
 	s.setState(StateFailed)
 	s.abandon(fmt.Errorf("shard %d: %w", s.opts.Shard, ErrFailed))
 	s.closeLog()

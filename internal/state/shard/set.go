@@ -108,6 +108,9 @@ func NewSet(o SetOptions) *Set {
 			LoadSlots:    o.LoadSlots,
 			CompactEvery: o.CompactEvery,
 			Scope:        RecordScope,
+			// With Deferred the membership owns the shard's lifecycle and reloads a
+			// FAILED shard it is assigned.
+			ReloadedByOwner: o.Deferred,
 			OnLoaded: func(c *runtime.Ctx[*Machine], m *Machine) {
 				if m.UnknownKinds > 0 && lg != nil {
 					lg.Warn("skipped records of unknown kinds (written by a newer version?)", zap.Int32("shard", c.ShardID()), zap.Int("records", m.UnknownKinds))
