@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A Kafka Streams application started a moment before its source topic is created (a
@@ -61,4 +62,49 @@ func (a *streamsApp) waitLogged(text string, within time.Duration) {
 			a.t.Fatalf("%s did not log %q within %s", a.name, text, within)
 		}
 	}
+}
+
+// An online upgrade the operator abandons: the word count (exactly_once_v2) runs as two classic
+// instances, a third starts with group.protocol=streams and turns the group into a streams
+// group, then that instance is stopped again. With group.streams.migration.policy=upgrade (or a
+// topology description held by the plugin, which refuses the downgrade the same way) the group
+// stays a streams group of the two classic instances; they must take over the tasks the streams
+// instance held. They were never asked to rejoin, so those tasks were processed by nobody (the
+// group stayed Assigning, its target one epoch behind) until an instance restarted.
+func TestGateway_StreamsUpgradeAbandonedWithoutDowngradeKeepsEveryTaskRunning(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	wordCountClasspath(t)
+	g := startGateway(t, "group.initial.rebalance.delay.ms=0", "group.streams.initial.rebalance.delay.ms=0",
+		"group.streams.assignment.interval.ms=0", "group.streams.migration.policy=upgrade")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	r := newWordCountRun(t, ctx, g.Addr)
+	start := func(name, protocol string) *streamsApp {
+		a := startWordCount(t, name, g.Addr, r.appID, r.in, r.out, protocol, "exactly_once_v2")
+		a.waitState("RUNNING", 2*time.Minute)
+		return a
+	}
+	input := produceContinuously(ctx, newClient(t, g.Addr), r.in, 10, 200*time.Millisecond, 3000)
+	caughtUp := func(step string) {
+		t.Helper()
+		expected, batches := input.snapshot(t)
+		waitCommittedCountsAtLeast(t, ctx, g.Addr, r.out, expected)
+		t.Logf("%s: the committed output reflects the first %d batches", step, batches)
+	}
+	c1, c2 := start("classic-1", "classic"), start("classic-2", "classic")
+	caughtUp("2 classic instances")
+	s3 := start("streams-3", "streams")
+	waitStreamsMembers(t, ctx, r.cl, r.appID, 3, 2)
+	waitEveryMemberHolds(t, ctx, r.cl, r.appID, 3, "active", func(a kmsg.StreamsAssignment) []kmsg.TaskIDs { return a.ActiveTasks })
+	caughtUp("a streams instance joined the classic ones")
+	s3.stop()
+	waitStreamsMembers(t, ctx, r.cl, r.appID, 2, 2)
+	caughtUp("the streams instance stopped, the group stays a streams group")
+	expected, batches := input.finish(t)
+	waitCommittedCounts(t, ctx, g.Addr, r.out, expected)
+	t.Logf("exact counts of %d batches", batches)
+	c1.stop()
+	c2.stop()
+	checkNoTaskProcessedTwice(t, c1, c2, s3)
 }
