@@ -382,13 +382,20 @@ func (s *State) ClassicSync(group, member string, instance *string, generation i
 // the target epoch, owes a revocation, or waits for partitions that are free by now, so that
 // it rejoins; the first such answer arms its join timer (the rebalance timeout; later answers
 // leave it running), which removes the member unless a JoinGroup comes first.
-func (s *State) ClassicHeartbeat(group, member string, instance *string, generation int32) (int16, []TimerAction) {
+//
+// Unlike Kafka 4.4 it also does so when the group has classic members only, its epoch is ahead
+// of the target and a target is due (assignmentDue): only a heartbeat or a join computes one, so
+// in a group left with classic members alone (the last consumer-protocol member gone while the
+// policy refuses the downgrade) Kafka leaves the departed member's partitions unassigned for
+// good. While a consumer-protocol member remains its heartbeat computes the target, as in Kafka.
+func (s *State) ClassicHeartbeat(group, member string, instance *string, generation int32, cfg Config, now time.Time) (int16, []TimerAction) {
 	g, m, code := s.classicMember(group, member, instance, generation)
 	if code != 0 {
 		return code, nil
 	}
 	timers := []TimerAction{{Kind: SessionTimer, Group: group, Member: member, After: time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond}}
-	if m.Epoch < g.AssignmentEpoch || m.State == UnrevokedPartitions || (m.State == UnreleasedPartitions && !g.waitingOnUnreleased(m)) {
+	targetDue := g.Epoch > g.AssignmentEpoch && g.classicOnly() && assignmentDue(g, cfg, now.UnixMilli())
+	if m.Epoch < g.AssignmentEpoch || targetDue || m.State == UnrevokedPartitions || (m.State == UnreleasedPartitions && !g.waitingOnUnreleased(m)) {
 		timers = append(timers, TimerAction{Kind: JoinTimer, Group: group, Member: member, IfAbsent: true,
 			After: time.Duration(max(m.RebalanceTimeoutMs, 0)) * time.Millisecond})
 		return kerr.RebalanceInProgress.Code, timers
@@ -589,4 +596,14 @@ func (s *State) Snapshot(group string) Catalog {
 		return g.soft.snap
 	}
 	return nil
+}
+
+// classicOnly reports whether every member of the group uses the classic protocol.
+func (g *Group) classicOnly() bool {
+	for _, m := range g.Members {
+		if m.Classic == nil {
+			return false
+		}
+	}
+	return true
 }

@@ -620,12 +620,12 @@ func TestClassicHeartbeatWaitsForUnreleasedPartitions(t *testing.T) {
 		}
 		return nil
 	}
-	if code, timers := w.s.ClassicHeartbeat("g", "b", nil, b.Epoch); code != 0 || joinTimer(timers) != nil {
+	if code, timers := w.s.ClassicHeartbeat("g", "b", nil, b.Epoch, w.cfg, w.now); code != 0 || joinTimer(timers) != nil {
 		t.Fatalf("b's Heartbeat while a holds its partition: code %d, join timer %v", code, joinTimer(timers))
 	}
 	r := w.hb(beat("g", "a", 2, parts("t", 0, 1))) // a is asked to give one up
 	w.hb(beat("g", "a", r.Response.MemberEpoch, fromWire(r.Response.Assignment)))
-	code, timers := w.s.ClassicHeartbeat("g", "b", nil, b.Epoch)
+	code, timers := w.s.ClassicHeartbeat("g", "b", nil, b.Epoch, w.cfg, w.now)
 	if jt := joinTimer(timers); code != kerr.RebalanceInProgress.Code || jt == nil || !jt.IfAbsent || jt.After != 5*time.Second {
 		t.Fatalf("b's Heartbeat once its partition is free: code %d, join timer %+v", code, jt)
 	}
@@ -733,5 +733,52 @@ func TestHeartbeatFieldChangesAreRecorded(t *testing.T) {
 			}
 			sessionKeyOf(t, out)
 		})
+	}
+}
+
+// The last consumer-protocol member leaves a group of classic members that stays a consumer
+// group (the migration policy refuses the downgrade): its departure bumps the group epoch and
+// only a join or a heartbeat computes the next target, so the classic member is told to rejoin
+// and its join takes the departed member's partitions. Kafka 4.4 answers NONE here and leaves
+// them unassigned (seen with franz-go classic members beside a KIP-848 one that left).
+func TestClassicMemberRejoinsForTheTargetAfterTheLastConsumerMemberLeft(t *testing.T) {
+	w := newWorld(t, topics("t", 2))
+	w.hb(join("g", "a", "t"))
+	w.hb(beat("g", "a", 2, parts("t", 0, 1)))
+	classicJoin := func(member string, owned ...int32) ClassicJoinOutput {
+		t.Helper()
+		md := kmsg.NewConsumerMemberMetadata()
+		md.Version, md.Topics, md.Generation = 3, []string{"t"}, -1
+		if len(owned) > 0 {
+			md.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "t", Partitions: owned}}
+		}
+		out := w.s.ClassicJoin(ClassicJoinInput{Group: "g", MemberID: member, NewMemberID: "b", ProtocolType: "consumer",
+			Protocols:        []ClassicProtocol{{Name: "range", Metadata: md.AppendTo(nil)}},
+			SessionTimeoutMs: 10000, RebalanceTimeoutMs: 5000, Catalog: w.cat, Config: w.cfg, Now: w.now})
+		if out.Code != 0 {
+			t.Fatalf("classic join of %s: %d", member, out.Code)
+		}
+		w.apply(out.Records)
+		return out
+	}
+	classicJoin("")
+	r := w.hb(beat("g", "a", 2, parts("t", 0, 1))) // a gives up b's partition
+	w.hb(beat("g", "a", r.Response.MemberEpoch, fromWire(r.Response.Assignment)))
+	classicJoin("b")
+	b := w.s.Groups["g"].Members["b"]
+	if b.State != Stable || len(b.Assigned) != 1 {
+		t.Fatalf("b after its rejoin: %v %v", b.State, b.Assigned)
+	}
+	_, _, recs, _ := w.s.Leave("g", []LeaveIdentity{{MemberID: "a"}})
+	w.apply(recs)
+	if code, _ := w.s.ClassicHeartbeat("g", "b", nil, b.Epoch, w.cfg, w.now); code != kerr.RebalanceInProgress.Code {
+		t.Fatalf("b's Heartbeat after a left: %v, want REBALANCE_IN_PROGRESS", kerr.ErrorForCode(code))
+	}
+	var owned []int32
+	for tp := range b.Assigned {
+		owned = append(owned, tp.Partition)
+	}
+	if out := classicJoin("b", owned...); len(out.Member.Assigned) != 2 {
+		t.Fatalf("b's rejoin after a left: %v, want both partitions", out.Member.Assigned)
 	}
 }

@@ -175,8 +175,9 @@ func SyncGroupWith(cfg classic.Config, req classic.SyncRequest, sx StreamsContex
 func Heartbeat(cfg classic.Config, group, member string, instance *string, generation int32) runtime.WriteOp[*Machine] {
 	return func(c *runtime.Ctx[*Machine], m *Machine) runtime.Result {
 		if m.Streams.HasClassicPath(group) { // spec online-migration §4.4
-			res := m.Streams.ClassicHeartbeat(group, member, instance, generation, c.Scheduled)
-			applyStreamsTimers(c, res.Timers, m.streamsConfigFor(group, m.streamsBase()))
+			scfg := m.streamsConfigFor(group, m.streamsBase())
+			res := m.Streams.ClassicHeartbeat(group, member, instance, generation, scfg, c.Now(), c.Scheduled)
+			applyStreamsTimers(c, res.Timers, scfg)
 			groupReads(c, group) // no records: only the session timer moves
 			return runtime.Result{Response: HeartbeatResult{Code: res.Code}}
 		}

@@ -162,8 +162,9 @@ func (m *Machine) consumerClassicSync(c *runtime.Ctx[*Machine], req classic.Sync
 
 // consumerClassicHeartbeat answers a classic member's Heartbeat.
 func (m *Machine) consumerClassicHeartbeat(c *runtime.Ctx[*Machine], group, member string, instance *string, generation int32) runtime.Result {
-	code, timers := m.Consumer.ClassicHeartbeat(group, member, instance, generation)
-	applyConsumerTimers(c, timers, m.consumerConfigFor(group, m.consumerBase()))
+	cfg := m.consumerConfigFor(group, m.consumerBase())
+	code, timers := m.Consumer.ClassicHeartbeat(group, member, instance, generation, cfg, c.Now())
+	applyConsumerTimers(c, timers, cfg)
 	groupReads(c, group) // no records: only the session timer moves
 	return runtime.Result{Response: HeartbeatResult{Code: code}}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
+	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
 	"github.com/coordinatord/coordinatord/internal/state/streams/classicproto"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -311,5 +312,59 @@ func TestMigrationRollingUpgradeAndDowngradeOfTenInstances(t *testing.T) {
 			}
 		}
 		t.Logf("%d answers checked", s.steps)
+	})
+}
+
+// A group that stays a streams group when its last streams-protocol member goes (here the
+// policy is upgrade; a topology description held by the plugin does the same) is left with
+// classic members only. The member's departure bumps the group epoch, and nothing but a
+// classic member's rejoin computes the next target then: its tasks must reach the classic
+// instances, not stay unassigned. (Seen with a Kafka Streams application through the gateway:
+// the streams instance killed, its session expired, two of the eight tasks were processed by
+// nobody until a restart.)
+func TestMigrationClassicMembersTakeOverWhenTheLastStreamsMemberGoesWithoutDowngrade(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMigrationHarness(t, assign.Sticky{}, streams.MigrationUpgrade)
+		h.cat["input"].Partitions, h.cat["app-store-changelog"].Partitions = rollingPartitions, rollingPartitions
+		h.restart()
+		s := &rollingSim{h: h}
+		proto := "stream"
+		g := &classic.Group{ID: "app", State: classic.Stable, Generation: 5, ProtocolType: "consumer", Protocol: &proto, Leader: "c0"}
+		for i := 0; i < 2; i++ {
+			in := &simInstance{process: byte(i + 1), classic: true, id: fmt.Sprintf("c%d", i), gen: 5}
+			for p := int32(i); p < rollingPartitions; p += 2 {
+				in.active = append(in.active, p)
+			}
+			s.instances = append(s.instances, in)
+			g.Members = append(g.Members, &classic.Member{ID: in.id, ClientID: "c", ClientHost: "/h", SessionTimeoutMs: 45000, RebalanceTimeout: 300000,
+				Protocols: s.member(in).protocols(t, in.active, in.active, nil), Assignment: storedAssignment(t, in.active, nil)})
+		}
+		h.writeClassic(g)
+		in := &simInstance{process: 50, id: "s0"}
+		s.instances = append(s.instances, in)
+		r := h.hb(streamsJoinAs(in))
+		if r.ErrorCode != 0 {
+			t.Fatalf("streams join: %v %v", kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+		}
+		in.gen = r.MemberEpoch
+		s.settle("s0 joined")
+		if len(in.active) == 0 {
+			t.Fatalf("s0 holds no task after the group settled: %+v", h.describe())
+		}
+		if r := h.hb(streamsBeat("app", "s0", -1)); r.ErrorCode != 0 {
+			t.Fatalf("s0 leaves: %+v", r)
+		}
+		s.instances = s.instances[:2]
+		if _, sg := h.groupTypes(); !sg {
+			t.Fatal("with policy upgrade the group stays a streams group")
+		}
+		s.settle("s0 left")
+		held := 0
+		for _, in := range s.instances {
+			held += len(in.active)
+		}
+		if held != rollingPartitions {
+			t.Fatalf("after s0 left the classic instances run %d of %d tasks: %+v", held, rollingPartitions, h.describe())
+		}
 	})
 }

@@ -329,8 +329,13 @@ func (s *State) ClassicSync(group, member string, instance *string, generation i
 		cancelTimer(ClassicSyncTimer, g.ID, m.ID), classicTimer(ClassicSessionTimer, g.ID, m.ID, m.Classic.SessionTimeoutMs)}}
 }
 
-// ClassicHeartbeat runs a Heartbeat against a streams group (§4.4).
-func (s *State) ClassicHeartbeat(group, member string, instance *string, generation int32, scheduled func(string) bool) ClassicResult {
+// ClassicHeartbeat runs a Heartbeat against a streams group (§4.4). Besides §4.4's reasons, a
+// member is prompted to rejoin when the group epoch is ahead of the target and nothing delays
+// the next one (no initial delay pending, the assignment interval elapsed): a target is
+// computed only by a join or a streams member's heartbeat, so in a group of classic members
+// alone (a downgrade refused: policy, size, a description held by the plugin) the tasks of a
+// member that left or expired would otherwise stay unassigned for good.
+func (s *State) ClassicHeartbeat(group, member string, instance *string, generation int32, cfg Config, now time.Time, scheduled func(string) bool) ClassicResult {
 	g, m, code := s.classicMember(group, member, instance)
 	if code != 0 {
 		return classicErr(code, member)
@@ -340,7 +345,9 @@ func (s *State) ClassicHeartbeat(group, member string, instance *string, generat
 	}
 	out := ClassicResult{MemberID: m.ID, Generation: m.Epoch, Timers: []TimerAction{classicTimer(ClassicSessionTimer, g.ID, m.ID, m.Classic.SessionTimeoutMs)}}
 	shutdownPending := g.soft.shutdownBy != "" && !g.soft.shutdownSent[m.ID]
-	if m.Epoch < g.AssignmentEpoch || m.State == UnrevokedTasks || (m.State == UnreleasedTasks && g.grantable(m)) || shutdownPending {
+	targetDue := g.Epoch > g.AssignmentEpoch && (scheduled == nil || !scheduled(TimerKey(InitialDelayTimer, g.ID, ""))) &&
+		!assignmentHeld(g, cfg, now.UnixMilli())
+	if m.Epoch < g.AssignmentEpoch || targetDue || m.State == UnrevokedTasks || (m.State == UnreleasedTasks && g.grantable(m)) || shutdownPending {
 		out.Code = kerr.RebalanceInProgress.Code
 		if scheduled == nil || !scheduled(TimerKey(ClassicJoinTimer, g.ID, m.ID)) {
 			out.Timers = append(out.Timers, classicTimer(ClassicJoinTimer, g.ID, m.ID, m.RebalanceTimeoutMs))

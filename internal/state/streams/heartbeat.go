@@ -677,7 +677,11 @@ func (s *State) heartbeat(in HeartbeatInput) HeartbeatOutput {
 		assignedAt = now
 	}
 	var shortUntil int64
-	if r := cfg.ReconcilingHeartbeatInterval; r > 0 && r < cfg.HeartbeatInterval &&
+	// A Kafka Streams 4.4 client waits twice the last interval it was told for a missing source
+	// topic to appear before it fails the application (StreamThread's topicsReadyTimer): the
+	// short interval would cut that grace from 10 s to 1 s.
+	missingSources := configured != nil && configured.Problem != nil && configured.Problem.Code == StatusMissingSourceTopics
+	if r := cfg.ReconcilingHeartbeatInterval; r > 0 && r < cfg.HeartbeatInterval && !missingSources &&
 		(now < assignedAt+cfg.HeartbeatInterval.Milliseconds() || handingOver(g, n, view.gone, groupEpoch, targetEpoch, statuses)) {
 		resp.HeartbeatIntervalMillis = int32(r.Milliseconds())
 		shortUntil = assignedAt + cfg.HeartbeatInterval.Milliseconds()

@@ -305,6 +305,14 @@ func TestSpec5_2_ConfigureTopicsExample(t *testing.T) {
 	if c, _ := Configure(wrong, topics("src1", 2, "cl", 5)); c.Problem == nil || c.Problem.Detail != "Existing topic cl has different number of partitions: expected 2, found 5" {
 		t.Fatalf("problem %+v", c.Problem)
 	}
+	// A repartition topic created before partitions were added to its sink's input: its count
+	// is the decided one (the input's), so the existing topic is incorrectly partitioned, as in
+	// Kafka 4.4 (conformance streams_validation.txt), not taken as it is.
+	grown := TopologyFromRequest(topo(0, sub{id: "a", sources: []string{"src1"}, repSinks: []string{"rep"}}, sub{id: "b", repSources: []string{"rep"}}))
+	if c, _ := Configure(grown, topics("src1", 6, "rep", 4)); c.Problem == nil || c.Problem.Code != StatusIncorrectlyPartitionedTopics ||
+		c.Problem.Detail != "Existing topic rep has different number of partitions: expected 6, found 4" {
+		t.Fatalf("problem %+v", c.Problem)
+	}
 	// Missing source topics are abbreviated after three.
 	many := TopologyFromRequest(topo(0, sub{id: "a", sources: []string{"e", "d", "c", "b", "a"}}))
 	if c, _ := Configure(many, topics()); c.Problem.Detail != "Source topics a, b, c and 2 additional topics are missing." {

@@ -150,3 +150,43 @@ func TestReconciliationIntervalOffAnswersTheConfiguredInterval(t *testing.T) {
 		}
 	}
 }
+
+// A Kafka Streams 4.4 client fails the application once a missing source topic has been
+// reported for twice the last interval it was told. An application started just before its
+// source topic is created, or whose source topic is re-created, gets the configured interval
+// with MISSING_SOURCE_TOPICS, so that grace is Kafka's 10 s, not 1 s; once the topic is there
+// the hand-over gets the reconciliation interval again.
+func TestMissingSourceTopicsAreAnsweredTheConfiguredInterval(t *testing.T) {
+	e := newEnv(t, topics("other", 1), roundRobin{"sticky"})
+	e.cfg.ReconcilingHeartbeatInterval = 500 * time.Millisecond
+	tp := topo(0, sub{id: "s", sources: []string{"in"}})
+	missing := func(r *kmsg.StreamsGroupHeartbeatResponse) bool {
+		for _, s := range r.Status {
+			if s.StatusCode == StatusMissingSourceTopics {
+				return true
+			}
+		}
+		return false
+	}
+	r := e.hb(join("g", "m1", tp))
+	mustOK(t, r)
+	if !missing(r) || r.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("join without the source topic: interval %d, status %+v; want 5000 with MISSING_SOURCE_TOPICS", r.HeartbeatIntervalMillis, r.Status)
+	}
+	m1 := &client{id: "m1", epoch: r.MemberEpoch}
+	e.now = e.now.Add(500 * time.Millisecond)
+	if r = m1.beat(e); !missing(r) || r.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("still missing: interval %d, status %+v; want 5000 with MISSING_SOURCE_TOPICS", r.HeartbeatIntervalMillis, r.Status)
+	}
+	e.cat["in"] = topics("in", 4)["in"]
+	e.now = e.now.Add(5 * time.Second)
+	if r = m1.beat(e); missing(r) || len(m1.active["s"]) != 4 || r.HeartbeatIntervalMillis != 500 {
+		t.Fatalf("source topic created: interval %d, tasks %v, status %+v; want 500 and every task", r.HeartbeatIntervalMillis, m1.active, r.Status)
+	}
+	delete(e.cat, "in")
+	e.now = e.now.Add(1100 * time.Millisecond) // past the assignment interval
+
+	if r = m1.beat(e); !missing(r) || len(m1.active["s"]) != 0 || r.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("source topic deleted: interval %d, tasks %v, status %+v; want 5000, no task, MISSING_SOURCE_TOPICS", r.HeartbeatIntervalMillis, m1.active, r.Status)
+	}
+}

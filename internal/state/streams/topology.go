@@ -284,6 +284,16 @@ func Configure(t *Topology, cat Catalog) (*Configured, error) {
 		c, ok := counts[name]
 		return c, ok
 	}
+	// decided is a repartition topic's count: the one this computation decides from the
+	// topology's inputs, as Kafka's RepartitionTopics does, not the existing topic's. An existing
+	// repartition topic with another count (partitions added to the input since it was created)
+	// is INCORRECTLY_PARTITIONED at step 6, where Kafka 4.4 stops the application.
+	decided := func(name string) (int32, bool) {
+		if c, ok := counts[name]; ok {
+			return c, true
+		}
+		return count(name)
+	}
 	// 2. Repartition topic counts.
 	repSources := map[string]TopicInfo{}
 	for _, s := range t.Subtopologies {
@@ -369,14 +379,14 @@ func Configure(t *Topology, cat Catalog) (*Configured, error) {
 					if !same {
 						m := map[string]int32{}
 						for _, r := range reps {
-							m[r], _ = count(r)
+							m[r], _ = decided(r)
 						}
 						return &Configured{Problem: &Status{Code: StatusIncorrectlyPartitionedTopics, Detail: "Following topics do not have the same number of partitions: " + sortedCountMap(m)}}, nil
 					}
 					n = first
 				} else {
 					for _, r := range reps {
-						c, _ := count(r)
+						c, _ := decided(r)
 						n = max(n, c)
 					}
 					if n == 0 {
@@ -401,9 +411,7 @@ func Configure(t *Topology, cat Catalog) (*Configured, error) {
 				if own, ok := fixed[r]; ok && own != n {
 					return &Configured{Problem: &Status{Code: StatusIncorrectlyPartitionedTopics, Detail: fmt.Sprintf("Number of partitions [%d] of repartition topic [%s] doesn't match number of partitions [%d] of the source topic.", own, r, n)}}, nil
 				}
-				if _, exists := cat.Topic(r); !exists {
-					counts[r] = n
-				}
+				counts[r] = n
 			}
 		}
 	}
@@ -418,7 +426,7 @@ func Configure(t *Topology, cat Catalog) (*Configured, error) {
 			}
 		}
 		for _, ti := range s.RepartitionSources {
-			if c, ok := count(ti.Name); ok {
+			if c, ok := decided(ti.Name); ok {
 				n, found = max(n, c), true
 			}
 		}
@@ -432,7 +440,7 @@ func Configure(t *Topology, cat Catalog) (*Configured, error) {
 		}
 		for _, ti := range s.RepartitionSources {
 			d := ti
-			d.Partitions, _ = count(ti.Name)
+			d.Partitions, _ = decided(ti.Name)
 			cs.TopicCounts[ti.Name] = d.Partitions
 			cs.RepartitionSources = append(cs.RepartitionSources, d)
 		}
