@@ -51,7 +51,10 @@ func wantStoredGroups(t *testing.T, d *daemon, want float64, when string) {
 func TestTopologyDescription7_4_StoredGroupsGauge(t *testing.T) {
 	t.Parallel()
 	svc := newTopoService(t)
-	sets := httpPluginSettings(svc) // default check interval: no cleanup cycle runs at first
+	// Default check interval: no cleanup cycle runs at first. Member a sends no heartbeat between
+	// its join and the restart: a session as long as the test keeps it from expiring on a loaded
+	// machine, which the short cleanup interval after the restart would turn into a removal.
+	sets := append(httpPluginSettings(svc), "group.streams.session.timeout.ms=45000")
 	d := startStreamsDaemon(t, sets...)
 	createStreamsTopics(t, d.Addr, 2, "gauge-a-in-0", "gauge-b-in-0")
 	wantStoredGroups(t, d, 0, "at start")
