@@ -32,6 +32,12 @@ func newLogCommand() *cobra.Command {
 			w := cmd.OutOrStdout()
 			bad := false
 			for _, sub := range logDirs {
+				if sub == "groups" && cfg.LogBackend.Kafka() {
+					// Their log is the upstream topic, which the broker checks; the metadata
+					// shard is still here.
+					fmt.Fprintf(w, "groups: in the upstream topic %s (log.backend=kafka), not under log.dirs: not checked\n", cfg.LogBackend.Topic)
+					continue
+				}
 				dir := filepath.Join(cfg.LogDirs, sub)
 				rep, err := segment.Verify(dir)
 				if err != nil && len(rep.ShardReports) == 0 {
@@ -77,6 +83,8 @@ func newLogCommand() *cobra.Command {
 			sub := "groups"
 			if metaLog {
 				sub, shardID = "meta", 0
+			} else if cfg.LogBackend.Kafka() {
+				return fmt.Errorf("log.backend=kafka: the group shards are partitions of the upstream topic %s, not under log.dirs (kafka-console-consumer.sh reads them); --meta dumps the metadata shard", cfg.LogBackend.Topic)
 			}
 			return segment.Dump(filepath.Join(cfg.LogDirs, sub), shardID, cmd.OutOrStdout())
 		},

@@ -99,6 +99,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := checkLogBackend(segment.OSFS{}, cfg); err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -147,6 +150,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	defer st.close(log)
+	if err := recordLogBackend(segment.OSFS{}, cfg); err != nil {
+		return err
+	}
 	// The collector's headroom follows the scannable heap, not the pointer-free offset entries,
 	// except while shards load (internal/gcpace); an operator's GOGC wins. go_gc_gogc_percent
 	// shows what is in force.

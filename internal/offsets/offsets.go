@@ -686,8 +686,8 @@ func (s *State) Replay(offset int64, rec log.Record) error {
 	if err != nil {
 		return err
 	}
-	if version > commitValueNewestRead {
-		return fmt.Errorf("offset commit value version %d is newer than this build understands", version)
+	if err := records.CheckVersion(records.KindOffsetCommit, version, commitValueNewestRead); err != nil {
+		return err
 	}
 	// The metadata aliases the value's bytes too: set keeps a copy only when the topic holds no
 	// equal string already (a steady consumer commits the same metadata every time).

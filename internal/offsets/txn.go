@@ -324,8 +324,8 @@ func (s *State) replayTxnOffset(offset int64, rec log.Record) error {
 	if err != nil {
 		return err
 	}
-	if version > 1 {
-		return fmt.Errorf("txn offset value version %d is newer than this build understands", version)
+	if err := records.CheckVersion(records.KindTxnOffset, version, 1); err != nil {
+		return err
 	}
 	p := Pending{ProducerEpoch: v.Int16()}
 	p.Offset, p.LeaderEpoch, p.Metadata, p.CommitTimestamp = v.Int64(), v.Int32(), v.String(), v.Int64()
@@ -398,8 +398,8 @@ func (s *State) replayProducer(rec log.Record) error {
 	if err != nil {
 		return err
 	}
-	if version != 0 {
-		return fmt.Errorf("txn producer value version %d is newer than this build understands", version)
+	if err := records.CheckVersion(records.KindTxnProducer, version, 0); err != nil {
+		return err
 	}
 	p := Producer{Epoch: v.Int16(), CoordinatorEpoch: v.Int32(), LastTimestamp: v.Int64()}
 	if err := v.Err(); err != nil {

@@ -373,3 +373,48 @@ func TestAdminPprof(t *testing.T) {
 		t.Errorf("/metrics with pprof on: HTTP %d", code)
 	}
 }
+
+// log.backend changed on a log.dirs that holds the local group shards is refused at start, in
+// one line saying what the data is kept with and how to go on: the Kafka backend does not read
+// them, and the start would otherwise serve the metadata shard of log.dirs and not one group,
+// so every consumer would reset by auto.offset.reset. Refused before the upstream is dialed.
+func TestLogBackendOtherThanTheDataRefusesToStart(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	clusterID, _ := d.logged("coordinatord started")[0]["cluster_id"].(string)
+	adm := kadm.NewClient(d.client())
+	createTopic(t, adm, "kept", 1)
+	var o kadm.Offsets
+	o.Add(kadm.Offset{Topic: "kept", Partition: 0, At: 42, LeaderEpoch: -1})
+	if resp, err := adm.CommitOffsets(ctxT(t), "kept-group", o); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	if d.stop() != 0 {
+		t.Fatal("stop")
+	}
+	code, out, errOut := runCLI(t, "serve", "--set", "listeners=PLAINTEXT://127.0.0.1:0", "--set", "admin.listener=127.0.0.1:0",
+		"--set", "log.dirs="+d.DataDir, "--set", "cluster.id="+clusterID, "--set", "log.backend=kafka",
+		"--set", "upstream.bootstrap.servers=127.0.0.1:1", "--set", "upstream.startup.timeout.ms=2000")
+	if code == 0 || strings.Contains(out, "coordinatord started") {
+		t.Fatalf("started on the Kafka backend beside local group shards (exit %d):\n%s%s", code, out, errOut)
+	}
+	var refusal string
+	for _, line := range strings.Split(out+errOut, "\n") {
+		if strings.Contains(line, "log.backend=kafka with log.kafka.topic=__coordinatord_state is configured") {
+			refusal = line
+		}
+	}
+	if !strings.Contains(refusal, "holds the group shards of log.backend=local") || !strings.Contains(refusal, "Set log.backend=local to keep them") {
+		t.Fatalf("no line naming the data's backend and what to do:\n%s%s", out, errOut)
+	}
+	// The local backend starts on it as before, offsets and all.
+	d.logs = nil
+	d.start()
+	got, err := kadm.NewClient(d.client()).FetchOffsets(ctxT(t), "kept-group")
+	if err != nil || got.Error() != nil {
+		t.Fatalf("fetch: %v %v", err, got.Error())
+	}
+	if off, _ := got.Lookup("kept", 0); off.At != 42 {
+		t.Fatalf("offset after the refused start: %d, want 42", off.At)
+	}
+}

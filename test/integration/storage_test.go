@@ -145,3 +145,32 @@ func TestTornTailIsTruncatedAndEarlierCommitsSurvive(t *testing.T) {
 	}
 	commitN(t, adm, "g", 6)
 }
+
+// On a log.backend=kafka node log.dirs holds the metadata shard only: log verify checks it and
+// says where the group shards are, instead of failing on the missing groups directory as if
+// log.dirs were mistyped; log dump of a group shard says where to read it.
+func TestLogVerifyOnAKafkaBackendNodeChecksTheMetadataShard(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	createTopic(t, kadm.NewClient(d.client()), "t", 1)
+	if d.stop() != 0 {
+		t.Fatal("stop")
+	}
+	// What a Kafka-backend node keeps under log.dirs: no groups directory.
+	if err := os.RemoveAll(filepath.Join(d.DataDir, "groups")); err != nil {
+		t.Fatal(err)
+	}
+	kafka := []string{"--set", "log.dirs=" + d.DataDir, "--set", "log.backend=kafka", "--set", "log.kafka.topic=state",
+		"--set", "upstream.bootstrap.servers=127.0.0.1:1", "--set", "cluster.id=c"}
+	code, out, stderr := runCLI(t, append([]string{"log", "verify"}, kafka...)...)
+	if code != 0 || !strings.Contains(out, "meta shard 0:") || !strings.Contains(out, "groups: in the upstream topic state") {
+		t.Fatalf("verify on a Kafka-backend log.dirs: exit %d\n%s%s", code, out, stderr)
+	}
+	code, _, stderr = runCLI(t, append([]string{"log", "dump"}, kafka...)...)
+	if code == 0 || !strings.Contains(stderr, "partitions of the upstream topic state") {
+		t.Fatalf("dump of a group shard on a Kafka-backend log.dirs: exit %d, %q", code, stderr)
+	}
+	if code, out, stderr = runCLI(t, append([]string{"log", "dump", "--meta"}, kafka...)...); code != 0 || out == "" {
+		t.Fatalf("dump --meta: exit %d\n%s%s", code, out, stderr)
+	}
+}

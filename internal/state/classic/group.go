@@ -481,8 +481,8 @@ func decodeGroup(id string, value []byte) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	if version != 0 {
-		return nil, fmt.Errorf("value version %d is newer than this build understands", version)
+	if err := records.CheckVersion(records.KindClassicGroup, version, 0); err != nil {
+		return nil, err
 	}
 	g := &Group{ID: id}
 	g.State = GroupState(r.Int16())

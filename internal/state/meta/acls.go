@@ -57,8 +57,8 @@ func (c *Catalog) replayACL(offset int64, rec log.Record) error {
 	} else {
 		if version, _, err := records.ReadValue(rec.Value); err != nil {
 			return err
-		} else if version != 0 {
-			return fmt.Errorf("acl binding %s: unknown value version %d", b, version)
+		} else if err := records.CheckVersion(records.KindACL, version, 0); err != nil {
+			return fmt.Errorf("binding %s: %w", b, err)
 		}
 		c.acls[b] = struct{}{}
 	}

@@ -168,8 +168,8 @@ func decodeTopicValue(name string, value []byte) (*Topic, error) {
 	if err != nil {
 		return nil, err
 	}
-	if version != 0 {
-		return nil, fmt.Errorf("topic %s: unknown value version %d", name, version)
+	if err := records.CheckVersion(records.KindTopic, version, 0); err != nil {
+		return nil, fmt.Errorf("topic %s: %w", name, err)
 	}
 	t := &Topic{Name: name, ID: r.UUID(), Partitions: r.Int32(), ReplicationFactor: r.Int16()}
 	n := r.Int32()

@@ -65,8 +65,8 @@ func (c *Catalog) replayScram(rec log.Record) error {
 	if err != nil {
 		return err
 	}
-	if version != 0 {
-		return fmt.Errorf("scram credential of %s: unknown value version %d", k.user, version)
+	if err := records.CheckVersion(records.KindScramCredential, version, 0); err != nil {
+		return fmt.Errorf("user %s: %w", k.user, err)
 	}
 	cred := ScramCredential{Salt: v.Bytes(), Iterations: v.Int32(), StoredKey: v.Bytes(), ServerKey: v.Bytes()}
 	if err := v.Err(); err != nil {

@@ -204,3 +204,19 @@ func (r *Reader) Err() error {
 	}
 	return nil
 }
+
+// ErrNewerValue is wrapped by the error of a value whose version this build does not read:
+// a newer coordinatord wrote it, and the shard cannot load its log (docs/storage.md,
+// "Compatibility").
+var ErrNewerValue = errors.New("the log was written by a newer coordinatord")
+
+// CheckVersion returns an error naming the record's kind when a value's version is above the
+// newest this build reads. Every reader calls it before reading a field: a value read with
+// another version's layout would be silently wrong.
+func CheckVersion(kind Kind, version, newest uint16) error {
+	if version <= newest {
+		return nil
+	}
+	return fmt.Errorf("%s value version %d is newer than this build reads (up to %d): %w; run that version or a later one",
+		kind, version, newest, ErrNewerValue)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/offsets"
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/consumer"
+	"github.com/coordinatord/coordinatord/internal/state/records"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -340,6 +341,13 @@ func TestClassicMemberJoinsConsumerGroup(t *testing.T) {
 		h.checkOwners()
 		if code := h.cbeat(c1, j.Generation); code != 0 {
 			t.Fatalf("c1 stable: %d", code)
+		}
+		// Every consumer group kind, the classic member's included, refuses a newer value.
+		seen := refusesNewerValues(t, h.b.Records(0), replayIntoNewMachine)
+		for k := records.KindConsumerGroupMetadata; k <= records.KindConsumerClassicMember; k++ {
+			if !seen[k] {
+				t.Errorf("no %s record to raise the value version of", k)
+			}
 		}
 	})
 }

@@ -46,9 +46,12 @@ func (m *Machine) replayGroupConfig(rec log.Record) error {
 		delete(m.GroupConfigs, group)
 		return nil
 	}
-	_, v, err := records.ReadValue(rec.Value)
+	version, v, err := records.ReadValue(rec.Value)
 	if err != nil {
 		return err
+	}
+	if err := records.CheckVersion(records.KindGroupConfig, version, 0); err != nil {
+		return fmt.Errorf("group %s: %w", group, err)
 	}
 	n := v.Int32()
 	if n < 0 || int(n) > len(rec.Value) {

@@ -18,6 +18,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/state/classic"
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/log/memlog"
+	"github.com/coordinatord/coordinatord/internal/state/records"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
@@ -995,6 +996,9 @@ func TestMigrationClassicJoinsIntoMixedGroup(t *testing.T) {
 		v, _ = h.s.Write(context.Background(), Heartbeat(h.ccfg, "app", "B", &inst, 23))
 		if v.(HeartbeatResult).Code != kerr.FencedInstanceID.Code {
 			t.Fatalf("old incarnation: %v", kerr.ErrorForCode(v.(HeartbeatResult).Code))
+		}
+		if !refusesNewerValues(t, h.b.Records(0), replayIntoNewMachine)[records.KindStreamsClassicMember] {
+			t.Error("no streams_classic_member record to raise the value version of")
 		}
 	})
 }

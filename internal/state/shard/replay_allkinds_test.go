@@ -2,9 +2,13 @@ package shard
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/state/log"
 	"github.com/coordinatord/coordinatord/internal/state/log/segment"
 	"github.com/coordinatord/coordinatord/internal/state/meta"
+	"github.com/coordinatord/coordinatord/internal/state/records"
 	"github.com/coordinatord/coordinatord/internal/state/runtime"
 	"github.com/coordinatord/coordinatord/internal/state/streams"
 	"github.com/coordinatord/coordinatord/internal/state/streams/assign"
@@ -379,6 +384,17 @@ func TestReplayEquivalenceAllKindsOverSegmentLogAndCompaction(t *testing.T) {
 		}
 	}
 	check("replayed from the log")
+	seen := refusesNewerValues(t, readAll(t, dir, openStore), replayIntoNewMachine)
+	for k := range refusesNewerValues(t, readAll(t, metaDir, openSmallStore), func(r log.Record) error { return meta.NewCatalog().Replay(0, r) }) {
+		seen[k] = true
+	}
+	for _, k := range []records.Kind{records.KindOffsetCommit, records.KindTxnOffset, records.KindTxnProducer, records.KindClassicGroup,
+		records.KindStreamsGroupMetadata, records.KindStreamsMemberMetadata, records.KindStreamsTargetMetadata, records.KindStreamsTargetMember,
+		records.KindStreamsCurrentMember, records.KindStreamsTopology, records.KindTopic, records.KindGroupConfig} {
+		if !seen[k] {
+			t.Errorf("no %s record to raise the value version of", k)
+		}
+	}
 	for d, open := range map[string]func(testing.TB, string) *segment.Store{dir: openStore, metaDir: openSmallStore} {
 		before, after := compactDir(t, d, open)
 		if after >= before {
@@ -388,3 +404,51 @@ func TestReplayEquivalenceAllKindsOverSegmentLogAndCompaction(t *testing.T) {
 	}
 	check("replayed from the compacted log")
 }
+
+// readAll returns every record of shard 0 of the log in dir.
+func readAll(t *testing.T, dir string, open func(testing.TB, string) *segment.Store) []log.Record {
+	t.Helper()
+	st := open(t, dir)
+	defer st.Close()
+	l, err := st.Open(0, log.Callbacks{Durable: func(int64) {}, Failed: func(error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var out []log.Record
+	if _, err := l.Load(func(_ int64, rec log.Record) error {
+		out = append(out, log.Record{Key: slices.Clone(rec.Key), Value: slices.Clone(rec.Value)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// refusesNewerValues replays each record with its value version raised past what this build
+// reads into a fresh machine (replay): every kind must refuse it with an error that names the
+// kind and says a newer coordinatord wrote it. A value read with another version's layout
+// would be silently wrong after a downgrade (the group config record was read whatever its
+// version); the refusal fails the shard's load instead, as Kafka fails the load of a
+// __consumer_offsets partition holding an unknown record version. It returns the kinds seen.
+func refusesNewerValues(t *testing.T, recs []log.Record, replay func(log.Record) error) map[records.Kind]bool {
+	t.Helper()
+	seen := map[records.Kind]bool{}
+	for _, rec := range recs {
+		kind, _ := records.KindOf(rec.Key)
+		if len(rec.Value) < 2 {
+			continue
+		}
+		newer := slices.Clone(rec.Value)
+		binary.BigEndian.PutUint16(newer, binary.BigEndian.Uint16(newer)+0x4000)
+		err := replay(log.Record{Key: rec.Key, Value: newer})
+		if !errors.Is(err, records.ErrNewerValue) || !strings.Contains(err.Error(), kind.String()) {
+			t.Errorf("%s record with value version %d replayed with %v, want a refusal naming the kind",
+				kind, binary.BigEndian.Uint16(newer), err)
+		}
+		seen[kind] = true
+	}
+	return seen
+}
+
+func replayIntoNewMachine(r log.Record) error { return NewMachine().Replay(0, r) }

@@ -266,8 +266,8 @@ func (s *State) Replay(rec log.Record) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", kind, groupID, err)
 	}
-	if version != 0 {
-		return fmt.Errorf("%s %s: unknown value version %d", kind, groupID, version)
+	if err := records.CheckVersion(kind, version, 0); err != nil {
+		return fmt.Errorf("group %s: %w", groupID, err)
 	}
 	if g == nil {
 		g = newGroup(groupID)
