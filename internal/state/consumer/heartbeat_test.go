@@ -793,6 +793,16 @@ func TestRegexNewToTheGroupBumpsOnlyWhenItMatches(t *testing.T) {
 		if out.Response.ErrorCode != 0 || out.Response.MemberEpoch != 1 || g.Epoch != 1 || g.AssignmentEpoch != 1 || g.State() != StableGroup {
 			t.Fatalf("first member with an idle regex: %s at epoch %d, group %v at %d/%d; want everything at 1, Stable", errOf(out), out.Response.MemberEpoch, g.State(), g.Epoch, g.AssignmentEpoch)
 		}
+		// No group epoch record was written: a reload of the log finds the same group.
+		reloaded := New()
+		for _, r := range w.log {
+			if err := reloaded.Replay(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rg := reloaded.Groups["g"]; rg == nil || rg.Epoch != 1 || rg.AssignmentEpoch != 1 || rg.Members["a"] == nil || rg.Members["a"].Epoch != 1 {
+			t.Fatalf("the reloaded group differs: %+v", rg)
+		}
 		w.cat["xa"] = &meta.Topic{Name: "xa", ID: tid("xa"), Partitions: 2}
 		out = w.hb(beat("g", "a", 1, Parts{}))
 		if out.Response.MemberEpoch != 2 || !fromWire(out.Response.Assignment).Equal(parts("xa", 0, 1)) {
