@@ -446,7 +446,7 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 		memberRec = append(memberRec, classicTombstone(g.ID, m.ID))
 	}
 	if isNew || !sameMetadata(stored, m) {
-		if isNew || !sameSubscription(stored, m) || !eqPtr(stored.RackID, m.RackID) {
+		if !eqPtr(stored.RackID, m.RackID) || (isNew || !sameSubscription(stored, m)) && !onlyNewIdleRegex(g, stored, m, in.Catalog) {
 			bump = true
 		}
 	}
@@ -539,6 +539,30 @@ func (s *State) heartbeatMember(in HeartbeatInput) (HeartbeatOutput, *Member) {
 		resp.Assignment = &a
 	}
 	return HeartbeatOutput{Response: resp, Records: recs, Timers: timers, groupEpoch: groupEpoch}, n
+}
+
+// onlyNewIdleRegex reports whether the only change of m's subscription is a regex that no
+// other member of the group uses and that matches no topic. Kafka 4.4 resolves a regex new to
+// the group in the background and bumps the group epoch only if the resolution finds topics;
+// a regex matching nothing leaves the epoch alone (the member joins at the current epoch with
+// nothing). Here the regex is resolved now, so its emptiness is known now; the topics it
+// comes to match later change the metadata hash, which bumps then, as Kafka's refresh does.
+// A group's first member joining so stays at the new group's epoch 1, as on Kafka 4.4. Names
+// changed, or a regex dropped or replaced (its topics may be in the member's target), still
+// bump.
+func onlyNewIdleRegex(g *Group, stored, m *Member, cat Catalog) bool {
+	if m.SubscribedTopicRegex == "" || stored.SubscribedTopicRegex != "" || g.regexes[m.SubscribedTopicRegex] > 0 {
+		return false
+	}
+	if len(stored.SubscribedTopicNames) != len(m.SubscribedTopicNames) {
+		return false
+	}
+	for i := range m.SubscribedTopicNames {
+		if stored.SubscribedTopicNames[i] != m.SubscribedTopicNames[i] {
+			return false
+		}
+	}
+	return cat != nil && len(g.resolve(m.SubscribedTopicRegex, cat)) == 0
 }
 
 // updateMember writes a heartbeat's fields to m, a copy of the stored member.

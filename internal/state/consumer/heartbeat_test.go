@@ -288,13 +288,14 @@ func TestMetadataChangeBumps(t *testing.T) {
 	r := join("g2", "b")
 	r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, &re
 	out = w.hb(r)
-	if out.Response.ErrorCode != 0 || len(fromWire(out.Response.Assignment)) != 0 {
-		t.Fatalf("regex join: %s", errOf(out))
+	// A regex matching nothing joins a new group at its epoch 1 without a bump, as on Kafka 4.4.
+	if out.Response.ErrorCode != 0 || out.Response.MemberEpoch != 1 || len(fromWire(out.Response.Assignment)) != 0 {
+		t.Fatalf("regex join: %s at epoch %d", errOf(out), out.Response.MemberEpoch)
 	}
 	w.cat["logs"] = &meta.Topic{Name: "logs", ID: tid("logs"), Partitions: 2}
 	w.cat["slogs"] = &meta.Topic{Name: "slogs", ID: tid("slogs"), Partitions: 2} // no full match
-	out = w.hb(beat("g2", "b", 2, Parts{}))
-	if out.Response.MemberEpoch != 3 || !fromWire(out.Response.Assignment).Equal(parts("logs", 0, 1)) {
+	out = w.hb(beat("g2", "b", 1, Parts{}))
+	if out.Response.MemberEpoch != 2 || !fromWire(out.Response.Assignment).Equal(parts("logs", 0, 1)) {
 		t.Fatalf("regex after topic creation: epoch %d %v", out.Response.MemberEpoch, fromWire(out.Response.Assignment))
 	}
 	if !w.s.Subscribed("g2", "logs") || w.s.Subscribed("g2", "slogs") {
@@ -781,4 +782,98 @@ func TestClassicMemberRejoinsForTheTargetAfterTheLastConsumerMemberLeft(t *testi
 	if out := classicJoin("b", owned...); len(out.Member.Assigned) != 2 {
 		t.Fatalf("b's rejoin after a left: %v, want both partitions", out.Member.Assigned)
 	}
+}
+
+// TestRegexNewToTheGroupBumpsOnlyWhenItMatches follows Kafka 4.4, which resolves a regex new
+// to the group in the background and bumps the group epoch only when the resolution finds
+// topics (seen with raw heartbeats: a member joining with a regex that matches nothing joins
+// at the current epoch with nothing, and the epoch stays put). A regex another member already
+// uses bumps at once, as in Kafka, and so does one that matches topics, even topics the group
+// already subscribes to by name. A topic created later that the idle regex matches bumps then.
+func TestRegexNewToTheGroupBumpsOnlyWhenItMatches(t *testing.T) {
+	settled := func(t *testing.T, w *world) int32 {
+		t.Helper()
+		for range 4 {
+			for _, id := range sortedIDs(w.s.Groups["g"].Members) {
+				m := w.s.Groups["g"].Members[id]
+				w.hb(beat("g", id, m.Epoch, m.Assigned))
+			}
+		}
+		g := w.s.Groups["g"]
+		if g.State() != StableGroup || g.AssignmentEpoch != g.Epoch {
+			t.Fatalf("the group did not settle: %v at %d/%d", g.State(), g.Epoch, g.AssignmentEpoch)
+		}
+		return g.Epoch
+	}
+	regexJoin := func(member, re string) *kmsg.ConsumerGroupHeartbeatRequest {
+		r := join("g", member)
+		r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, &re
+		return r
+	}
+
+	t.Run("matching nothing", func(t *testing.T) {
+		w := newWorld(t, topics("t", 2))
+		w.hb(join("g", "a", "t"))
+		epoch := settled(t, w)
+		out := w.hb(regexJoin("b", "x.*"))
+		if out.Response.ErrorCode != 0 || out.Response.MemberEpoch != epoch || len(fromWire(out.Response.Assignment)) != 0 {
+			t.Fatalf("join with an idle regex: %s at epoch %d with %v, want epoch %d with nothing", errOf(out), out.Response.MemberEpoch, fromWire(out.Response.Assignment), epoch)
+		}
+		if g := w.s.Groups["g"]; g.Epoch != epoch || g.State() != StableGroup || !g.Members["a"].Assigned.Equal(parts("t", 0, 1)) {
+			t.Fatalf("after the join the group is %v at %d, want Stable at %d with a keeping t", g.State(), g.Epoch, epoch)
+		}
+		// The same regex again is one the group already resolved: Kafka bumps at once.
+		if out := w.hb(regexJoin("c", "x.*")); out.Response.MemberEpoch != epoch+1 || w.s.Groups["g"].Epoch != epoch+1 {
+			t.Fatalf("a second member with the regex: epoch %d, group at %d, want %d", out.Response.MemberEpoch, w.s.Groups["g"].Epoch, epoch+1)
+		}
+		epoch = settled(t, w)
+		w.cat["xa"] = &meta.Topic{Name: "xa", ID: tid("xa"), Partitions: 2}
+		out = w.hb(beat("g", "b", epoch, Parts{}))
+		if w.s.Groups["g"].Epoch != epoch+1 || out.Response.MemberEpoch != epoch+1 {
+			t.Fatalf("a topic the regex matches appeared: group at %d, b at %d, want %d", w.s.Groups["g"].Epoch, out.Response.MemberEpoch, epoch+1)
+		}
+	})
+	t.Run("the group's first member", func(t *testing.T) {
+		w := newWorld(t, topics("t", 2))
+		out := w.hb(regexJoin("a", "x.*"))
+		g := w.s.Groups["g"]
+		if out.Response.ErrorCode != 0 || out.Response.MemberEpoch != 1 || g.Epoch != 1 || g.AssignmentEpoch != 1 || g.State() != StableGroup {
+			t.Fatalf("first member with an idle regex: %s at epoch %d, group %v at %d/%d; want everything at 1, Stable", errOf(out), out.Response.MemberEpoch, g.State(), g.Epoch, g.AssignmentEpoch)
+		}
+		// No group epoch record was written: a reload of the log finds the same group.
+		reloaded := New()
+		for _, r := range w.log {
+			if err := reloaded.Replay(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rg := reloaded.Groups["g"]; rg == nil || rg.Epoch != 1 || rg.AssignmentEpoch != 1 || rg.Members["a"] == nil || rg.Members["a"].Epoch != 1 {
+			t.Fatalf("the reloaded group differs: %+v", rg)
+		}
+		w.cat["xa"] = &meta.Topic{Name: "xa", ID: tid("xa"), Partitions: 2}
+		out = w.hb(beat("g", "a", 1, Parts{}))
+		if out.Response.MemberEpoch != 2 || !fromWire(out.Response.Assignment).Equal(parts("xa", 0, 1)) {
+			t.Fatalf("a topic the regex matches appeared: a at %d with %v, want 2 with xa", out.Response.MemberEpoch, fromWire(out.Response.Assignment))
+		}
+	})
+	t.Run("an existing member adding an idle regex", func(t *testing.T) {
+		w := newWorld(t, topics("t", 2))
+		w.hb(join("g", "a", "t"))
+		epoch := settled(t, w)
+		r := beat("g", "a", epoch, w.s.Groups["g"].Members["a"].Assigned)
+		re := "x.*"
+		r.SubscribedTopicRegex = &re
+		out := w.hb(r)
+		if out.Response.ErrorCode != 0 || out.Response.MemberEpoch != epoch || w.s.Groups["g"].Epoch != epoch {
+			t.Fatalf("adding an idle regex: %s at epoch %d, group at %d, want %d", errOf(out), out.Response.MemberEpoch, w.s.Groups["g"].Epoch, epoch)
+		}
+	})
+	t.Run("matching topics already subscribed", func(t *testing.T) {
+		w := newWorld(t, topics("t", 2))
+		w.hb(join("g", "a", "t"))
+		epoch := settled(t, w)
+		if out := w.hb(regexJoin("b", "t")); out.Response.MemberEpoch != epoch+1 || w.s.Groups["g"].Epoch != epoch+1 {
+			t.Fatalf("a regex matching t: epoch %d, group at %d, want %d", out.Response.MemberEpoch, w.s.Groups["g"].Epoch, epoch+1)
+		}
+	})
 }

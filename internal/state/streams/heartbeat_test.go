@@ -1384,3 +1384,112 @@ func TestHeartbeatSeesEachCatalogSnapshot(t *testing.T) {
 		t.Fatalf("after the partition increase: epoch %d tasks %v", r.MemberEpoch, wireTasks(r.ActiveTasks))
 	}
 }
+
+// TestStaticMemberRejoinBumpsNothing: a static Streams member that leaves with epoch -2 and
+// rejoins at epoch 0 with unchanged metadata, under the member id it kept or under a new one
+// with the same instance id, takes its place back as on Kafka: same member epoch, same tasks,
+// no group epoch bump, no new target, the group Stable throughout. The consumer group's
+// replacement path counted a member rejoining under its own id out twice (fixed 2026-12); this
+// pins the streams path, where the member's tasks are also in the task-owner index under
+// the replaced id, alone and beside another member.
+func TestStaticMemberRejoinBumpsNothing(t *testing.T) {
+	for _, c := range []struct {
+		name, rejoinAs string
+		others         int
+	}{{"own id alone", "a", 0}, {"own id beside another", "a", 1}, {"new id alone", "a2", 0}, {"new id beside another", "a2", 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+			tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+			inst, pid := "instance-1", "process-a"
+			sj := func(member string) *kmsg.StreamsGroupHeartbeatRequest {
+				r := join("g", member, tp)
+				r.InstanceID, r.ProcessID = &inst, &pid
+				return r
+			}
+			mustOK(t, e.hb(sj("a")))
+			if c.others > 0 {
+				e.now = e.now.Add(2 * time.Second)
+				mustOK(t, e.hb(join("g", "b", tp)))
+			}
+			settle := func() {
+				for range 4 {
+					for _, id := range sortedMemberIDs(e.s.Groups["g"].Members) {
+						m := e.member("g", id)
+						r := owning(beat("g", id, m.Epoch), tasksOf(m.Assigned[Active]), tasksOf(m.Assigned[Standby]), tasksOf(m.Assigned[Warmup]))
+						r.InstanceID = m.InstanceID
+						mustOK(t, e.hb(r))
+					}
+				}
+			}
+			settle()
+			g := e.s.Groups["g"]
+			groupEpoch, a := g.Epoch, e.member("g", "a")
+			epoch, held := a.Epoch, a.Assigned.Clone()
+			if g.State() != StableGroup || g.AssignmentEpoch != groupEpoch || len(held[Active]) == 0 {
+				t.Fatalf("setup: group %s at %d/%d, a holds %v", g.State(), groupEpoch, g.AssignmentEpoch, held)
+			}
+			targets := map[string]Roles{}
+			for id, r := range g.Targets {
+				targets[id] = r
+			}
+
+			leave := beat("g", "a", -2)
+			leave.InstanceID = &inst
+			mustOK(t, e.hb(leave))
+			e.now = e.now.Add(time.Second)
+			r := e.hb(sj(c.rejoinAs))
+			mustOK(t, r)
+			m := e.member("g", c.rejoinAs)
+			if r.MemberEpoch != epoch || !reflect.DeepEqual(wireTasks(r.ActiveTasks), tasksOf(held[Active])) || !m.Assigned.SameTasks(held) || m.State != Stable {
+				t.Fatalf("rejoin answered epoch %d with %v (member %s), want epoch %d with %v", r.MemberEpoch, wireTasks(r.ActiveTasks), m.State, epoch, tasksOf(held[Active]))
+			}
+			settle()
+			g = e.s.Groups["g"]
+			if g.Epoch != groupEpoch || g.AssignmentEpoch != groupEpoch || g.State() != StableGroup {
+				t.Fatalf("after the rejoin the group is %s at %d/%d, want Stable at %d/%d", g.State(), g.Epoch, g.AssignmentEpoch, groupEpoch, groupEpoch)
+			}
+			if c.rejoinAs != "a" {
+				targets[c.rejoinAs] = targets["a"]
+				delete(targets, "a")
+			}
+			if len(g.Targets) != len(targets) {
+				t.Fatalf("targets %v, want %v", g.Targets, targets)
+			}
+			for id, want := range targets {
+				if !g.Targets[id].SameTasks(want) {
+					t.Fatalf("target of %s is %v, want %v", id, g.Targets[id], want)
+				}
+			}
+			if !reflect.DeepEqual(g.owners, rebuildOwners(g.Members)) {
+				t.Fatalf("task-owner index %v differs from the members' holdings %v", g.owners, rebuildOwners(g.Members))
+			}
+		})
+	}
+}
+
+// TestStaticMemberRejoiningUnderItsOwnIDWithNewMetadata: a static member rejoining under the
+// member id it kept with a changed process id bumps the group epoch once (as a process change
+// does on Kafka), and the new assignment counts it as a member: alone it gets every task.
+func TestStaticMemberRejoiningUnderItsOwnIDWithNewMetadata(t *testing.T) {
+	e := newEnv(t, topics("foo", 4), roundRobin{"sticky"})
+	tp := topo(0, sub{id: "s", sources: []string{"foo"}})
+	inst := "instance-1"
+	sj := func(process string) *kmsg.StreamsGroupHeartbeatRequest {
+		r := join("g", "a", tp)
+		r.InstanceID, r.ProcessID = &inst, &process
+		return r
+	}
+	mustOK(t, e.hb(sj("p1")))
+	groupEpoch := e.s.Groups["g"].Epoch
+	leave := beat("g", "a", -2)
+	leave.InstanceID = &inst
+	mustOK(t, e.hb(leave))
+	e.now = e.now.Add(time.Second)
+	r := e.hb(sj("p2"))
+	mustOK(t, r)
+	g := e.s.Groups["g"]
+	if g.Epoch != groupEpoch+1 || g.AssignmentEpoch != groupEpoch+1 || r.MemberEpoch != groupEpoch+1 || len(wireTasks(r.ActiveTasks)["s"]) != 4 || g.State() != StableGroup {
+		t.Fatalf("rejoin with a new process: group %s at %d/%d, member at %d with %v; want Stable at %d with all 4 tasks",
+			g.State(), g.Epoch, g.AssignmentEpoch, r.MemberEpoch, wireTasks(r.ActiveTasks), groupEpoch+1)
+	}
+}
