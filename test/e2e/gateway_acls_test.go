@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // In gateway mode with authorizer.class.name the group APIs follow the upstream cluster's ACLs:
@@ -115,9 +116,9 @@ func TestGateway_GroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
 }
 
 // Two nodes (log.backend=kafka) with authorizer.class.name, reading the upstream's ACLs only
-// every hour: an ACL deleted with kafka-acls.sh through the node that does not coordinate a
-// group stops applying on the node that does before the tool returns, as a revocation on a
-// Kafka cluster applies on every broker within milliseconds.
+// every hour: an ACL deleted through the node that does not coordinate a group stops applying
+// on the node that does before the DeleteAcls is answered, as a revocation on a Kafka cluster
+// applies on every broker within milliseconds.
 func TestGateway_ACLDeletedThroughOneNodeAppliesOnTheOther(t *testing.T) {
 	t.Parallel()
 	requireE2E(t)
@@ -165,15 +166,23 @@ func TestGateway_ACLDeletedThroughOneNodeAppliesOnTheOther(t *testing.T) {
 		t.Fatalf("alice commits in %s on node %d: %v", group, owner, err)
 	}
 
-	cmdConfig := filepath.Join(t.TempDir(), "ops.properties")
-	if err := os.WriteFile(cmdConfig, []byte("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"+
-		"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"ops\" password=\"ops-secret\";\n"), 0o600); err != nil {
+	// Sent to the node that does not coordinate the group: an admin client (kafka-acls.sh) sends
+	// DeleteAcls to whichever node it likes.
+	ops := newClient(t, s.nodes[other].Addr, scramSHA256("ops", "ops-secret"))
+	del := kmsg.NewPtrDeleteACLsRequest()
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourceName, f.ResourcePatternType = kmsg.ACLResourceTypeGroup, kmsg.StringPtr("app-"), kmsg.ACLResourcePatternTypePrefixed
+	f.Principal, f.Host, f.Operation, f.PermissionType = kmsg.StringPtr("User:alice"), kmsg.StringPtr("*"), kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	del.Filters = append(del.Filters, f)
+	resp, err := del.RequestWith(ctx, ops.Broker(int(other)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	kafkaTool(t, "org.apache.kafka.tools.AclCommand", s.nodes[other].Addr, "--command-config", cmdConfig, "--remove", "--force",
-		"--allow-principal", "User:alice", "--operation", "Read", "--group", "app-", "--resource-pattern-type", "prefixed")
+	if len(resp.Results) != 1 || resp.Results[0].ErrorCode != 0 || len(resp.Results[0].MatchingACLs) != 1 {
+		t.Fatalf("DeleteAcls through node %d: %+v", other, resp.Results)
+	}
 	if err := commit(); !errors.Is(err, kerr.GroupAuthorizationFailed) {
-		t.Fatalf("commit on node %d right after the grant was removed through node %d: %v, want GROUP_AUTHORIZATION_FAILED", owner, other, err)
+		t.Fatalf("commit on node %d right after the grant was deleted through node %d: %v, want GROUP_AUTHORIZATION_FAILED", owner, other, err)
 	}
 	if n := metric(s.nodes[other], `coordinatord_gateway_acl_change_rereads_total{result="applied",target="peer"}`); n < 1 {
 		t.Errorf("node %d counts %v notices applied by its peer, want at least 1", other, n)
