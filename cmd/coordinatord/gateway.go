@@ -122,8 +122,14 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		}
 		peerRequest = peers.Request
 	}
+	// The mirror is made once the upstream client exists, before any port serves.
+	var mirror *gateway.ACLMirror
+	var aclsReread func(context.Context) error
+	if authorizer.Enabled() {
+		aclsReread = func(ctx context.Context) error { return mirror.Reread(ctx) }
+	}
 	gw, err := gateway.New(gateway.Options{
-		GroupOwner: groupOwner, PeerRequest: peerRequest, Unlisted: st.unlisted,
+		GroupOwner: groupOwner, PeerRequest: peerRequest, Unlisted: st.unlisted, ACLsReread: aclsReread,
 		Security: sec, UpstreamClientID: g.ClientID,
 		SASLMechanisms: saslMechanisms(cfg), BrokerPortsListener: cfg.AdvertisedListeners[0].Name,
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port), Peers: st.peers,
@@ -177,7 +183,6 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		outcome := gw.TxnPeerOutcome
 		st.peerOutcome.Store(&outcome)
 	}
-	var mirror *gateway.ACLMirror
 	if authorizer.Enabled() {
 		// The upstream's ACLs are read before any port serves (broker ports start serving
 		// during Start), so that no request is decided by an empty set.

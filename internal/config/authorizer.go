@@ -61,7 +61,7 @@ var authorizerKeys = []key{
 			c.Authorizer.AllowEveryoneIfNoACL = b
 			return nil
 		}},
-	{"upstream.acls.refresh.interval.ms", "30000", "Gateway mode with authorizer.class.name: how often the upstream cluster's ACLs are read again (DescribeAcls, which coordinatord's upstream principal needs CLUSTER DESCRIBE for). A denial also reads them at once, at most once a second, so an ACL just added upstream with kafka-acls.sh applies on the client's next retry.",
+	{"upstream.acls.refresh.interval.ms", "30000", "Gateway mode with authorizer.class.name: how often the upstream cluster's ACLs are read again (DescribeAcls, which coordinatord's upstream principal needs CLUSTER DESCRIBE for). A denial also reads them at once, at most once a second, so an ACL just added upstream with kafka-acls.sh applies on the client's next retry; a CreateAcls/DeleteAcls sent through coordinatord is read at once on every node before its answer.",
 		func(c *Config, v string) (err error) {
 			c.Authorizer.UpstreamRefresh, err = parseMillis(v, 1000)
 			return

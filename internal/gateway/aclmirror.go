@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -22,7 +23,11 @@ type ACLMirrorOptions struct {
 	// loop must not turn into a DescribeAcls loop against the cluster.
 	MinGap time.Duration
 	// Timeout bounds one read.
-	Timeout    time.Duration
+	Timeout time.Duration
+	// FollowUp is how long after a read that Reread asked for the mirror reads once more: the
+	// upstream broker answering DescribeAcls may apply an ACL change a moment after the
+	// broker that answered the change did.
+	FollowUp   time.Duration
 	Logger     *zap.Logger
 	Registerer prometheus.Registerer
 }
@@ -33,6 +38,7 @@ type ACLMirrorOptions struct {
 type ACLMirror struct {
 	opts     ACLMirrorOptions
 	kick     chan struct{}
+	urgent   chan struct{} // Reread's: no MinGap, and a follow-up read
 	stop     chan struct{}
 	done     chan struct{}
 	start    sync.Once
@@ -40,6 +46,14 @@ type ACLMirror struct {
 	version  int64 // only the loop (or Load before it) writes it
 	failures prometheus.Counter
 	bindings prometheus.Gauge
+
+	// Guarded by mu: reads the loop has begun and ended, the error of the last one ended, and
+	// a channel closed (and replaced) when one ends, which Reread waits on.
+	mu        sync.Mutex
+	begun     uint64
+	ended     uint64
+	lastErr   error
+	readEnded chan struct{}
 }
 
 // NewACLMirror creates a mirror; Load reads once, Start keeps reading.
@@ -53,7 +67,11 @@ func NewACLMirror(opts ACLMirrorOptions) *ACLMirror {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	m := &ACLMirror{opts: opts, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	if opts.FollowUp <= 0 {
+		opts.FollowUp = time.Second
+	}
+	m := &ACLMirror{opts: opts, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), readEnded: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "coordinatord_gateway_upstream_acls_refresh_failures_total",
 			Help: "Reads of the upstream cluster's ACLs that failed; the bindings read last stay in force.",
@@ -123,6 +141,37 @@ func (m *ACLMirror) Denied() {
 	}
 }
 
+// Reread reads the upstream's ACLs at once, without Denied's MinGap, and returns when a read
+// begun after the call has ended, with that read's error: an ACL just created or deleted
+// upstream then decides this node's next request. Calls while a read is under way share the
+// one read after it, so a burst of changes costs one read; a second read follows FollowUp
+// later, for an upstream broker that applied the change later than the one that answered it.
+// It needs the loop (Start) and returns ctx's error, or an error once the mirror is closed.
+func (m *ACLMirror) Reread(ctx context.Context) error {
+	m.mu.Lock()
+	want := m.begun + 1
+	m.mu.Unlock()
+	select {
+	case m.urgent <- struct{}{}:
+	default:
+	}
+	for {
+		m.mu.Lock()
+		ended, err, ch := m.ended, m.lastErr, m.readEnded
+		m.mu.Unlock()
+		if ended >= want {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.done:
+			return errors.New("the upstream ACL reader has stopped")
+		}
+	}
+}
+
 // Close stops the loop and waits for it; a mirror never started cannot start afterwards. A
 // nil mirror (no authorizer) closes as a no-op.
 func (m *ACLMirror) Close() {
@@ -145,11 +194,16 @@ func (m *ACLMirror) loop() {
 	tick := time.NewTimer(m.opts.Interval)
 	defer tick.Stop()
 	last := time.Now()
+	var followUp <-chan time.Time
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-tick.C:
+		case <-followUp:
+			followUp = nil
+		case <-m.urgent:
+			followUp = time.After(m.opts.FollowUp)
 		case <-m.kick:
 			if wait := m.opts.MinGap - time.Since(last); wait > 0 {
 				select {
@@ -160,7 +214,16 @@ func (m *ACLMirror) loop() {
 			}
 		}
 		last = time.Now()
-		if err := m.Load(ctx); err != nil {
+		m.mu.Lock()
+		m.begun++
+		m.mu.Unlock()
+		err := m.Load(ctx)
+		m.mu.Lock()
+		m.ended, m.lastErr = m.begun, err
+		close(m.readEnded)
+		m.readEnded = make(chan struct{})
+		m.mu.Unlock()
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}

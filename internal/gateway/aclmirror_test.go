@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +119,86 @@ func TestACLMirrorLoadReportsUpstreamRefusal(t *testing.T) {
 	defer m.Close()
 	if err := m.Load(context.Background()); err == nil {
 		t.Fatal("Load succeeded on a refusal")
+	}
+}
+
+// Reread applies an ACL revoked upstream before it returns, though neither the interval nor a
+// denial would read again for an hour; a second read follows.
+func TestACLMirrorRereadAppliesARevocationAtOnce(t *testing.T) {
+	a := acl.New(acl.Config{Enabled: true})
+	var revoked atomic.Bool
+	var reads atomic.Int32
+	m := NewACLMirror(ACLMirrorOptions{Authorizer: a, Interval: time.Hour, MinGap: time.Hour, FollowUp: 20 * time.Millisecond,
+		Fetch: func(context.Context) ([]kmsg.DescribeACLsResponseResource, error) {
+			reads.Add(1)
+			if revoked.Load() {
+				return nil, nil
+			}
+			return []kmsg.DescribeACLsResponseResource{
+				upstreamACL(kmsg.ACLResourceTypeGroup, "g", kmsg.ACLResourcePatternTypeLiteral, "User:alice", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow),
+			}, nil
+		}})
+	if err := m.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	revoked.Store(true)
+	if err := m.Reread(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.Authorize(alice, "h", acl.ResourceGroup, "g", acl.OpRead) {
+		t.Fatal("an ACL revoked upstream is still in force after Reread returned")
+	}
+	for reads.Load() < 3 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d reads, want the follow-up read after the Reread's", reads.Load())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// A burst of ACL changes while a read is under way costs one more read, not one each: a
+// client creating ACLs in a loop must not turn into as many DescribeAcls on every node.
+func TestACLMirrorRereadsOfABurstShareOneRead(t *testing.T) {
+	var reads atomic.Int32
+	gate := make(chan struct{})
+	m := NewACLMirror(ACLMirrorOptions{Authorizer: acl.New(acl.Config{Enabled: true}), Interval: time.Hour, MinGap: time.Hour, FollowUp: time.Hour,
+		Fetch: func(context.Context) ([]kmsg.DescribeACLsResponseResource, error) {
+			if reads.Add(1) == 1 {
+				<-gate
+			}
+			return nil, nil
+		}})
+	m.Start()
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { first <- m.Reread(ctx) }()
+	for reads.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.Reread(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // let them all ask while the first read is held
+	close(gate)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("a burst of 11 changes made %d reads, want 2 (the one under way and one they share)", n)
 	}
 }

@@ -213,6 +213,9 @@ func (g *Gateway) forwardFrame(ctx context.Context, node int32, c *wire.Conn, h 
 	if h.Key == 19 || h.Key == 20 || h.Key == 37 {
 		g.afterTopicChange(ctx, h, frame, out)
 	}
+	if (h.Key == 30 || h.Key == 31) && out != nil {
+		g.afterACLChange(ctx, h, out)
+	}
 	if out != nil {
 		raw := out
 		var md *kmsg.MetadataResponse

@@ -58,6 +58,10 @@ type Options struct {
 	// node's shard are passed to it (configs.go).
 	GroupOwner  func(group string) (Peer, bool)
 	PeerRequest func(ctx context.Context, p Peer, req kmsg.Request) (kmsg.Response, error)
+	// ACLsReread, when set (an authorizer in force), reads the upstream's ACLs again at once
+	// and returns when that read has ended (ACLMirror.Reread): after a forwarded
+	// CreateAcls/DeleteAcls, and on another node's notice of one (aclchange.go).
+	ACLsReread func(ctx context.Context) error
 	// ListenHost and AdvertisedHost are where broker listeners bind and what clients are told.
 	ListenHost, AdvertisedHost string
 	PortMin, PortMax           int

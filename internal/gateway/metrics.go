@@ -23,6 +23,8 @@ type Metrics struct {
 	txnOutcomes *prometheus.CounterVec
 	// txnGiveUps counts producers whose recovery met an error no retry can cure (txnrelay.go).
 	txnGiveUps *prometheus.CounterVec
+	// aclNotices counts the reads of the upstream's ACLs an ACL change asked for (aclchange.go).
+	aclNotices *prometheus.CounterVec
 
 	series sync.Map // node<<16|key: *fwdSeries
 }
@@ -64,9 +66,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		txnGiveUps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinatord_gateway_txn_recovery_given_up_total", Help: "Producers with staged offsets the marker relay's recovery set aside because the upstream refused the question with an error no retry cures, by KIP-1050 category of that error (counted once per producer); their offsets stay staged and their transactional requests are held until a later try resolves them.",
 		}, []string{"category"}),
+		aclNotices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinatord_gateway_acl_change_rereads_total", Help: "Reads of the upstream's ACLs that a CreateAcls/DeleteAcls forwarded through this node asked for, by target (self: this node; peer: another node, told over the peer connections) and result (applied; failed: that node keeps the ACLs it read last until its next periodic read, upstream.acls.refresh.interval.ms).",
+		}, []string{"target", "result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.added, m.txnOutcomes, m.txnGiveUps)
+		reg.MustRegister(m.requests, m.bytesIn, m.bytesOut, m.failures, m.dials, m.timeouts, m.latency, m.added, m.txnOutcomes, m.txnGiveUps, m.aclNotices)
 	}
 	return m
 }
@@ -116,3 +121,9 @@ func (m *Metrics) timedOut(id int32, key int16) {
 }
 
 func (m *Metrics) dialFailed(id int32) { m.dials.WithLabelValues(node(id)).Inc() }
+
+func (m *Metrics) aclNotice(where, result string) {
+	if m != nil {
+		m.aclNotices.WithLabelValues(where, result).Inc()
+	}
+}

@@ -88,6 +88,10 @@ func (p *portHandler) Handle(ctx context.Context, r *wire.Request) kmsg.Response
 			return p.relaySASL(ctx, r)
 		}
 		// A listener without SASL: the table answers ILLEGAL_SASL_STATE, as Kafka does.
+	case 29:
+		if p.isACLsNotice(r.Key, r.ClientID) {
+			return p.aclsNotice(ctx, r)
+		}
 	case 28:
 		if p.g.relay != nil {
 			return p.g.relay.txnOffsetCommit(ctx, r, p.g.opts.Local)
@@ -106,7 +110,7 @@ func (p *portHandler) Forwards(c *wire.Conn, h wire.Header, rest []byte) bool {
 		// SaslHandshake and SaslAuthenticate are relayed (sasl_relay.go) or refused, never
 		// passed on as bytes: the connection's SASL state must follow them.
 		return false
-	case ownNodeKeys[h.Key] && p.node < 0:
+	case ownNodeKeys[h.Key] && p.node < 0, p.isACLsNotice(h.Key, h.ClientID):
 		return false
 	case h.Key == 10:
 		return findCoordinatorKeyType(h.Version, rest) == 1

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // In gateway mode with authorizer.class.name the group APIs follow the upstream cluster's ACLs:
@@ -110,5 +112,79 @@ func TestGateway_GroupAPIsFollowTheUpstreamsACLs(t *testing.T) {
 			t.Fatal("the ACL added upstream never applied to the group APIs")
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// Two nodes (log.backend=kafka) with authorizer.class.name, reading the upstream's ACLs only
+// every hour: an ACL deleted through the node that does not coordinate a group stops applying
+// on the node that does before the DeleteAcls is answered, as a revocation on a Kafka cluster
+// applies on every broker within milliseconds.
+func TestGateway_ACLDeletedThroughOneNodeAppliesOnTheOther(t *testing.T) {
+	t.Parallel()
+	requireE2E(t)
+	adminAddr, saslAddr, caFile := startSASLKafka(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, adminAddr))
+	const topic = "revoke-orders"
+	// gw is coordinatord's own user: its state topic, membership group and transactional ids,
+	// the cluster's metadata and ACLs, and the markers between nodes.
+	prepareSASLUpstream(t, ctx, adm, []string{"gw", "alice", "ops"}, topic,
+		kadm.NewACLs().Allow("User:gw").AllowHosts().Topics("*").Groups("*").TransactionalIDs("*").Clusters().
+			Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Topics(topic).Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("app-").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternPrefixed),
+		kadm.NewACLs().Allow("User:ops").AllowHosts().Clusters().Operations(kadm.OpAlter, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral),
+	)
+	run := time.Now().UnixNano()
+	sets := append([]string{"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"upstream.acls.refresh.interval.ms=3600000",
+		"log.backend=kafka", fmt.Sprintf("log.kafka.topic=state-%d", run), fmt.Sprintf("cluster.id=rv%d", run),
+		fmt.Sprintf("offsets.topic.num.partitions=%d", scaleOutShards), "offsets.topic.replication.factor=1", "log.kafka.min.insync.replicas=1"},
+		scaleOutTimings...)
+	s := &scaleOut{t: t, nodes: map[int32]*gateway{}, shards: scaleOutShards}
+	for _, id := range []int32{2001, 2002} {
+		s.nodes[id] = startSASLGateway(t, saslAddr, caFile, append(append([]string{}, sets...), fmt.Sprintf("node.id=%d", id))...)
+	}
+	s.waitSpread(90*time.Second, 2001, 2002)
+
+	alice := kadm.NewClient(newClient(t, s.nodes[2001].Addr, scramSHA256("alice", "alice-secret"), kgo.RequestRetries(0)))
+	const group = "app-revoked"
+	owner := coordinatorOf(ctx, t, alice, group)
+	other := int32(2001)
+	if owner == 2001 {
+		other = 2002
+	}
+	commit := func() error {
+		resp, err := alice.CommitOffsets(ctx, group, kadm.Offsets{topic: {0: {Topic: topic, At: 1}}})
+		if err != nil {
+			return err
+		}
+		return resp.Error()
+	}
+	if err := commit(); err != nil {
+		t.Fatalf("alice commits in %s on node %d: %v", group, owner, err)
+	}
+
+	// Sent to the node that does not coordinate the group: an admin client (kafka-acls.sh) sends
+	// DeleteAcls to whichever node it likes.
+	ops := newClient(t, s.nodes[other].Addr, scramSHA256("ops", "ops-secret"))
+	del := kmsg.NewPtrDeleteACLsRequest()
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourceName, f.ResourcePatternType = kmsg.ACLResourceTypeGroup, kmsg.StringPtr("app-"), kmsg.ACLResourcePatternTypePrefixed
+	f.Principal, f.Host, f.Operation, f.PermissionType = kmsg.StringPtr("User:alice"), kmsg.StringPtr("*"), kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	del.Filters = append(del.Filters, f)
+	resp, err := del.RequestWith(ctx, ops.Broker(int(other)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Results) != 1 || resp.Results[0].ErrorCode != 0 || len(resp.Results[0].MatchingACLs) != 1 {
+		t.Fatalf("DeleteAcls through node %d: %+v", other, resp.Results)
+	}
+	if err := commit(); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("commit on node %d right after the grant was deleted through node %d: %v, want GROUP_AUTHORIZATION_FAILED", owner, other, err)
+	}
+	if n := metric(s.nodes[other], `coordinatord_gateway_acl_change_rereads_total{result="applied",target="peer"}`); n < 1 {
+		t.Errorf("node %d counts %v notices applied by its peer, want at least 1", other, n)
 	}
 }

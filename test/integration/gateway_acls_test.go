@@ -98,3 +98,46 @@ func TestGatewayWithAnAuthorizerRefusesAnUpstreamWithout(t *testing.T) {
 		t.Errorf("the refusal does not say why: %q", msg)
 	}
 }
+
+// An ACL deleted through the gateway no longer applies to the next request, although the
+// gateway reads the upstream's ACLs only every hour here and no denial asks it to read again:
+// Kafka applies a revocation on every broker within milliseconds.
+func TestGatewayACLDeletedThroughItAppliesAtOnce(t *testing.T) {
+	t.Parallel()
+	up := startDaemon(t, standardAuthorizer, "super.users=User:ANONYMOUS")
+	ctx := ctxT(t)
+	upAdm := kadm.NewClient(up.client())
+	if _, err := upAdm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	grants := []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:ANONYMOUS").AllowHosts().Groups("app").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:ANONYMOUS").AllowHosts().Topics("t").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral),
+	}
+	for _, b := range grants {
+		if res, err := upAdm.CreateACLs(ctx, b); err != nil || res[0].Err != nil {
+			t.Fatalf("CreateACLs upstream: %v %v", err, res)
+		}
+	}
+	gw := startDaemon(t, "node.id=1000", "upstream.bootstrap.servers="+up.Addr, standardAuthorizer,
+		"upstream.acls.refresh.interval.ms=3600000")
+	adm := kadm.NewClient(gw.client(kgo.RequestRetries(0)))
+	commit := func() error {
+		resp, err := adm.CommitOffsets(ctx, "app", kadm.Offsets{"t": {0: {Topic: "t", At: 1}}})
+		if err != nil {
+			return err
+		}
+		return resp.Error()
+	}
+	if err := commit(); err != nil {
+		t.Fatalf("commit while the upstream's ACLs allow it: %v", err)
+	}
+	// kafka-acls.sh --remove through the gateway, as an operator revoking access does.
+	res, err := adm.DeleteACLs(ctx, kadm.NewACLs().Allow("User:ANONYMOUS").AllowHosts().Groups("app").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Deleted) != 1 {
+		t.Fatalf("DeleteACLs through the gateway: %v %+v", err, res)
+	}
+	if err := commit(); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("commit right after the grant was deleted: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+}
