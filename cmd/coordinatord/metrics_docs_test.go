@@ -13,6 +13,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/gateway"
 	"github.com/coordinatord/coordinatord/internal/membership"
 	"github.com/coordinatord/coordinatord/internal/wire"
+	"github.com/coordinatord/coordinatord/test/metricsdoc"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -21,18 +22,40 @@ import (
 // that have no child yet (a scrape would show those only after their first event).
 type namesRegisterer struct {
 	prometheus.Registerer
-	names map[string]bool
+	names  map[string]bool
+	labels map[string][]string // each series' label names, constant and variable, sorted
 }
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// descLabels takes the label names out of a Desc's String(), the only way client_golang shows
+// them: "..., constLabels: {a=\"x\"}, variableLabels: {b,c(d)}}", a constrained label as c(d).
+var descLabels = regexp.MustCompile(`constLabels: \{(.*)\}, variableLabels: \{([^}]*)\}\}$`)
 
 func (r *namesRegisterer) Register(c prometheus.Collector) error {
 	ch := make(chan *prometheus.Desc, 16)
 	go func() { c.Describe(ch); close(ch) }()
 	for d := range ch {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			r.names[m[1]] = true
+		m := fqName.FindStringSubmatch(d.String())
+		if m == nil {
+			continue
 		}
+		r.names[m[1]] = true
+		var labels []string
+		if l := descLabels.FindStringSubmatch(d.String()); l != nil {
+			for _, pair := range strings.Split(l[1], ",") {
+				if name, _, ok := strings.Cut(pair, "="); ok {
+					labels = append(labels, name)
+				}
+			}
+			for _, name := range strings.Split(l[2], ",") {
+				if name != "" {
+					labels = append(labels, strings.TrimSuffix(strings.TrimPrefix(name, "c("), ")"))
+				}
+			}
+		}
+		slices.Sort(labels)
+		r.labels[m[1]] = labels
 	}
 	return r.Registerer.Register(c)
 }
@@ -47,12 +70,11 @@ func (r *namesRegisterer) MustRegister(cs ...prometheus.Collector) {
 
 var docRow = regexp.MustCompile("(?m)^\\| `(coordinatord_[a-z0-9_]+)` \\|")
 
-// Issue 10, defect 12: the operator page lists every series the server registers, and lists
-// nothing it does not, as internal/config/docs_test.go does for config keys. The series are
-// collected from the same constructors serve calls, with a plugin that reports its stats so
-// that its optional gauges are included.
-func TestOperationsDocListsEveryMetric(t *testing.T) {
-	reg := &namesRegisterer{Registerer: prometheus.NewRegistry(), names: map[string]bool{}}
+// registeredSeries collects the series from the same constructors serve calls, with a plugin
+// that reports its stats so that its optional gauges are included.
+func registeredSeries(t *testing.T) *namesRegisterer {
+	t.Helper()
+	reg := &namesRegisterer{Registerer: prometheus.NewRegistry(), names: map[string]bool{}, labels: map[string][]string{}}
 	cfg, err := config.Load("", []string{
 		"log.dirs=" + t.TempDir(),
 		"offsets.topic.num.partitions=2",
@@ -74,12 +96,19 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer topology.Close()
+	t.Cleanup(func() { topology.Close() })
 	st, err := openState(cfg, "test", zap.NewNop(), reg, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.close(zap.NewNop())
+	t.Cleanup(func() { st.close(zap.NewNop()) })
+	return reg
+}
+
+// Issue 10, defect 12: the operator page lists every series the server registers, and lists
+// nothing it does not, as internal/config/docs_test.go does for config keys.
+func TestOperationsDocListsEveryMetric(t *testing.T) {
+	reg := registeredSeries(t)
 
 	b, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -118,6 +147,27 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 			if !reg.names[name] && !reg.names[base] {
 				t.Errorf("%s mentions %s, which the server does not register", filepath.Base(p), name)
 			}
+		}
+	}
+}
+
+// The label column of the metrics table names exactly the labels each series has in the code.
+// The deploy checks (test/deploy) hold the alert rules and the dashboard to that column, so a
+// label renamed in the code fails here until the docs follow, and then there until deploy/ does.
+func TestOperationsDocListsEveryLabel(t *testing.T) {
+	reg := registeredSeries(t)
+	documented, err := metricsdoc.Read("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range documented {
+		code, ok := reg.labels[name]
+		if !ok {
+			continue // TestOperationsDocListsEveryMetric reports it
+		}
+		doc := slices.Sorted(slices.Values(s.LabelNames()))
+		if !slices.Equal(doc, code) {
+			t.Errorf("docs/operations.md gives %s the labels %v; the code registers it with %v", name, doc, code)
 		}
 	}
 }

@@ -2,11 +2,16 @@
 // rules and the dashboard's queries, kubeconform for the Kubernetes manifests (against the
 // Kubernetes API's own OpenAPI schemas, fetched as a Go module, since kubeconform's default
 // schema host is not reachable from CI), and coordinatord's own config check for the ConfigMap.
+// Beyond syntax, the alerts' and dashboard's series, label names and closed label values are
+// held to docs/operations.md's metrics table (promql.go), which the server's tests hold to the
+// code.
 // `make deploy-check` runs it; test/install-tools.sh installs the tools.
 package deploy
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +19,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/test/metricsdoc"
+	"go.yaml.in/yaml/v3"
 )
 
 const (
@@ -409,5 +417,97 @@ func TestComposeFilesValidate(t *testing.T) {
 		"--set", "log.dirs=" + t.TempDir(), "--set", "listeners=PLAINTEXT://0.0.0.0:9092", "--set", "admin.listener=0.0.0.0:9644"}, args...)
 	if out, err := run(t, "go", check...); err != nil {
 		t.Fatalf("coordinatord config check with the compose file's arguments: %v\n%s", err, out)
+	}
+}
+
+type alertRules struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Record      string            `yaml:"record"`
+			Expr        string            `yaml:"expr"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// deployQuery is one PromQL expression of deploy/, with where it is for messages.
+type deployQuery struct {
+	where, expr string
+	templates   []string // alert labels and annotations, whose {{ $labels.x }} must be on the result
+}
+
+func deployQueries(t *testing.T) []deployQuery {
+	t.Helper()
+	b, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r alertRules
+	if err := yaml.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%s: %v", rules, err)
+	}
+	var qs []deployQuery
+	for _, g := range r.Groups {
+		for _, rule := range g.Rules {
+			name := "alert " + rule.Alert
+			if rule.Record != "" {
+				name = "record " + rule.Record
+			}
+			q := deployQuery{where: fmt.Sprintf("%s: group %s, %s", filepath.Base(rules), g.Name, name), expr: rule.Expr}
+			q.templates = append(slices.Collect(maps.Values(rule.Labels)), slices.Collect(maps.Values(rule.Annotations))...)
+			qs = append(qs, q)
+		}
+	}
+	// Grafana's variables stand for a range and a regex of instances.
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	for _, p := range readDashboard(t).Panels {
+		for i, tg := range p.Targets {
+			qs = append(qs, deployQuery{where: fmt.Sprintf("%s: panel %d %q, query %d", filepath.Base(dashboard), p.ID, p.Title, i+1), expr: vars.Replace(tg.Expr)})
+		}
+	}
+	return qs
+}
+
+// Labels Prometheus attaches to every series it scrapes: the target's address and its job.
+// The ServiceMonitor (deploy/kubernetes/servicemonitor.yaml) adds no relabelling, so the
+// Operator's namespace, pod and service labels are not relied on.
+var targetLabels = []string{"instance", "job"}
+
+var templateLabel = regexp.MustCompile(`\$labels\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// The alerts and the dashboard filter and group only by labels the series have, and compare
+// closed labels only with values coordinatord gives them: the label column of the metrics table
+// in docs/operations.md, which cmd/coordinatord's TestOperationsDocListsEveryLabel holds to the
+// labels the code registers. A label renamed in the code fails there, then here until deploy/
+// follows, instead of an alert that silently never fires.
+func TestDeployUsesOnlyServedLabels(t *testing.T) {
+	series, err := metricsdoc.Read("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &labelChecker{series: series, targetLabels: targetLabels}
+	qs := deployQueries(t)
+	if len(qs) < 30 {
+		t.Fatalf("found only %d queries in deploy/", len(qs))
+	}
+	for _, q := range qs {
+		out, problems, err := c.checkExpr(q.expr)
+		if err != nil {
+			t.Errorf("%s: the label check cannot read the expression: %v\n%s", q.where, err, q.expr)
+			continue
+		}
+		for _, p := range problems {
+			t.Errorf("%s: %s", q.where, p)
+		}
+		for _, tmpl := range q.templates {
+			for _, m := range templateLabel.FindAllStringSubmatch(tmpl, -1) {
+				if !out.has(m[1]) {
+					t.Errorf("%s: {{ $labels.%s }} is not a label of the alert's result, %s", q.where, m[1], out.describe())
+				}
+			}
+		}
 	}
 }
