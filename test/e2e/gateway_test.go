@@ -214,6 +214,20 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// commitOnNewTopic creates topic (one partition) through adm and commits offset at of its
+// partition 0 for group.
+func commitOnNewTopic(ctx context.Context, t *testing.T, adm *kadm.Client, group, topic string, at int64) {
+	t.Helper()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: at, LeaderEpoch: -1})
+	if res, err := adm.CommitOffsets(ctx, group, offs); err != nil || res.Error() != nil {
+		t.Fatal(err, res.Error())
+	}
+}
+
 func metadata(t *testing.T, ctx context.Context, cl *kgo.Client) *kmsg.MetadataResponse {
 	t.Helper()
 	req := kmsg.NewPtrMetadataRequest()

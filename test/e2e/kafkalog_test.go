@@ -202,20 +202,8 @@ func TestKafkaLogBackendNodeOfAnotherClusterIDRefusesTheTopic(t *testing.T) {
 	defer cancel()
 	first := startGateway(t, sets(fmt.Sprintf("kf%d", run))...)
 	topic := fmt.Sprintf("kf-topic-%d", run)
-	kc, err := kgo.NewClient(kgo.SeedBrokers(first.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	var offs kadm.Offsets
-	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: -1})
-	if res, err := adm.CommitOffsets(ctx, "kf-group", offs); err != nil || res.Error() != nil {
-		t.Fatal(err, res.Error())
-	}
+	adm := kadm.NewClient(newClient(t, first.Addr))
+	commitOnNewTopic(ctx, t, adm, "kf-group", topic, 10)
 
 	other := fmt.Sprintf("kx%d", run)
 	base := freePortRange(t, 3)
@@ -264,20 +252,8 @@ func TestKafkaLogBackendStateTopicDeletedUpstreamIsNotServedFromMemory(t *testin
 	defer cancel()
 	topic := fmt.Sprintf("kd-topic-%d", run)
 	const group = "kd-group"
-	kc, err := kgo.NewClient(kgo.SeedBrokers(g.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	adm := kadm.NewClient(kc)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	var offs kadm.Offsets
-	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: -1})
-	if res, err := adm.CommitOffsets(ctx, group, offs); err != nil || res.Error() != nil {
-		t.Fatal(err, res.Error())
-	}
+	adm := kadm.NewClient(newClient(t, g.Addr))
+	commitOnNewTopic(ctx, t, adm, group, topic, 10)
 	up, err := kgo.NewClient(kgo.SeedBrokers(upstreamAddr))
 	if err != nil {
 		t.Fatal(err)

@@ -316,6 +316,16 @@ func coordinatorOf(ctx context.Context, t *testing.T, adm *kadm.Client, group st
 	return -1
 }
 
+// groupOwnedBy is the first of the groups prefix-0, prefix-1, ... that node coordinates.
+func groupOwnedBy(ctx context.Context, t *testing.T, adm *kadm.Client, prefix string, node int32) string {
+	t.Helper()
+	for i := 0; ; i++ {
+		if g := fmt.Sprintf("%s-%d", prefix, i); coordinatorOf(ctx, t, adm, g) == node {
+			return g
+		}
+	}
+}
+
 // checkNoAckLost reads every group's offsets back and fails if one is below the last
 // acknowledged commit (a later commit may have been applied without its acknowledgement
 // reaching the client, so anything from the last acknowledged to the last sent is fine).
@@ -459,14 +469,7 @@ func TestScaleOutKillMovesShardsAndLosesNoCommit(t *testing.T) {
 		}
 	}
 	// A KIP-848 group and a streams group on the victim too.
-	victimGroup := func(prefix string) string {
-		for i := 0; ; i++ {
-			if g := fmt.Sprintf("%s-%d", prefix, i); coordinatorOf(ctx, t, adm, g) == victim {
-				return g
-			}
-		}
-	}
-	consumer848, streamsApp := victimGroup("so-848"), victimGroup("so-streams")
+	consumer848, streamsApp := groupOwnedBy(ctx, t, adm, "so-848", victim), groupOwnedBy(ctx, t, adm, "so-streams", victim)
 	var members [2][]*liveMember // [0]: consumer group, [1]: streams group
 	for i := range 2 {
 		mc, err := kgo.NewClient(kgo.SeedBrokers(s.addrs(ids...)...))
@@ -850,12 +853,7 @@ func TestScaleOutPausedNodeNeverAcknowledgesAgain(t *testing.T) {
 	topicID := details[s.topic].ID
 	paused, other := ids[0], ids[1]
 	// A group the node to be paused coordinates, and a client that talks to that node only.
-	var group string
-	for i := 0; group == ""; i++ {
-		if g := fmt.Sprintf("sp-group-%d", i); coordinatorOf(ctx, t, adm, g) == paused {
-			group = g
-		}
-	}
+	group := groupOwnedBy(ctx, t, adm, "sp-group", paused)
 	direct, err := kgo.NewClient(kgo.SeedBrokers(s.nodes[paused].Addr), kgo.RequestRetries(0))
 	if err != nil {
 		t.Fatal(err)
@@ -986,12 +984,7 @@ func TestScaleOutKilledNodeIsRemovedByItsPeers(t *testing.T) {
 	ids := s.ids()
 	victim, live := ids[0], ids[1:]
 	_, adm := s.clientWithTopic(ctx, t)
-	var group string
-	for i := 0; group == ""; i++ {
-		if g := fmt.Sprintf("sr-group-%d", i); coordinatorOf(ctx, t, adm, g) == victim {
-			group = g
-		}
-	}
+	group := groupOwnedBy(ctx, t, adm, "sr-group", victim)
 	c := newCommitter(t, group, s.topic, s.addrs(ids...))
 	stopCommits := c.runUntilAcked(ctx, t)
 	s.nodes[victim].kill()
@@ -1051,12 +1044,7 @@ func TestScaleOutStoppedNodeHandsOverOnLeaving(t *testing.T) {
 	ids := s.ids()
 	stopped, other := ids[0], ids[1]
 	_, adm := s.clientWithTopic(ctx, t)
-	var group string
-	for i := 0; group == ""; i++ {
-		if g := fmt.Sprintf("sl-group-%d", i); coordinatorOf(ctx, t, adm, g) == stopped {
-			group = g
-		}
-	}
+	group := groupOwnedBy(ctx, t, adm, "sl-group", stopped)
 	c := newCommitter(t, group, s.topic, s.addrs(other))
 	c.runUntilAcked(ctx, t)()
 
@@ -1328,12 +1316,7 @@ func TestScaleOutStoppedNodeIsNotTakenForDeadByTheProbes(t *testing.T) {
 	ids := s.ids()
 	stopped, other := ids[0], ids[1]
 	_, adm := s.clientWithTopic(ctx, t)
-	var group string
-	for i := 0; group == ""; i++ {
-		if g := fmt.Sprintf("sp-group-%d", i); coordinatorOf(ctx, t, adm, g) == stopped {
-			group = g
-		}
-	}
+	group := groupOwnedBy(ctx, t, adm, "sp-group", stopped)
 	c := newCommitter(t, group, s.topic, s.addrs(other))
 	c.runUntilAcked(ctx, t)()
 	g := s.nodes[stopped]
