@@ -62,6 +62,56 @@ public final class WordCount {
         System.out.flush();
     }
 
+    /**
+     * A line on stdin: "meta" prints what Interactive Queries would route by (one "META host:port
+     * active=... standby=... stores=..." line per instance of metadataForAllStreamsClients, one
+     * "KEY word partition active standbys" line per word of the counts store), then "META END";
+     * "add-thread" and "remove-thread" change the number of stream threads ("THREAD + name",
+     * "THREAD - name", "THREAD none").
+     */
+    static void command(KafkaStreams streams, String line) {
+        // Not synchronized on the class: removing a thread waits for it to close its tasks,
+        // which log through logTask.
+        try {
+            switch (line) {
+                case "meta":
+                    for (org.apache.kafka.streams.StreamsMetadata m : streams.metadataForAllStreamsClients()) {
+                        System.out.println("META " + m.host() + ":" + m.port() + " active=" + partitions(m.topicPartitions())
+                            + " standby=" + partitions(m.standbyTopicPartitions()) + " stores=" + new java.util.TreeSet<>(m.stateStoreNames()));
+                    }
+                    for (String word : new String[] {"kafka", "streams", "coordinator", "gateway", "group", "offset", "topology", "task"}) {
+                        org.apache.kafka.streams.KeyQueryMetadata k = streams.queryMetadataForKey("counts", word, Serdes.String().serializer());
+                        java.util.TreeSet<String> standbys = new java.util.TreeSet<>();
+                        for (org.apache.kafka.streams.state.HostInfo h : k.standbyHosts()) {
+                            standbys.add(h.host() + ":" + h.port());
+                        }
+                        System.out.println("KEY " + word + " " + k.partition() + " " + k.activeHost().host() + ":" + k.activeHost().port() + " " + standbys);
+                    }
+                    System.out.println("META END");
+                    break;
+                case "add-thread":
+                    System.out.println("THREAD + " + streams.addStreamThread().orElse("none"));
+                    break;
+                case "remove-thread":
+                    System.out.println("THREAD - " + streams.removeStreamThread(Duration.ofSeconds(30)).orElse("none"));
+                    break;
+                default:
+                    System.out.println("UNKNOWN COMMAND " + line);
+            }
+        } catch (RuntimeException e) {
+            System.out.println("COMMAND FAILED " + line + " " + e);
+        }
+        System.out.flush();
+    }
+
+    static String partitions(java.util.Set<org.apache.kafka.common.TopicPartition> tps) {
+        java.util.TreeSet<String> out = new java.util.TreeSet<>();
+        for (org.apache.kafka.common.TopicPartition tp : tps) {
+            out.add(tp.topic() + "/" + tp.partition());
+        }
+        return String.join(",", out);
+    }
+
     public static void main(String[] args) throws Exception {
         Properties p = new Properties();
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
@@ -115,7 +165,9 @@ public final class WordCount {
         streams.start();
         Thread stdin = new Thread(() -> {
             try {
-                while (System.in.read() >= 0) {
+                java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in, java.nio.charset.StandardCharsets.UTF_8));
+                for (String line; (line = in.readLine()) != null; ) {
+                    command(streams, line.trim());
                 }
             } catch (Exception ignored) {
             }
