@@ -113,3 +113,19 @@ func (c *Config) validateGateway() error {
 	}
 	return nil
 }
+
+// Warnings are the combinations Load accepts that a start may still regret; serve logs them at
+// WARN and `config check` prints them.
+func (c *Config) Warnings() []string {
+	var out []string
+	g := c.Gateway
+	if g.Enabled() && c.LogBackend.Kafka() && g.PortMin != 0 && c.sources["gateway.broker.port.range"] == SourceDefault {
+		// Several nodes of one cluster on one host naturally take adjacent listener ports
+		// (9092, 9093, 9094), each of which the default range of the node before holds: the
+		// node that starts first may bind the next one's listener port for an upstream broker.
+		out = append(out, fmt.Sprintf("gateway.broker.port.range is its default %d-%d, the ports after this node's listener port: "+
+			"another node of the cluster on this host whose listener or broker ports fall in it may find them taken by this node (or take this node's); "+
+			"give every node on a host its own range (docs/scale-out.md)", g.PortMin, g.PortMax))
+	}
+	return out
+}

@@ -49,3 +49,29 @@ func TestGatewayKeysAreValidated(t *testing.T) {
 		}
 	}
 }
+
+// Three nodes on one host with listeners 9092, 9093 and 9094 and default broker port ranges: the
+// first to start may bind the second's listener port for an upstream broker. The operator hears
+// of it from `config check` and the start's log, before a node fails to bind.
+func TestScaleOutWithDefaultBrokerPortRangeWarns(t *testing.T) {
+	base := []string{"listeners=PLAINTEXT://127.0.0.1:9092", "upstream.bootstrap.servers=kafka-1:9092", "log.backend=kafka", "cluster.id=c"}
+	c, err := Load("", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Warnings(); len(w) != 1 || !strings.Contains(w[0], "gateway.broker.port.range") || !strings.Contains(w[0], "9093-9192") {
+		t.Fatalf("warnings %q, want one on the default range 9093-9192", w)
+	}
+	for _, set := range [][]string{
+		append(base[:len(base):len(base)], "gateway.broker.port.range=9100-9199"),
+		base[:2:2], // one gateway node with the local log: no cluster of nodes to collide with
+	} {
+		c, err := Load("", set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := c.Warnings(); len(w) != 0 {
+			t.Errorf("%v: warnings %q, want none", set, w)
+		}
+	}
+}
