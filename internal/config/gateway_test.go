@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,5 +74,20 @@ func TestScaleOutWithDefaultBrokerPortRangeWarns(t *testing.T) {
 		if w := c.Warnings(); len(w) != 0 {
 			t.Errorf("%v: warnings %q, want none", set, w)
 		}
+	}
+}
+
+// A second listener or the admin listener on a port after the first listener's (9092, 9093) is
+// passed over by the default broker port range, not a reason to refuse a configuration that
+// never named a range; a range the operator chose that holds a listener is still refused (above).
+func TestDefaultBrokerPortRangePassesOverOwnPorts(t *testing.T) {
+	c, err := Load("", []string{"listeners=PLAINTEXT://127.0.0.1:19092,INTERNAL://127.0.0.1:19093",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT", "upstream.bootstrap.servers=k:9092",
+		"admin.listener=127.0.0.1:19100"})
+	if err != nil {
+		t.Fatalf("a default range holding the node's second listener was refused: %v", err)
+	}
+	if g := c.Gateway; g.PortMin != 19093 || g.PortMax != 19192 || !slices.Equal(g.OwnPorts, []int{19093, 19100}) {
+		t.Fatalf("range %d-%d, own ports %v; want 19093-19192 passing over 19093 and 19100", g.PortMin, g.PortMax, g.OwnPorts)
 	}
 }
