@@ -133,7 +133,7 @@ func startGateway(ctx context.Context, cfg *config.Config, log *zap.Logger, reg 
 		Security: sec, UpstreamClientID: g.ClientID,
 		SASLMechanisms: saslMechanisms(cfg), BrokerPortsListener: cfg.AdvertisedListeners[0].Name,
 		Local: local, NodeID: cfg.NodeID, SelfHost: self.Host, SelfPort: int32(self.Port), Peers: st.peers,
-		ListenHost: g.ListenHost, AdvertisedHost: g.AdvertisedHost, PortMin: g.PortMin, PortMax: g.PortMax,
+		ListenHost: g.ListenHost, AdvertisedHost: g.AdvertisedHost, PortMin: g.PortMin, PortMax: g.PortMax, OwnPorts: g.OwnPorts,
 		DataDir: cfg.LogDirs, WriteFileDurable: func(path string, data []byte) error { return segment.WriteFileDurable(segment.OSFS{}, path, data) },
 		ConnectTimeout: g.ConnectTimeout, RequestTimeout: g.RequestTimeout, MaxResponseBytes: 1 << 30,
 		Logger: log.With(zap.String("component", "gateway")), Metrics: gateway.NewMetrics(reg),

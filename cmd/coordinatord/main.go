@@ -94,6 +94,10 @@ func newConfigCommand() *cobra.Command {
 					return configError(err)
 				}
 			}
+			// Warnings go to stderr: scripts read the keys from stdout.
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "WARNING:", w)
+			}
 			w := cmd.OutOrStdout()
 			for _, e := range cfg.Entries() {
 				v := e.Value

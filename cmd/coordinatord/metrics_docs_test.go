@@ -171,3 +171,36 @@ func TestOperationsDocListsEveryLabel(t *testing.T) {
 		}
 	}
 }
+
+// A closed label whose values the code declares as constants of one type lists exactly those
+// in the label column: a documented value the code cannot produce would let an alert rule
+// match nothing (make deploy-check trusts the column), and an undocumented one would fail
+// deploy-check for a rule that matches it rightly.
+func TestOperationsDocListsTheClosedLabelValuesTheCodeDeclares(t *testing.T) {
+	documented, err := metricsdoc.Read("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ series, label, dir, typeName string }{
+		{"coordinatord_connections_closed_total", "reason", "../../internal/wire", "closeReason"},
+		{"coordinatord_group_migrations_total", "direction", "../../internal/state/shard", "MigrationDirection"},
+		{"coordinatord_group_migrations_total", "result", "../../internal/state/shard", "MigrationResult"},
+		{"coordinatord_gateway_txn_outcomes_total", "outcome", "../../internal/gateway", "txnOutcome"},
+		{"coordinatord_gateway_txn_outcomes_total", "source", "../../internal/gateway", "txnSource"},
+		{"coordinatord_gateway_txn_peer_markers_total", "result", "../../internal/gateway", "peerMarkerResult"},
+	} {
+		code, err := metricsdoc.ConstValues(c.dir, c.typeName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(code) == 0 {
+			t.Errorf("%s declares no constant of type %s: the check of %s{%s} reads nothing", c.dir, c.typeName, c.series, c.label)
+			continue
+		}
+		l, _ := documented[c.series].Label(c.label)
+		doc := slices.Sorted(slices.Values(l.Values))
+		if code := slices.Sorted(slices.Values(code)); !slices.Equal(doc, code) {
+			t.Errorf("docs/operations.md lists %s{%s} as %q; the code declares %q (%s in %s)", c.series, c.label, doc, code, c.typeName, c.dir)
+		}
+	}
+}

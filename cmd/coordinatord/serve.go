@@ -55,6 +55,9 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			defer log.Sync()
+			for _, w := range cfg.Warnings() {
+				log.Warn(w)
+			}
 			// SIGHUP too, as the JVM runs Kafka's shutdown hook on it: a closed terminal or a
 			// mistaken "reload" must not kill the process without draining and, with
 			// log.backend=kafka, without leaving the group (its shards would wait a session).

@@ -140,16 +140,16 @@ func migrationObserver(log *zap.Logger, reg prometheus.Registerer) func(shard.Mi
 		reg.MustRegister(total)
 	}
 	return func(ev shard.MigrationEvent) {
-		total.WithLabelValues(ev.Direction, "online", ev.Result).Inc()
+		total.WithLabelValues(string(ev.Direction), "online", string(ev.Result)).Inc()
 		switch {
-		case ev.Direction == "upgrade" && ev.Result == "converted":
+		case ev.Direction == shard.MigrationUpgrade && ev.Result == shard.MigrationConverted:
 			log.Info("converted classic group to streams group", zap.String("group", ev.Group),
 				zap.Int32("generation", ev.Generation), zap.Int("classic_members", ev.Members), zap.Int32("epoch", ev.Generation+1))
-		case ev.Direction == "downgrade" && ev.Result == "converted":
+		case ev.Direction == shard.MigrationDowngrade && ev.Result == shard.MigrationConverted:
 			log.Info("converted streams group to classic group, rebalance prepared", zap.String("group", ev.Group),
 				zap.Int32("generation", ev.Generation), zap.Int("members", ev.Members))
 		default:
-			log.Info("refused "+ev.Direction+" of group", zap.String("group", ev.Group), zap.String("reason", ev.Reason))
+			log.Info("refused "+string(ev.Direction)+" of group", zap.String("group", ev.Group), zap.String("reason", ev.Reason))
 		}
 	}
 }

@@ -29,6 +29,9 @@ type GatewayConfig struct {
 	// PortMin..PortMax is the range broker listeners take their ports from; 0..0 lets the
 	// kernel pick (ports then stay stable only while the process runs).
 	PortMin, PortMax int
+	// OwnPorts are the ports of the range this node's own listeners and admin.listener use: a
+	// broker listener never takes one, even while it is free (before the admin listener is up).
+	OwnPorts []int
 	// Security is the upstream.security.protocol, upstream.ssl.* and upstream.sasl.* keys.
 	Security UpstreamSecurity
 }
@@ -70,7 +73,7 @@ var gatewayKeys = []key{
 		func(c *Config, v string) error { c.Gateway.ListenHost = v; return nil }},
 	{"gateway.advertised.host", "", "Host clients are given for the per-upstream-broker listeners; empty means the host of the first entry of advertised.listeners.",
 		func(c *Config, v string) error { c.Gateway.AdvertisedHost = v; return nil }},
-	{"gateway.broker.port.range", "", "min-max: ports the per-upstream-broker listeners take, one per upstream node id, kept across restarts in log.dirs (gateway-ports.json). Empty means the 100 ports after the first listener's port (the kernel picks when that port is 0).",
+	{"gateway.broker.port.range", "", "min-max: ports the per-upstream-broker listeners take, one per upstream node id, kept across restarts in log.dirs (gateway-ports.json). Empty means the 100 ports after the first listener's port (the kernel picks when that port is 0). A port of the range that another of this node's listeners or admin.listener uses is passed over; a range set here must not hold a listener on gateway.listener.host. Several nodes on one host need a range each (docs/scale-out.md).",
 		func(c *Config, v string) error {
 			c.Gateway.PortMin, c.Gateway.PortMax = 0, 0
 			if v == "" {
@@ -102,14 +105,47 @@ func (c *Config) validateGateway() error {
 	if g.AdvertisedHost == "" {
 		g.AdvertisedHost = c.AdvertisedListeners[0].Host
 	}
-	if g.PortMin == 0 && c.Listeners[0].Port != 0 {
+	defaulted := g.PortMin == 0
+	if defaulted && c.Listeners[0].Port != 0 {
 		g.PortMin, g.PortMax = c.Listeners[0].Port+1, min(c.Listeners[0].Port+100, 65535)
 	}
+	g.OwnPorts = nil
+	if g.PortMin == 0 {
+		return nil
+	}
+	inRange := func(p int) bool { return p != 0 && p >= g.PortMin && p <= g.PortMax }
 	for _, l := range c.Listeners {
-		if l.Port != 0 && g.PortMin != 0 && l.Port >= g.PortMin && l.Port <= g.PortMax && l.Host == g.ListenHost {
+		if !inRange(l.Port) {
+			continue
+		}
+		// A range the operator chose that holds a listener on the same host is a mistake to
+		// say; the default range (listeners on adjacent ports: 9092, 9093) passes over it.
+		if !defaulted && l.Host == g.ListenHost {
 			return &KeyError{Key: "gateway.broker.port.range", Value: c.values["gateway.broker.port.range"],
 				Reason: fmt.Sprintf("includes the port of listener %s", l)}
 		}
+		g.OwnPorts = append(g.OwnPorts, l.Port)
+	}
+	if _, port, err := net.SplitHostPort(c.AdminListener); err == nil {
+		if p, _ := strconv.Atoi(port); inRange(p) {
+			g.OwnPorts = append(g.OwnPorts, p)
+		}
 	}
 	return nil
+}
+
+// Warnings are the combinations Load accepts that a start may still regret; serve logs them at
+// WARN and `config check` prints them.
+func (c *Config) Warnings() []string {
+	var out []string
+	g := c.Gateway
+	if g.Enabled() && c.LogBackend.Kafka() && g.PortMin != 0 && c.sources["gateway.broker.port.range"] == SourceDefault {
+		// Several nodes of one cluster on one host naturally take adjacent listener ports
+		// (9092, 9093, 9094), each of which the default range of the node before holds: the
+		// node that starts first may bind the next one's listener port for an upstream broker.
+		out = append(out, fmt.Sprintf("gateway.broker.port.range is its default %d-%d, the ports after this node's listener port: "+
+			"another node of the cluster on this host whose listener or broker ports fall in it may find them taken by this node (or take this node's); "+
+			"give every node on a host its own range (docs/scale-out.md)", g.PortMin, g.PortMax))
+	}
+	return out
 }

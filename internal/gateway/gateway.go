@@ -65,7 +65,10 @@ type Options struct {
 	// ListenHost and AdvertisedHost are where broker listeners bind and what clients are told.
 	ListenHost, AdvertisedHost string
 	PortMin, PortMax           int
-	DataDir                    string
+	// OwnPorts are ports of the range this node's other listeners use; no broker listener
+	// takes one, though it may be free when the broker is first seen.
+	OwnPorts []int
+	DataDir  string
 	// WriteFileDurable replaces a file so that a crash leaves the old or the new content.
 	WriteFileDurable func(path string, data []byte) error
 	ConnectTimeout   time.Duration
@@ -219,6 +222,12 @@ func (g *Gateway) ensureListener(id int32, listed bool) (int32, error) {
 	// A port of the range that another process holds is passed over, or the first such port
 	// would leave every new node without a listener; a node's recorded port is never moved.
 	var taken map[int]bool
+	for _, p := range g.opts.OwnPorts {
+		if taken == nil {
+			taken = map[int]bool{}
+		}
+		taken[p] = true
+	}
 	var ln net.Listener
 	for {
 		want, recorded := g.ports.portSkipping(id, taken)

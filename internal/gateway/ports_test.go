@@ -108,3 +108,28 @@ func TestRecordedPortIsNeverMoved(t *testing.T) {
 		t.Fatalf("node 3 listens on %d (%v) once its port is free, want %d", port, err, taken)
 	}
 }
+
+// A port of the range that this node's own listener or admin listener uses is never given to a
+// broker, even while it is free (the admin listener not up yet): taking it would make this
+// node's own listener fail to bind, or hold it for good in gateway-ports.json.
+func TestOwnPortsOfTheRangeArePassedOver(t *testing.T) {
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := probe.Addr().(*net.TCPAddr).Port
+	probe.Close()
+	g, err := New(Options{NodeID: 100, ListenHost: "127.0.0.1", AdvertisedHost: "127.0.0.1", PortMin: own, PortMax: own + 50,
+		OwnPorts: []int{own}, DataDir: t.TempDir(), WriteFileDurable: writeFile,
+		Serve: func(_ string, ln net.Listener, _ wire.Handler) { ln.Close() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := g.ensureListener(3, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(port) == own || int(port) > own+50 {
+		t.Fatalf("node 3 listens on %d, want a port of %d-%d other than this node's own %d", port, own, own+50, own)
+	}
+}

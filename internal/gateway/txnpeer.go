@@ -94,7 +94,7 @@ func NewPeerMarkers(o PeerMarkersOptions) *PeerMarkers {
 func (p *PeerMarkers) Mark(ctx context.Context, shard int32, producerID int64, epoch int16, commit bool) (int16, error) {
 	peer, ok := p.o.Owner(shard)
 	if !ok {
-		p.results.WithLabelValues("retry").Inc()
+		p.results.WithLabelValues(string(peerMarkerRetry)).Inc()
 		return 0, fmt.Errorf("shard %d: %w", shard, errNoOwner)
 	}
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
@@ -120,10 +120,10 @@ func (p *PeerMarkers) Mark(ctx context.Context, shard int32, producerID int64, e
 		if err == nil {
 			switch code {
 			case 0:
-				p.results.WithLabelValues("applied").Inc()
+				p.results.WithLabelValues(string(peerMarkerApplied)).Inc()
 				return 0, nil
 			case kerr.InvalidProducerEpoch.Code, kerr.TransactionCoordinatorFenced.Code:
-				p.results.WithLabelValues("refused").Inc()
+				p.results.WithLabelValues(string(peerMarkerRefused)).Inc()
 				return code, nil
 			}
 			// NOT_LEADER_OR_FOLLOWER (the owner is loading or just lost the shard), or a
@@ -131,7 +131,7 @@ func (p *PeerMarkers) Mark(ctx context.Context, shard int32, producerID int64, e
 			err = kerr.ErrorForCode(code)
 		}
 	}
-	p.results.WithLabelValues("retry").Inc()
+	p.results.WithLabelValues(string(peerMarkerRetry)).Inc()
 	p.o.Logger.Warn("could not hand a transaction outcome to the node owning its shard; the relay sends it again",
 		zap.Int32("shard", shard), zap.Int32("owner", peer.ID), zap.Int64("producer_id", producerID),
 		zap.Int16("epoch", epoch), zap.Bool("commit", commit), zap.Error(err))
@@ -203,10 +203,10 @@ func (p *PeerMarkers) Settle(ctx context.Context, producerID int64, epoch int16,
 		}
 	}
 	if len(missing) == 0 {
-		p.results.WithLabelValues("settled").Inc()
+		p.results.WithLabelValues(string(peerMarkerSettled)).Inc()
 		return nil
 	}
-	p.results.WithLabelValues("unsettled").Inc()
+	p.results.WithLabelValues(string(peerMarkerUnsettled)).Inc()
 	err := fmt.Errorf("no node answered for shards %v (handed over, loading or unreachable): %w", missing, errors.Join(errs...))
 	p.o.Logger.Warn("not every shard's owner settled a transaction; the client's EndTxn answer is held",
 		zap.Int64("producer_id", producerID), zap.Int16("epoch", epoch), zap.Bool("commit", commit), zap.Int32s("shards", missing), zap.Error(err))

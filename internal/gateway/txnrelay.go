@@ -79,7 +79,7 @@ type openTxn struct {
 	// commit and markEpoch are the decided outcome (phaseDecided).
 	commit    bool
 	markEpoch int16
-	source    string // where the outcome was learned, for the metric
+	source    txnSource // where the outcome was learned, for the metric
 	// touched is when the relay last saw the transaction or asked the upstream about it;
 	// timeout is the transaction's timeout once the upstream named it (sweep).
 	touched time.Time
@@ -198,7 +198,7 @@ func (r *txnRelay) settleBeforeInit(ctx context.Context, txnID string, s *txnIDS
 		mine := o != nil && o.pid == st.ProducerID && o.epoch == epoch
 		r.mu.Unlock()
 		if mine {
-			if err := r.decide(ctx, txnID, s, st.ProducerID, commit, epoch, "upstream_state"); err != nil {
+			if err := r.decide(ctx, txnID, s, st.ProducerID, commit, epoch, fromUpstreamState); err != nil {
 				return err
 			}
 		}
@@ -264,7 +264,7 @@ func (g *Gateway) TxnPeerOutcome(ctx context.Context, pid int64, epoch int16, co
 		match := s.open != nil && s.open.pid == pid && s.open.epoch == epoch
 		r.mu.Unlock()
 		if match {
-			err = r.decide(ctx, id, s, pid, commit, epoch, "peer")
+			err = r.decide(ctx, id, s, pid, commit, epoch, fromPeer)
 		}
 		r.release(id, s)
 		if err != nil {
@@ -325,7 +325,7 @@ func (r *txnRelay) recoverGained(ctx context.Context) {
 		putBack(err)
 		return
 	}
-	resolved, retry := r.recoverProducers(ctx, open, "shard_load")
+	resolved, retry := r.recoverProducers(ctx, open, fromShardLoad)
 	if retry != nil {
 		putBack(retry)
 		return
@@ -626,7 +626,7 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 		if h.Version >= 5 && a.ProducerEpoch > epoch {
 			epoch = a.ProducerEpoch // transaction version 2 bumps the epoch at each end
 		}
-		if err := r.decide(ctx, q.txnID, s, q.pid, q.commit, epoch, "end_txn"); err != nil {
+		if err := r.decide(ctx, q.txnID, s, q.pid, q.commit, epoch, fromEndTxn); err != nil {
 			putBuffer(out)
 			return nil, err
 		}
@@ -657,7 +657,7 @@ func (r *txnRelay) around(ctx context.Context, h wire.Header, frame []byte, rt f
 		if a.ProducerID == o.pid && a.ProducerEpoch > epoch {
 			epoch = a.ProducerEpoch
 		}
-		if err := r.decide(ctx, q.txnID, s, o.pid, false, epoch, "init_producer_id"); err != nil {
+		if err := r.decide(ctx, q.txnID, s, o.pid, false, epoch, fromInitProducerID); err != nil {
 			putBuffer(out)
 			return nil, err
 		}
@@ -675,7 +675,7 @@ func (r *txnRelay) setPhase(s *txnIDState, pid int64, p txnPhase) {
 
 // decide records an outcome and applies it; on failure it stays decided, and the id's next
 // relayed request applies it again before anything else.
-func (r *txnRelay) decide(ctx context.Context, txnID string, s *txnIDState, pid int64, commit bool, epoch int16, source string) error {
+func (r *txnRelay) decide(ctx context.Context, txnID string, s *txnIDState, pid int64, commit bool, epoch int16, source txnSource) error {
 	r.mu.Lock()
 	o := s.open
 	if o == nil || o.pid != pid {
@@ -716,11 +716,11 @@ func (r *txnRelay) apply(ctx context.Context, txnID string, s *txnIDState) error
 		s.open = nil
 	}
 	r.mu.Unlock()
-	outcome := "abort"
+	outcome := txnAborted
 	if commit {
-		outcome = "commit"
+		outcome = txnCommitted
 	}
-	r.m.txnOutcomes.WithLabelValues(outcome, source).Inc()
+	r.m.txnOutcomes.WithLabelValues(string(outcome), string(source)).Inc()
 	return nil
 }
 
@@ -766,7 +766,7 @@ func (r *txnRelay) settle(ctx context.Context, txnID string, s *txnIDState) erro
 		r.mu.Unlock()
 		return nil
 	}
-	return r.decide(ctx, txnID, s, pid, v.kind == verdictCommit, v.epoch, "upstream_state")
+	return r.decide(ctx, txnID, s, pid, v.kind == verdictCommit, v.epoch, fromUpstreamState)
 }
 
 func (r *txnRelay) setPhaseAny(s *txnIDState, o *openTxn, p txnPhase) {
@@ -778,7 +778,7 @@ func (r *txnRelay) setPhaseAny(s *txnIDState, o *openTxn, p txnPhase) {
 }
 
 func (r *txnRelay) ambiguous(txnID string, pid int64, epoch int16, st upstream.TxnState, found bool) {
-	r.m.txnOutcomes.WithLabelValues("ambiguous", "upstream_state").Inc()
+	r.m.txnOutcomes.WithLabelValues(string(txnAmbiguous), string(fromUpstreamState)).Inc()
 	r.lg.Error("cannot tell how a transaction with staged offsets ended; they stay staged (RequireStable fetches of its partitions answer UNSTABLE_OFFSET_COMMIT). Operator path: check the transaction upstream and send WriteTxnMarkers for the producer to coordinatord (docs/transactions.md, Hanging transactions)",
 		zap.String("transactional_id", txnID), zap.Int64("producer_id", pid), zap.Int16("staged_epoch", epoch),
 		zap.Bool("upstream_knows_id", found), zap.String("upstream_state", st.State),
@@ -895,7 +895,7 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resolved, retry := r.recoverProducers(ctx, open, "recovery")
+	resolved, retry := r.recoverProducers(ctx, open, fromRecovery)
 	if retry != nil {
 		return retry
 	}
@@ -909,7 +909,7 @@ func (r *txnRelay) recoverOnce(ctx context.Context) error {
 // outcomes applied, retry is the first failure worth retrying. Every producer is asked in each
 // round, so that one the upstream refuses for good is set aside even while another's answer is
 // still being retried.
-func (r *txnRelay) recoverProducers(ctx context.Context, open map[int64]OpenProducer, source string) (resolved int, retry error) {
+func (r *txnRelay) recoverProducers(ctx context.Context, open map[int64]OpenProducer, source txnSource) (resolved int, retry error) {
 	for pid, p := range open {
 		if r.isStuck(pid) {
 			continue // set aside by an earlier round: tryStuck retries it on its own backoff
@@ -932,7 +932,7 @@ func (r *txnRelay) recoverProducers(ctx context.Context, open map[int64]OpenProd
 
 // recoverProducer resolves one producer's staged transaction from the upstream's state; done is
 // true when an outcome was applied.
-func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProducer, source string) (done bool, err error) {
+func (r *txnRelay) recoverProducer(ctx context.Context, pid int64, p OpenProducer, source txnSource) (done bool, err error) {
 	ids, err := r.b.TxnIDsOf(ctx, pid)
 	if err != nil {
 		return false, &upstreamCallError{kmsg.ListTransactions.Int16(), err}
@@ -1055,7 +1055,7 @@ func (r *txnRelay) tryStuck(ctx context.Context, pid int64, force bool) error {
 	if !due {
 		return fmt.Errorf("%w: producer %d is not resolved yet", errRelay, pid)
 	}
-	if _, err := r.recoverProducer(ctx, pid, p, "recovery"); err != nil {
+	if _, err := r.recoverProducer(ctx, pid, p, fromRecovery); err != nil {
 		if c, ok := incurable(err); ok {
 			r.giveUp(pid, p, c, err)
 		}

@@ -487,7 +487,7 @@ func (c *serverConn) since() time.Duration { return time.Since(c.base) }
 
 func (c *serverConn) run() {
 	s := c.srv
-	reason := "peer closed"
+	reason := closePeerClosed
 	defer func() {
 		c.cancel()
 		c.nc.Close()
@@ -498,7 +498,7 @@ func (c *serverConn) run() {
 		delete(s.conns, c)
 		s.mu.Unlock()
 		s.metrics.connectionsOpen.Dec()
-		s.metrics.connectionsClosed.WithLabelValues(reason).Inc()
+		s.metrics.connectionsClosed.WithLabelValues(string(reason)).Inc()
 		s.wg.Done()
 	}()
 	if tc, ok := c.nc.(*tls.Conn); ok {
@@ -595,7 +595,7 @@ func (c *serverConn) run() {
 		if c.info.sasl.required && len(frame) >= 2 {
 			if ok, why := c.info.admits(int16(uint16(frame[0])<<8|uint16(frame[1])), time.Now()); !ok {
 				// Kafka's authenticator closes the connection without an answer.
-				reason = "unauthenticated request"
+				reason = closeUnauthenticatedRequest
 				c.srv.log.Info("closing connection", zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.String("reason", why))
 				return
 			}
@@ -616,7 +616,7 @@ func (c *serverConn) run() {
 				in = frame
 			}
 			if resp == nil {
-				reason = "bad request"
+				reason = closeBadRequest
 				c.warn("closing connection", why)
 				return
 			}
@@ -630,13 +630,13 @@ func (c *serverConn) run() {
 			}
 			respBytes, fits := encodedSizeAtMost(resp, limit)
 			if !fits {
-				reason = "response too large"
+				reason = closeResponseTooLarge
 				c.warn("closing connection", fmt.Sprintf("the %s answer would exceed queued.max.request.bytes %d", kmsg.NameForKey(hdr.Key), limit))
 				return
 			}
 			if !budget.TryAcquireAnswer(respBytes) {
 				if err := budget.AcquireAnswer(c.ctx, respBytes); err != nil {
-					reason = "shutdown"
+					reason = closeShutdown
 					return
 				}
 				served = c.since() // the write's deadline counts from now, not from the handler's end
@@ -648,7 +648,7 @@ func (c *serverConn) run() {
 			}
 		}
 		if c.info.sasl.closeAfter {
-			reason = "authentication failed"
+			reason = closeAuthenticationFailed
 			return
 		}
 		budget.Release(held)
@@ -657,33 +657,33 @@ func (c *serverConn) run() {
 			out = nil // do not pin one huge response's buffer for the connection's lifetime
 		}
 	}
-	reason = "shutdown"
+	reason = closeShutdown
 }
 
 // rawToken answers a bare SASL token (after SaslHandshake v0) with a bare, size-prefixed token;
 // a non-empty result is why the connection closes.
-func (c *serverConn) rawToken(token []byte) string {
+func (c *serverConn) rawToken(token []byte) closeReason {
 	th, ok := c.srv.handler.(SASLTokenHandler)
 	var out []byte
 	if ok {
 		out, ok = th.SASLToken(c.ctx, c.info, token)
 	}
 	if !ok {
-		return "authentication failed"
+		return closeAuthenticationFailed
 	}
 	return c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...))
 }
 
 // handshake runs the TLS handshake and takes the principal from the client certificate; a
 // non-empty result is why the connection closes.
-func (c *serverConn) handshake(tc *tls.Conn) string {
+func (c *serverConn) handshake(tc *tls.Conn) closeReason {
 	s := c.srv
 	ctx, cancel := context.WithTimeout(c.ctx, handshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		// A port scanner or a plaintext client is not worth a WARN per connection.
 		s.log.Info("closing connection: TLS handshake failed", zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.Error(err))
-		return "tls handshake failed"
+		return closeTLSHandshakeFailed
 	}
 	certs := tc.ConnectionState().PeerCertificates
 	if s.opts.SASL || s.opts.TLSPrincipal == nil || len(certs) == 0 {
@@ -692,7 +692,7 @@ func (c *serverConn) handshake(tc *tls.Conn) string {
 	p, err := s.opts.TLSPrincipal(certs[0])
 	if err != nil {
 		c.warn("closing connection", "client certificate: "+err.Error())
-		return "principal mapping failed"
+		return closePrincipalMappingFailed
 	}
 	c.info.SetPrincipal(p)
 	s.log.Debug("TLS client authenticated", zap.Stringer("peer", c.info.Remote), zap.Uint64("conn", c.info.ID), zap.Stringer("principal", p))
@@ -704,10 +704,10 @@ func (c *serverConn) handshake(tc *tls.Conn) string {
 const handshakeTimeout = 10 * time.Second
 
 // write sends one response frame; a non-empty result is why the connection closes.
-func (c *serverConn) write(frame []byte) string { return c.writeAt(frame, c.since()) }
+func (c *serverConn) write(frame []byte) closeReason { return c.writeAt(frame, c.since()) }
 
 // writeAt is write with the time (since) as read just before.
-func (c *serverConn) writeAt(frame []byte, now time.Duration) string {
+func (c *serverConn) writeAt(frame []byte, now time.Duration) closeReason {
 	extendDeadline(c.nc.SetWriteDeadline, c.base, &c.writeBy, writeTimeout, now)
 	var n int
 	var err error
@@ -721,31 +721,31 @@ func (c *serverConn) writeAt(frame []byte, now time.Duration) string {
 	c.srv.metrics.bytesOut.Add(float64(n))
 	if err != nil {
 		c.warn("closing connection", "writing response: "+err.Error())
-		return "write failed"
+		return closeWriteFailed
 	}
 	return ""
 }
 
 // readFailure classifies why reading the next frame stopped and logs what an operator needs.
-func (c *serverConn) readFailure(err error) string {
+func (c *serverConn) readFailure(err error) closeReason {
 	var fe *FrameError
 	switch {
 	case errors.As(err, &fe):
 		c.warn("closing connection", fe.Reason)
-		return "bad frame"
+		return closeBadFrame
 	case errors.Is(err, io.EOF):
-		return "peer closed"
+		return closePeerClosed
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		c.warn("closing connection", "frame cut short by end of stream")
-		return "truncated frame"
+		return closeTruncatedFrame
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		if c.srv.draining.Load() {
-			return "shutdown"
+			return closeShutdown
 		}
 		c.srv.log.Debug("closing idle connection", zap.Stringer("peer", c.info.Remote), zap.Duration("idle", c.srv.opts.IdleTimeout))
-		return "idle"
+		return closeIdle
 	default:
-		return "read error"
+		return closeReadError
 	}
 }
 
@@ -756,16 +756,16 @@ func (c *serverConn) warn(msg, reason string) {
 // answerForwarded finishes a forwarded request: an error closes the connection, a nil answer
 // means none is due (acks=0), and any other is written and given back to the Forwarder. A
 // non-empty result is why the connection closes.
-func (c *serverConn) answerForwarded(raw []byte, read time.Time, err error) string {
+func (c *serverConn) answerForwarded(raw []byte, read time.Time, err error) closeReason {
 	switch {
 	case errors.Is(err, ErrRequestCutShort) && c.srv.draining.Load():
-		return "shutdown" // its read deadline ended the body's wait, as for a frame read whole
+		return closeShutdown // its read deadline ended the body's wait, as for a frame read whole
 	case errors.Is(err, ErrRequestCutShort):
 		c.warn("closing connection", err.Error())
-		return "truncated frame"
+		return closeTruncatedFrame
 	case err != nil:
 		c.warn("closing connection", err.Error())
-		return "upstream failed"
+		return closeUpstreamFailed
 	case raw == nil:
 		return ""
 	}

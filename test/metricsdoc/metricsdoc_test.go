@@ -1,6 +1,8 @@
 package metricsdoc
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -45,5 +47,19 @@ func TestOperationsPageParses(t *testing.T) {
 	loads, _ := series["coordinatord_shard_loads_total"].Label("result")
 	if !slices.Equal(loads.Values, []string{"ok", "failed", "aborted"}) {
 		t.Errorf("coordinatord_shard_loads_total result values %v", loads.Values)
+	}
+}
+
+func TestConstValuesReadsOneTypesStringConstants(t *testing.T) {
+	dir := t.TempDir()
+	src := "package p\n\ntype reason string\n\nconst (\n\tA reason = \"a b\"\n\tB        = \"untyped\"\n\tC reason = `c`\n)\n\nconst D string = \"d\"\n"
+	os.WriteFile(filepath.Join(dir, "p.go"), []byte(src), 0o644)
+	os.WriteFile(filepath.Join(dir, "p_test.go"), []byte("package p\n\nconst T reason = \"test\"\n"), 0o644)
+	got, err := ConstValues(dir, "reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"a b", "c"}) {
+		t.Fatalf("values %q, want the two typed constants outside tests", got)
 	}
 }

@@ -36,12 +36,29 @@ func (sx StreamsContext) defaulted() StreamsContext {
 	return sx
 }
 
+// MigrationDirection and MigrationResult are the direction and result labels of
+// coordinatord_group_migrations_total: the metrics table of docs/operations.md lists every
+// constant here, and a test holds the two equal.
+type MigrationDirection string
+
+const (
+	MigrationUpgrade   MigrationDirection = "upgrade"   // classic to streams or consumer
+	MigrationDowngrade MigrationDirection = "downgrade" // streams or consumer to classic
+)
+
+type MigrationResult string
+
+const (
+	MigrationConverted MigrationResult = "converted"
+	MigrationRefused   MigrationResult = "refused"
+)
+
 // MigrationEvent is one conversion or refusal, for the operator's log line and metric.
 type MigrationEvent struct {
 	Group      string
-	Direction  string // "upgrade" or "downgrade"
-	Result     string // "converted", "refused" or "deferred"
-	Reason     string // why a conversion was refused or deferred
+	Direction  MigrationDirection
+	Result     MigrationResult
+	Reason     string // why a conversion was refused
 	Generation int32  // the classic generation (upgrade) or streams epoch (downgrade)
 	Members    int    // classic members converted
 }
@@ -102,7 +119,7 @@ func (m *Machine) observeMigration(c *runtime.Ctx[*Machine], ev MigrationEvent) 
 	if m.OnMigration == nil {
 		return
 	}
-	if ev.Result == "converted" {
+	if ev.Result == MigrationConverted {
 		c.AfterDurable(func() { m.OnMigration(ev) })
 		return
 	}
@@ -181,7 +198,7 @@ func (m *Machine) finishDowngrade(c *runtime.Ctx[*Machine], group string, dg *st
 		return recs
 	}
 	if !dg.Converted {
-		m.observeMigration(c, MigrationEvent{Group: group, Direction: "downgrade", Result: "refused", Reason: dg.Reason})
+		m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationDowngrade, Result: MigrationRefused, Reason: dg.Reason})
 		return recs
 	}
 	proto := streams.ClassicProtocolName
@@ -209,6 +226,6 @@ func (m *Machine) finishDowngrade(c *runtime.Ctx[*Machine], group string, dg *st
 	for _, t := range timers {
 		c.Schedule(t.Key(), t.Delay, classicTimer(cfg, t))
 	}
-	m.observeMigration(c, MigrationEvent{Group: group, Direction: "downgrade", Result: "converted", Generation: dg.Generation, Members: len(dg.Members)})
+	m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationDowngrade, Result: MigrationConverted, Generation: dg.Generation, Members: len(dg.Members)})
 	return append(recs, g.Record())
 }

@@ -28,9 +28,9 @@ func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 		in.Config = m.streamsConfigFor(in.Req.Group, in.Config)
 		out := m.Streams.Heartbeat(in)
 		if u := out.Upgrade; u != nil {
-			ev := MigrationEvent{Group: in.Req.Group, Direction: "upgrade", Result: "refused", Reason: u.Refused, Generation: u.Generation, Members: u.ClassicMembers}
+			ev := MigrationEvent{Group: in.Req.Group, Direction: MigrationUpgrade, Result: MigrationRefused, Reason: u.Refused, Generation: u.Generation, Members: u.ClassicMembers}
 			if u.Converted {
-				ev.Result = "converted"
+				ev.Result = MigrationConverted
 				m.retireClassicGroup(c, in.Req.Group)
 			}
 			m.observeMigration(c, ev)
