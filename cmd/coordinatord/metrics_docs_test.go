@@ -183,6 +183,7 @@ func TestOperationsDocListsTheClosedLabelValuesTheCodeDeclares(t *testing.T) {
 	}
 	for _, c := range []struct{ series, label, dir, typeName string }{
 		{"coordinatord_connections_closed_total", "reason", "../../internal/wire", "closeReason"},
+		{"coordinatord_group_migrations_total", "protocol", "../../internal/state/shard", "MigrationProtocol"},
 		{"coordinatord_group_migrations_total", "direction", "../../internal/state/shard", "MigrationDirection"},
 		{"coordinatord_group_migrations_total", "result", "../../internal/state/shard", "MigrationResult"},
 		{"coordinatord_gateway_txn_outcomes_total", "outcome", "../../internal/gateway", "txnOutcome"},

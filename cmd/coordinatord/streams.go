@@ -129,27 +129,28 @@ func startTopologyCleanup(table *handlers.Table, caller *plugin.Caller, interval
 	return func() { cancel(); wg.Wait() }
 }
 
-// migrationObserver logs every online migration between classic and streams groups and its
-// refusals at INFO, and counts them (spec online-migration §8).
+// migrationObserver logs every online migration between classic groups and streams or consumer
+// groups and its refusals at INFO, and counts them (spec online-migration §8).
 func migrationObserver(log *zap.Logger, reg prometheus.Registerer) func(shard.MigrationEvent) {
 	total := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coordinatord_group_migrations_total",
-		Help: "Online conversions between classic groups of Kafka Streams members and streams groups, and refused attempts.",
-	}, []string{"direction", "mode", "result"})
+		Help: "Online conversions between classic groups and streams or consumer groups, and refused attempts.",
+	}, []string{"protocol", "direction", "mode", "result"})
 	if reg != nil {
 		reg.MustRegister(total)
 	}
 	return func(ev shard.MigrationEvent) {
-		total.WithLabelValues(string(ev.Direction), "online", string(ev.Result)).Inc()
+		total.WithLabelValues(string(ev.Protocol), string(ev.Direction), "online", string(ev.Result)).Inc()
 		switch {
 		case ev.Direction == shard.MigrationUpgrade && ev.Result == shard.MigrationConverted:
-			log.Info("converted classic group to streams group", zap.String("group", ev.Group),
+			log.Info("converted classic group to "+string(ev.Protocol)+" group", zap.String("group", ev.Group),
 				zap.Int32("generation", ev.Generation), zap.Int("classic_members", ev.Members), zap.Int32("epoch", ev.Generation+1))
 		case ev.Direction == shard.MigrationDowngrade && ev.Result == shard.MigrationConverted:
-			log.Info("converted streams group to classic group, rebalance prepared", zap.String("group", ev.Group),
+			log.Info("converted "+string(ev.Protocol)+" group to classic group, rebalance prepared", zap.String("group", ev.Group),
 				zap.Int32("generation", ev.Generation), zap.Int("members", ev.Members))
 		default:
-			log.Info("refused "+string(ev.Direction)+" of group", zap.String("group", ev.Group), zap.String("reason", ev.Reason))
+			log.Info("refused "+string(ev.Direction)+" of group", zap.String("group", ev.Group),
+				zap.String("protocol", string(ev.Protocol)), zap.String("reason", ev.Reason))
 		}
 	}
 }

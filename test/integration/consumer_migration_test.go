@@ -160,6 +160,8 @@ func TestConsumerMigrationRawClassicAndConsumerMembers(t *testing.T) {
 	if l, err := adm.ListGroups(ctxT(t)); err != nil || l["g"].GroupType != "consumer" {
 		t.Fatalf("after the upgrade: %+v %v", l["g"], err)
 	}
+	// The operator's log line names the protocol the group moved to.
+	d.waitLogged("converted classic group to consumer group", func(l map[string]any) bool { return l["group"] == "g" })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		switch code := beat(); code {
@@ -187,6 +189,7 @@ func TestConsumerMigrationRawClassicAndConsumerMembers(t *testing.T) {
 	if l, err := adm.ListGroups(ctxT(t)); err != nil || l["g"].GroupType != "classic" || l["g"].State != "PreparingRebalance" {
 		t.Fatalf("after the downgrade: %+v %v", l["g"], err)
 	}
+	d.waitLogged("converted consumer group to classic group, rebalance prepared", func(l map[string]any) bool { return l["group"] == "g" })
 	if code := beat(); code != kerr.RebalanceInProgress.Code {
 		t.Fatalf("Heartbeat after the downgrade: %v", kerr.ErrorForCode(code))
 	}

@@ -57,12 +57,12 @@ func (m *Machine) consumerUpgrade(c *runtime.Ctx[*Machine], in consumer.Heartbea
 		return out, false
 	}
 	if reason, msg := consumer.UpgradeRefusal(group, v, in.Config.Policy(), in.Config); reason != "" {
-		m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationUpgrade, Result: MigrationRefused, Reason: reason, Generation: v.Generation})
+		m.observeMigration(c, MigrationEvent{Group: group, Protocol: MigrationConsumer, Direction: MigrationUpgrade, Result: MigrationRefused, Reason: reason, Generation: v.Generation})
 		return consumer.HeartbeatOutput{Response: consumer.ErrorResponse(kerr.GroupIDNotFound.Code, msg)}, true
 	}
 	batch, timers, ok := consumer.UpgradeRecords(group, v, in.Catalog)
 	if !ok {
-		m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationUpgrade, Result: MigrationRefused, Reason: "a member's metadata or assignment is not the consumer protocol's", Generation: v.Generation})
+		m.observeMigration(c, MigrationEvent{Group: group, Protocol: MigrationConsumer, Direction: MigrationUpgrade, Result: MigrationRefused, Reason: "a member's metadata or assignment is not the consumer protocol's", Generation: v.Generation})
 		return out, false
 	}
 	out, err := consumer.HeartbeatAfter(batch, in)
@@ -76,7 +76,7 @@ func (m *Machine) consumerUpgrade(c *runtime.Ctx[*Machine], in consumer.Heartbea
 	m.Consumer.NoteCatalog(group, in.Catalog)
 	out.Records = append([]log.Record{classic.DeleteRecord(group)}, out.Records...)
 	out.Timers = append(timers, out.Timers...)
-	m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationUpgrade, Result: MigrationConverted, Generation: v.Generation, Members: len(v.Members)})
+	m.observeMigration(c, MigrationEvent{Group: group, Protocol: MigrationConsumer, Direction: MigrationUpgrade, Result: MigrationConverted, Generation: v.Generation, Members: len(v.Members)})
 	return out, true
 }
 
@@ -133,7 +133,7 @@ func (m *Machine) consumerClassicJoin(c *runtime.Ctx[*Machine], req classic.Join
 			c.Cancel(t.Key())
 		}
 		recs = append(m.Consumer.Tombstones(req.Group), m.classicGroupFrom(c, req.Group, d.Epoch, d.Members, d.Rebalance, cat))
-		m.observeMigration(c, MigrationEvent{Group: req.Group, Direction: MigrationDowngrade, Result: MigrationConverted, Generation: d.Epoch, Members: len(d.Members)})
+		m.observeMigration(c, MigrationEvent{Group: req.Group, Protocol: MigrationConsumer, Direction: MigrationDowngrade, Result: MigrationConverted, Generation: d.Epoch, Members: len(d.Members)})
 	} else {
 		applyConsumerTimers(c, out.Timers, cfg)
 	}
@@ -183,10 +183,10 @@ func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, remo
 	ccfg := m.classicBase()
 	switch {
 	case !consumer.DowngradeAllowed(cfg.Policy()):
-		m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationDowngrade, Result: MigrationRefused, Reason: "group.consumer.migration.policy " + cfg.Policy() + " does not allow downgrades"})
+		m.observeMigration(c, MigrationEvent{Group: group, Protocol: MigrationConsumer, Direction: MigrationDowngrade, Result: MigrationRefused, Reason: "group.consumer.migration.policy " + cfg.Policy() + " does not allow downgrades"})
 		return recs
 	case ccfg.MaxSize > 0 && int64(len(cand.Members)) > int64(ccfg.MaxSize):
-		m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationDowngrade, Result: MigrationRefused, Reason: "the classic members exceed group.max.size"})
+		m.observeMigration(c, MigrationEvent{Group: group, Protocol: MigrationConsumer, Direction: MigrationDowngrade, Result: MigrationRefused, Reason: "the classic members exceed group.max.size"})
 		return recs
 	}
 	tombs, timers := m.Consumer.GroupTombstones(group)
@@ -194,7 +194,7 @@ func (m *Machine) consumerDowngrade(c *runtime.Ctx[*Machine], group string, remo
 		c.Cancel(t.Key())
 	}
 	rec := m.classicGroupFrom(c, group, cand.Epoch, cand.Members, true, cat)
-	m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationDowngrade, Result: MigrationConverted, Generation: cand.Epoch, Members: len(cand.Members)})
+	m.observeMigration(c, MigrationEvent{Group: group, Protocol: MigrationConsumer, Direction: MigrationDowngrade, Result: MigrationConverted, Generation: cand.Epoch, Members: len(cand.Members)})
 	return append(tombs, rec)
 }
 

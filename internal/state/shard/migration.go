@@ -53,9 +53,18 @@ const (
 	MigrationRefused   MigrationResult = "refused"
 )
 
+// MigrationProtocol is the group protocol a migration moves a classic group to or from.
+type MigrationProtocol string
+
+const (
+	MigrationStreams  MigrationProtocol = "streams"  // KIP-1071 (migration.md)
+	MigrationConsumer MigrationProtocol = "consumer" // KIP-848 (consumer-groups.md)
+)
+
 // MigrationEvent is one conversion or refusal, for the operator's log line and metric.
 type MigrationEvent struct {
 	Group      string
+	Protocol   MigrationProtocol
 	Direction  MigrationDirection
 	Result     MigrationResult
 	Reason     string // why a conversion was refused
@@ -198,7 +207,7 @@ func (m *Machine) finishDowngrade(c *runtime.Ctx[*Machine], group string, dg *st
 		return recs
 	}
 	if !dg.Converted {
-		m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationDowngrade, Result: MigrationRefused, Reason: dg.Reason})
+		m.observeMigration(c, MigrationEvent{Group: group, Protocol: MigrationStreams, Direction: MigrationDowngrade, Result: MigrationRefused, Reason: dg.Reason})
 		return recs
 	}
 	proto := streams.ClassicProtocolName
@@ -226,6 +235,6 @@ func (m *Machine) finishDowngrade(c *runtime.Ctx[*Machine], group string, dg *st
 	for _, t := range timers {
 		c.Schedule(t.Key(), t.Delay, classicTimer(cfg, t))
 	}
-	m.observeMigration(c, MigrationEvent{Group: group, Direction: MigrationDowngrade, Result: MigrationConverted, Generation: dg.Generation, Members: len(dg.Members)})
+	m.observeMigration(c, MigrationEvent{Group: group, Protocol: MigrationStreams, Direction: MigrationDowngrade, Result: MigrationConverted, Generation: dg.Generation, Members: len(dg.Members)})
 	return append(recs, g.Record())
 }

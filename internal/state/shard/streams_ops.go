@@ -28,7 +28,7 @@ func StreamsHeartbeat(in streams.HeartbeatInput) runtime.WriteOp[*Machine] {
 		in.Config = m.streamsConfigFor(in.Req.Group, in.Config)
 		out := m.Streams.Heartbeat(in)
 		if u := out.Upgrade; u != nil {
-			ev := MigrationEvent{Group: in.Req.Group, Direction: MigrationUpgrade, Result: MigrationRefused, Reason: u.Refused, Generation: u.Generation, Members: u.ClassicMembers}
+			ev := MigrationEvent{Group: in.Req.Group, Protocol: MigrationStreams, Direction: MigrationUpgrade, Result: MigrationRefused, Reason: u.Refused, Generation: u.Generation, Members: u.ClassicMembers}
 			if u.Converted {
 				ev.Result = MigrationConverted
 				m.retireClassicGroup(c, in.Req.Group)
