@@ -62,21 +62,7 @@ func TestGateway_StreamsWordCountOnlineMigration(t *testing.T) {
 	g := startGateway(t, "group.initial.rebalance.delay.ms=0", "group.streams.initial.rebalance.delay.ms=0", "group.streams.assignment.interval.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := newWordCountRun(t, ctx, g.Addr)
-	start := func(name, protocol string) *streamsApp {
-		a := startWordCount(t, name, g.Addr, r.appID, r.in, r.out, protocol, "exactly_once_v2")
-		a.waitState("RUNNING", 2*time.Minute)
-		return a
-	}
-	// Ten lines every 200 ms, until the roll is over (or the test's deadline, or 3000 batches:
-	// the producer ends by itself).
-	input := produceContinuously(ctx, newClient(t, g.Addr), r.in, 10, 200*time.Millisecond, 3000)
-	caughtUp := func(step string) {
-		t.Helper()
-		expected, batches := input.snapshot(t)
-		waitCommittedCountsAtLeast(t, ctx, g.Addr, r.out, expected)
-		t.Logf("%s: the committed output reflects the first %d batches", step, batches)
-	}
+	r, start, input, caughtUp := rollingWordCount(t, ctx, g.Addr)
 
 	c1, c2 := start("classic-1", "classic"), start("classic-2", "classic")
 	caughtUp("2 classic instances")
@@ -127,6 +113,28 @@ type continuousInput struct {
 	expected map[string]int64
 	batches  int
 	err      error
+}
+
+// rollingWordCount sets up an exactly-once word count whose instances come and go under
+// continuous input (ten lines every 200 ms, until the roll is over, the test's deadline or 3000
+// batches): start runs an instance with the given protocol until RUNNING, caughtUp waits until
+// the committed output reflects everything produced so far.
+func rollingWordCount(t *testing.T, ctx context.Context, addr string) (r *wordCountRun, start func(name, protocol string) *streamsApp, input *continuousInput, caughtUp func(step string)) {
+	t.Helper()
+	r = newWordCountRun(t, ctx, addr)
+	start = func(name, protocol string) *streamsApp {
+		a := startWordCount(t, name, addr, r.appID, r.in, r.out, protocol, "exactly_once_v2")
+		a.waitState("RUNNING", 2*time.Minute)
+		return a
+	}
+	input = produceContinuously(ctx, newClient(t, addr), r.in, 10, 200*time.Millisecond, 3000)
+	caughtUp = func(step string) {
+		t.Helper()
+		expected, batches := input.snapshot(t)
+		waitCommittedCountsAtLeast(t, ctx, addr, r.out, expected)
+		t.Logf("%s: the committed output reflects the first %d batches", step, batches)
+	}
+	return r, start, input, caughtUp
 }
 
 // produceContinuously produces batches of lines lines, one every interval, until finish, the

@@ -79,19 +79,7 @@ func TestGateway_StreamsUpgradeAbandonedWithoutDowngradeKeepsEveryTaskRunning(t 
 		"group.streams.assignment.interval.ms=0", "group.streams.migration.policy=upgrade")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	r := newWordCountRun(t, ctx, g.Addr)
-	start := func(name, protocol string) *streamsApp {
-		a := startWordCount(t, name, g.Addr, r.appID, r.in, r.out, protocol, "exactly_once_v2")
-		a.waitState("RUNNING", 2*time.Minute)
-		return a
-	}
-	input := produceContinuously(ctx, newClient(t, g.Addr), r.in, 10, 200*time.Millisecond, 3000)
-	caughtUp := func(step string) {
-		t.Helper()
-		expected, batches := input.snapshot(t)
-		waitCommittedCountsAtLeast(t, ctx, g.Addr, r.out, expected)
-		t.Logf("%s: the committed output reflects the first %d batches", step, batches)
-	}
+	r, start, input, caughtUp := rollingWordCount(t, ctx, g.Addr)
 	c1, c2 := start("classic-1", "classic"), start("classic-2", "classic")
 	caughtUp("2 classic instances")
 	s3 := start("streams-3", "streams")
