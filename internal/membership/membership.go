@@ -186,16 +186,8 @@ func (m *Membership) Refused() string {
 func (m *Membership) LetGoOfAll() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), m.o.SessionTimeout)
-	defer cancel()
-	n := 0
-	for i := int32(0); i < m.o.ShardCount; i++ {
-		if m.o.Shards.Owned(i) {
-			m.o.Shards.Disown(ctx, i)
-			n++
-		}
-	}
-	return n
+	// The assignment still gives the node these shards, so the owned gauge stays.
+	return m.disownLocked()
 }
 
 // Nodes are the nodes of the latest assignment.
@@ -510,6 +502,13 @@ func (m *Membership) setMember(id string) {
 }
 
 func (m *Membership) disownAllLocked() int {
+	n := m.disownLocked()
+	m.owned.Set(0)
+	return n
+}
+
+// disownLocked closes every shard the node holds and returns how many.
+func (m *Membership) disownLocked() int {
 	ctx, cancel := context.WithTimeout(context.Background(), m.o.SessionTimeout)
 	defer cancel()
 	n := 0
@@ -519,7 +518,6 @@ func (m *Membership) disownAllLocked() int {
 			n++
 		}
 	}
-	m.owned.Set(0)
 	return n
 }
 
